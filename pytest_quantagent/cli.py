@@ -1,0 +1,68 @@
+"""The ``quantagent`` command: the same engine as the pytest plugin, no pytest needed.
+
+Each subcommand lives in ``pytest_quantagent/commands/<name>.py`` and exposes
+``add_parser(subparsers) -> None`` and ``run(args) -> int``. Command modules are imported
+only when needed so ``quantagent --help`` stays fast and works without optional extras.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+#: Subcommand name → module under ``pytest_quantagent.commands``; help shown in --help.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("run", "run (or resume) episodes for one domain and a set of arms"),
+    "analyze": ("analyze", "analyze episode stores or tau2-bench results files"),
+    "report": ("report", "render a report JSON as a terminal table or HTML"),
+    "oracle": ("oracle", "replay each task's gold actions through the engine (a data check)"),
+    "replay": ("replay", "re-execute the tool calls of a tau2-bench results file"),
+    "domains": ("domains", "list domains, their tools and task counts"),
+    "decisions": ("decisions", "open-loop decision-point analysis (margins, flips)"),
+    "quantize": ("quantize", "create a quantized arm checkpoint"),
+    "screen": ("screen", "full-precision risk screen (reference arm only)"),
+}
+
+
+def _load(name: str):  # type: ignore[no-untyped-def]
+    module, _ = COMMANDS[name]
+    return importlib.import_module(f"pytest_quantagent.commands.{module}")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="quantagent",
+        description="Catch what quantization does to LLM agents: tau2-style episodes, "
+        "per-channel failure rates, error-budget counterfactuals and paired statistics.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_, help_text) in COMMANDS.items():
+        if only is not None and name != only:
+            sub.add_parser(name, help=help_text, add_help=False)
+            continue
+        try:
+            mod = _load(name)
+        except ModuleNotFoundError as e:
+            if not e.name or not e.name.startswith("pytest_quantagent.commands"):
+                raise
+            continue  # command not available in this build
+        mod.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    first = next((a for a in args_list if not a.startswith("-")), None)
+    parser = build_parser(only=first if first in COMMANDS else None)
+    args = parser.parse_args(args_list)
+    if not args.command:
+        parser.print_help()
+        return 2
+    rc: int = _load(args.command).run(args)
+    return rc
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,53 @@
+"""Errors users see. Each names the thing, the bad value and the allowed values."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class QuantAgentError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class UnknownNameError(QuantAgentError, ValueError):
+    """A name (domain, arm, backend, channel, task id, ...) that is not known."""
+
+    def __init__(self, kind: str, value: object, known: Iterable[str], hint: str = "") -> None:
+        self.kind = kind
+        self.value = value
+        self.known = sorted(known)
+        listing = ", ".join(self.known) if self.known else "(none)"
+        msg = f"unknown {kind} {value!r}; known {kind}s: {listing}"
+        if hint:
+            msg += f". {hint}"
+        super().__init__(msg)
+
+
+class DataFileError(QuantAgentError, ValueError):
+    """A data file (tasks, DB, results, store) that cannot be read: names the file and the
+    location of the problem inside it."""
+
+    def __init__(self, path: object, location: str, problem: str) -> None:
+        self.path = str(path)
+        self.location = location
+        self.problem = problem
+        where = f" at {location}" if location else ""
+        super().__init__(f"{self.path}{where}: {problem}")
+
+
+class MissingDependencyError(QuantAgentError, ImportError):
+    """An optional dependency is missing; the message has the exact pip line."""
+
+    def __init__(self, feature: str, extra: str, packages: Iterable[str] = ()) -> None:
+        pkgs = " ".join(packages)
+        line = f"pip install 'pytest-quantagent[{extra}]'"
+        msg = f"{feature} requires optional dependencies. Install with:\n\n    {line}\n"
+        if pkgs:
+            msg += f"\n(or: pip install {pkgs})"
+        super().__init__(msg)
+        self.pip_line = line
+
+
+class InfrastructureError(QuantAgentError):
+    """A failure of the serving stack (HTTP 5xx, timeout, dropped connection) after retries.
+    Never scored as an agent failure."""
