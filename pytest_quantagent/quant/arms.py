@@ -1,0 +1,249 @@
+"""Arms: one precision of one model, resolved to a backend and a checkpoint or endpoint.
+
+Arms come from two places:
+
+- a TOML arms config (``--config``)::
+
+      [arms.bf16]
+      backend = "openai"
+      base_url = "http://127.0.0.1:8000/v1"
+      model = "Qwen/Qwen3-8B"
+      api_key_env = "OPENAI_API_KEY"   # optional; the key itself is never stored
+
+  Keys other than the :class:`ArmSpec` fields go to ``ArmSpec.options`` (backend-specific,
+  e.g. the ``mock`` backend's ``responses``);
+- a *model spec* (``--model tiny-agent``) registered with :func:`register_model_spec`, which
+  maps arm labels (``bf16``, ``int4``, ...) to arms. The bundled specs are registered by
+  ``pytest_quantagent.quant.bundled``, imported lazily on first lookup.
+
+An arm label may carry a ``+repair`` suffix (``int4+repair``): the same model with the
+reflexive-repair mode on.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pytest_quantagent.errors import DataFileError, UnknownNameError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+#: Precision names the project knows (an arm label is one of these, optionally + "+repair").
+KNOWN_PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp32", "fp8", "int8", "int4", "int4-rtn")
+REPAIR_SUFFIX = "+repair"
+REPAIR_MODES: tuple[str, ...] = ("none", "reflexive")
+DEFAULT_MODEL_SPEC = "tiny-agent"
+
+_LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(\+repair)?$")
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    """Everything needed to build the backend of one arm (no secrets)."""
+
+    label: str
+    """Arm label as shown in reports, e.g. ``"bf16"``, ``"int4"``, ``"int4+repair"``."""
+    backend: str
+    """Backend registry name: ``mock``, ``openai``, ``transformers``, ``vllm``, ..."""
+    model: str
+    """Model id (HF id, served model name, or bundled model name)."""
+    path: str | None = None
+    """Local checkpoint directory, when the backend loads weights itself."""
+    base_url: str | None = None
+    """Endpoint of an OpenAI-compatible server."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the API key (the key is read at build time)."""
+    quantization: str | None = None
+    """Quantization scheme, e.g. ``"w4a16-awq-g128"``, ``"fp8-dynamic"``; None = as served."""
+    revision: str | None = None
+    repair: str = "none"
+    """Repair mode: one of :data:`REPAIR_MODES`."""
+    options: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """Backend-specific options (e.g. ``responses`` for ``mock``, ``timeout_s``)."""
+
+    def __post_init__(self) -> None:
+        if self.repair not in REPAIR_MODES:
+            raise ValueError(
+                f"repair ({self.repair!r}) of arm {self.label!r} must be one of "
+                + ", ".join(repr(m) for m in REPAIR_MODES)
+            )
+
+    @property
+    def precision(self) -> str:
+        """The label without the ``+repair`` suffix."""
+        return self.label.removesuffix(REPAIR_SUFFIX)
+
+    def cache_fields(self) -> dict[str, Any]:
+        """The fields that change an episode's outcome (for the cache key; no endpoint URL,
+        no API key variable: moving a server or rotating a key changes nothing)."""
+        return {
+            "label": self.label,
+            "backend": self.backend,
+            "model": self.model,
+            "path": self.path,
+            "quantization": self.quantization,
+            "revision": self.revision,
+            "repair": self.repair,
+            "options": {k: self.options[k] for k in sorted(self.options)
+                        if k not in _NON_OUTCOME_OPTIONS},
+        }
+
+
+#: Options that affect speed or plumbing only, never the model's output.
+_NON_OUTCOME_OPTIONS = frozenset({"timeout_s", "concurrency", "max_connections"})
+
+_SPEC_FIELDS = frozenset(
+    {"backend", "model", "path", "base_url", "api_key_env", "quantization", "revision", "repair"}
+)
+
+ModelSpecResolver = Callable[[str], ArmSpec]
+"""Maps an arm label without ``+repair`` (``"int4"``) to its :class:`ArmSpec`; raises
+:class:`UnknownNameError` for a label the model spec does not provide."""
+
+_MODEL_SPECS: dict[str, tuple[ModelSpecResolver, tuple[str, ...]]] = {}
+_bundled_loaded = False
+
+
+def register_model_spec(
+    name: str, resolver: ModelSpecResolver, arms: Iterable[str] = KNOWN_PRECISIONS
+) -> None:
+    """Register a model spec usable as ``--model NAME`` / ``--quant-model=NAME``.
+
+    ``arms`` lists the arm labels the spec provides (used to validate ``--arms`` and in
+    error messages). Registering a name twice replaces the earlier resolver.
+    """
+    _MODEL_SPECS[name] = (resolver, tuple(arms))
+
+
+def _load_bundled() -> None:
+    global _bundled_loaded
+    if _bundled_loaded:
+        return
+    _bundled_loaded = True
+    try:
+        importlib.import_module("pytest_quantagent.quant.bundled")
+    except ModuleNotFoundError as e:
+        if e.name != "pytest_quantagent.quant.bundled":
+            raise
+
+
+def list_model_specs() -> list[str]:
+    """Names of the registered model specs (bundled ones included)."""
+    _load_bundled()
+    return sorted(_MODEL_SPECS)
+
+
+def model_spec_arms(name: str) -> tuple[str, ...]:
+    """The arm labels model spec ``name`` provides."""
+    _load_bundled()
+    if name not in _MODEL_SPECS:
+        raise UnknownNameError("model spec", name, _MODEL_SPECS)
+    return _MODEL_SPECS[name][1]
+
+
+def parse_arm_labels(value: str, allowed: Iterable[str] | None = None) -> list[str]:
+    """Parse ``"bf16,int4"`` into labels; refuse empty, duplicate or malformed labels, and
+    (when ``allowed`` is given) labels outside it. ``+repair`` variants of allowed labels
+    are allowed."""
+    labels = [p.strip() for p in value.split(",")]
+    allowed_set = None if allowed is None else set(allowed)
+    known = sorted(allowed_set) if allowed_set is not None else list(KNOWN_PRECISIONS)
+    if not value.strip() or any(not p for p in labels):
+        raise UnknownNameError("arm", value, known, hint="give a comma-separated list such as 'bf16,int4'")
+    seen: set[str] = set()
+    for label in labels:
+        if not _LABEL_RE.match(label):
+            raise UnknownNameError("arm", label, known)
+        if label in seen:
+            raise ValueError(f"arm {label!r} is listed twice in {value!r}")
+        seen.add(label)
+        if allowed_set is not None and label not in allowed_set and (
+            label.removesuffix(REPAIR_SUFFIX) not in allowed_set
+        ):
+            raise UnknownNameError("arm", label, known)
+    return labels
+
+
+def load_arms_config(path: str | Path) -> dict[str, ArmSpec]:
+    """Read a TOML arms config; each ``[arms.<label>]`` table becomes an :class:`ArmSpec`.
+
+    Raises :class:`DataFileError` naming the file and the table for anything malformed.
+    """
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataFileError(p, "", "arms config file not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise DataFileError(p, "", f"not valid TOML: {e}") from None
+    arms = data.get("arms")
+    if not isinstance(arms, dict) or not arms:
+        raise DataFileError(p, "arms", "no [arms.<label>] tables (e.g. [arms.bf16] backend = \"openai\" ...)")
+    out: dict[str, ArmSpec] = {}
+    for label, table in arms.items():
+        where = f"arms.{label}"
+        if not isinstance(table, dict):
+            raise DataFileError(p, where, "must be a table")
+        if not _LABEL_RE.match(label):
+            raise DataFileError(p, where, f"bad arm label {label!r} (letters, digits, '-', '_', '.', optional '+repair')")
+        backend = table.get("backend")
+        if not isinstance(backend, str) or not backend:
+            raise DataFileError(p, where, "missing string key 'backend' (e.g. \"openai\", \"mock\")")
+        for key in ("model", "path", "base_url", "api_key_env", "quantization", "revision", "repair"):
+            if key in table and not isinstance(table[key], str):
+                raise DataFileError(p, f"{where}.{key}", f"must be a string, got {table[key]!r}")
+        repair = table.get("repair", "reflexive" if label.endswith(REPAIR_SUFFIX) else "none")
+        if repair not in REPAIR_MODES:
+            raise DataFileError(p, f"{where}.repair", f"{repair!r} is not one of {', '.join(REPAIR_MODES)}")
+        options = {k: v for k, v in table.items() if k not in _SPEC_FIELDS}
+        out[label] = ArmSpec(
+            label=label,
+            backend=backend,
+            model=table.get("model", backend),
+            path=table.get("path"),
+            base_url=table.get("base_url"),
+            api_key_env=table.get("api_key_env"),
+            quantization=table.get("quantization"),
+            revision=table.get("revision"),
+            repair=repair,
+            options=options,
+        )
+    return out
+
+
+def resolve_arm(
+    label: str,
+    model_spec: str | None = None,
+    config: Mapping[str, ArmSpec] | None = None,
+) -> ArmSpec:
+    """Resolve one arm label, from ``config`` when given, else from a model spec
+    (default :data:`DEFAULT_MODEL_SPEC`). ``X+repair`` falls back to arm ``X`` with repair on.
+    """
+    if config is not None:
+        if label in config:
+            return config[label]
+        base = label.removesuffix(REPAIR_SUFFIX)
+        if base != label and base in config:
+            return replace(config[base], label=label, repair="reflexive")
+        raise UnknownNameError("arm", label, config, hint="arms come from the --config file")
+    name = model_spec or DEFAULT_MODEL_SPEC
+    _load_bundled()
+    if name not in _MODEL_SPECS:
+        raise UnknownNameError("model spec", name, _MODEL_SPECS)
+    resolver, arms = _MODEL_SPECS[name]
+    base = label.removesuffix(REPAIR_SUFFIX)
+    if base not in arms:
+        raise UnknownNameError("arm", label, arms, hint=f"model spec {name!r} provides these arms")
+    spec = resolver(base)
+    if base != label:
+        spec = replace(spec, label=label, repair="reflexive")
+    return spec
