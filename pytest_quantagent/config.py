@@ -1,0 +1,239 @@
+"""The run configuration of the ``quantagent`` plugin: one frozen, typed object.
+
+Precedence: command line > ini (``[tool.pytest.ini_options]``) > defaults. Values are parsed by
+the ``parse_*`` functions of :mod:`pytest_quantagent.options`; contradictions between options
+raise :class:`pytest.UsageError` saying what to do. Checks that need the domain registry or
+the arms config (unknown domain, unknown arm) are done here too, lazily importing those
+modules only when a quant option is in use.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_quantagent.options import OPTIONS, TaskSelection
+
+DEFAULT_ARMS: tuple[str, ...] = ("int4",)
+DEFAULT_REFERENCE = "bf16"
+DEFAULT_ERROR_BUDGET = 10
+DEFAULT_CACHE_DIR = ".quantagent"
+
+
+@dataclass(frozen=True)
+class QuantAgentConfig:
+    """Parsed and validated settings of one pytest run."""
+
+    arms: tuple[str, ...] = DEFAULT_ARMS
+    """Candidate arm labels (``--quant``)."""
+    reference: str = DEFAULT_REFERENCE
+    domains: tuple[str, ...] | None = None
+    """Domains to run; None means every installed domain."""
+    model: str | None = None
+    backend: str | None = None
+    config_path: Path | None = None
+    trials: int = 1
+    tasks: TaskSelection = field(default_factory=lambda: TaskSelection("all"))
+    seed: int = 0
+    error_budget: int = DEFAULT_ERROR_BUDGET
+    user: str = "scripted"
+    user_model: str | None = None
+    concurrency: int | None = None
+    cache_dir: Path = Path(DEFAULT_CACHE_DIR)
+    report_path: Path | None = None
+    html_path: Path | None = None
+    repair: str = "none"
+    tau2_data: Path | None = None
+    explicit: frozenset[str] = frozenset()
+    """Flags given on the command line or in the ini file (``{"--quant", ...}``)."""
+
+    @property
+    def active(self) -> bool:
+        """True when any quant option or ini key was given."""
+        return bool(self.explicit)
+
+    def run_dict(self) -> dict[str, Any]:
+        """The settings as plain JSON data (the report's ``run`` section)."""
+        return {
+            "model": self.model,
+            "arms": list(self.arms),
+            "reference": self.reference,
+            "domains": None if self.domains is None else list(self.domains),
+            "backend": self.backend,
+            "config": None if self.config_path is None else str(self.config_path),
+            "trials": self.trials,
+            "tasks": str(self.tasks),
+            "seed": self.seed,
+            "budget": self.error_budget,
+            "user": self.user,
+            "user_model": self.user_model,
+            "repair": self.repair,
+            "tau2_data": None if self.tau2_data is None else str(self.tau2_data),
+        }
+
+
+_FIELD_OF_DEST: dict[str, str] = {
+    "quantagent_quant": "arms",
+    "quantagent_quant_reference": "reference",
+    "quantagent_domain": "domains",
+    "quantagent_quant_model": "model",
+    "quantagent_quant_backend": "backend",
+    "quantagent_quant_config": "config_path",
+    "quantagent_quant_trials": "trials",
+    "quantagent_quant_tasks": "tasks",
+    "quantagent_quant_seed": "seed",
+    "quantagent_error_budget": "error_budget",
+    "quantagent_quant_user": "user",
+    "quantagent_quant_user_model": "user_model",
+    "quantagent_quant_concurrency": "concurrency",
+    "quantagent_quant_cache_dir": "cache_dir",
+    "quantagent_quant_report": "report_path",
+    "quantagent_quant_html": "html_path",
+    "quantagent_quant_repair": "repair",
+    "quantagent_quant_tau2_data": "tau2_data",
+}
+
+
+def read_config(config: pytest.Config) -> QuantAgentConfig:
+    """Build the run configuration from the command line and the ini file.
+
+    Raises
+    ------
+    pytest.UsageError
+        For a bad ini value (naming the ini key) or contradictory options.
+    """
+    values: dict[str, Any] = {}
+    explicit: set[str] = set()
+    rootdir = Path(str(config.rootpath))
+    for o in OPTIONS:
+        value = config.getoption(o.dest, None)
+        if value is None:
+            raw = config.getini(o.ini)
+            if isinstance(raw, str) and raw.strip():
+                try:
+                    value = o.parse(raw)
+                except argparse.ArgumentTypeError as e:
+                    raise pytest.UsageError(
+                        f"ini key {o.ini} (twin of {o.flag}) in {config.inipath}: {e}"
+                    ) from None
+                if isinstance(value, Path) and not value.is_absolute():
+                    # ini paths are relative to the ini file, as pytest does for testpaths.
+                    base = Path(config.inipath).parent if config.inipath else rootdir
+                    value = base / value
+        if value is not None:
+            values[_FIELD_OF_DEST[o.dest]] = value
+            explicit.add(o.flag)
+    if "cache_dir" not in values:
+        values["cache_dir"] = rootdir / DEFAULT_CACHE_DIR
+    qc = QuantAgentConfig(**values, explicit=frozenset(explicit))
+    check_contradictions(qc)
+    return qc
+
+
+def check_contradictions(qc: QuantAgentConfig) -> None:
+    """Raise :class:`pytest.UsageError` for options that cannot hold together."""
+    if qc.reference in qc.arms:
+        rest = [a for a in qc.arms if a != qc.reference]
+        fix = f"use --quant={','.join(rest)}" if rest else "pick a candidate arm such as --quant=int4"
+        raise pytest.UsageError(
+            f"--quant lists the reference arm {qc.reference!r}: a candidate cannot be compared "
+            f"with itself; {fix}, or choose another reference with --quant-reference"
+        )
+    if qc.user_model is not None and qc.user != "llm":
+        raise pytest.UsageError(
+            f"--quant-user-model={qc.user_model} needs the LLM user simulator, but the user "
+            f"is {qc.user!r}; add --quant-user=llm or drop --quant-user-model"
+        )
+    if qc.user == "llm" and qc.user_model is None:
+        raise pytest.UsageError(
+            "--quant-user=llm needs a model for the simulated user; add "
+            "--quant-user-model=SPEC (e.g. an OpenAI-compatible model name)"
+        )
+    if qc.backend == "replay" and qc.config_path is None:
+        raise pytest.UsageError(
+            "--quant-backend=replay reads one τ²-bench results file per arm, named in the arms "
+            "config; add --quant-config=arms.toml with [arms.<label>] results = \"...json\""
+        )
+    if qc.config_path is not None and qc.model is not None:
+        raise pytest.UsageError(
+            f"--quant-model={qc.model} and --quant-config={qc.config_path} both say which model "
+            "each arm runs; put the model in the config file's [arms.<label>] tables and drop "
+            "--quant-model"
+        )
+    if qc.report_path is not None and qc.html_path is not None and (
+        qc.report_path.resolve() == qc.html_path.resolve()
+    ):
+        raise pytest.UsageError("--quant-report and --quant-html name the same file; give two paths")
+    if qc.tau2_data is not None and qc.backend == "replay":
+        raise pytest.UsageError(
+            "--quant-tau2-data runs τ²-bench's tasks through our engine with live models, while "
+            "--quant-backend=replay reads finished τ²-bench results; use one of the two"
+        )
+
+
+def check_names(qc: QuantAgentConfig) -> None:
+    """Check domain and arm names against the registry and the arms config.
+
+    Imports the registry and arms modules lazily; a module that is not installed yet skips its
+    check (the runner then raises the same error on first use).
+    """
+    from pytest_quantagent.errors import QuantAgentError
+
+    try:
+        _check_domains(qc)
+        _check_arms(qc)
+    except QuantAgentError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
+def known_domains() -> list[str] | None:
+    """Installed domain names, or None when the registry is unavailable."""
+    try:
+        from pytest_quantagent.env.registry import list_domains
+    except ImportError:
+        return None
+    return sorted(list_domains())
+
+
+def _check_domains(qc: QuantAgentConfig) -> None:
+    if qc.domains is None:
+        return
+    known = known_domains()
+    if known is None:
+        return
+    for d in qc.domains:
+        if d not in known:
+            listing = ", ".join(known)
+            raise pytest.UsageError(
+                f"--domain: unknown domain {d!r}; known domains: {listing}"
+            )
+
+
+def _check_arms(qc: QuantAgentConfig) -> None:
+    try:
+        from pytest_quantagent.quant import arms as arms_mod
+    except ImportError:
+        return
+    if qc.config_path is not None:
+        specs = arms_mod.load_arms_config(qc.config_path)
+        allowed: set[str] = set(specs)
+        source = f"the arms config {qc.config_path}"
+    else:
+        name = qc.model or arms_mod.DEFAULT_MODEL_SPEC
+        specs_known = arms_mod.list_model_specs()
+        if name not in specs_known:
+            # A free-form model (HF id, path) is resolved by the backend, not by a spec.
+            return
+        allowed = set(arms_mod.model_spec_arms(name))
+        source = f"model spec {name!r}"
+    for label in (qc.reference, *qc.arms):
+        base = label.removesuffix(arms_mod.REPAIR_SUFFIX)
+        if label not in allowed and base not in allowed:
+            flag = "--quant-reference" if label == qc.reference else "--quant"
+            raise pytest.UsageError(
+                f"{flag}: unknown arm {label!r}; arms of {source}: {', '.join(sorted(allowed))}"
+            )

@@ -1,0 +1,358 @@
+"""Command-line options and ini keys of the ``quantagent`` group, and their parsers.
+
+Every option has an ini twin (``[tool.pytest.ini_options]``); the twin's name is the option's
+name without dashes, with ``-`` turned into ``_`` and prefixed with ``quant_`` when it does not
+already start with it (``--domain`` → ``quant_domain``, ``--error-budget`` →
+``quant_error_budget``).
+
+Each value goes through a ``parse_*`` function at the boundary: on the command line as the
+argparse ``type=`` (so a bad value fails before collection with pytest's usage banner), and
+for ini values in :mod:`pytest_quantagent.config`. A parser raises
+:class:`argparse.ArgumentTypeError` whose message names the option, quotes the bad value and
+lists the allowed values. This module imports nothing heavy: it loads in every pytest run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+#: Backends shipped with the package (third parties add more through the
+#: ``pytest_quantagent.backends`` entry-point group).
+BUILTIN_BACKENDS: tuple[str, ...] = ("mock", "openai", "replay", "transformers", "vllm")
+USER_KINDS: tuple[str, ...] = ("llm", "scripted")
+REPAIR_KINDS: tuple[str, ...] = ("none", "reflexive")
+
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+
+
+def _bad(option: str, value: object, allowed: str) -> argparse.ArgumentTypeError:
+    return argparse.ArgumentTypeError(
+        f"{option}: invalid value {value!r}; allowed: {allowed}"
+    )
+
+
+def known_backends() -> tuple[str, ...]:
+    """Built-in backend names plus those registered through entry points."""
+    from importlib.metadata import entry_points
+
+    names = set(BUILTIN_BACKENDS)
+    names.update(ep.name for ep in entry_points(group="pytest_quantagent.backends"))
+    return tuple(sorted(names))
+
+
+def parse_label_list(option: str) -> Callable[[str], tuple[str, ...]]:
+    """Parser for a comma-separated list of labels (arms, domains), order kept, no repeats."""
+
+    def parse(value: str) -> tuple[str, ...]:
+        items = [v.strip() for v in str(value).split(",")]
+        if not items or any(not v for v in items):
+            raise _bad(option, value, "a comma-separated list of names, e.g. int4,fp8")
+        for v in items:
+            if not _LABEL.match(v):
+                raise _bad(
+                    option, value,
+                    f"names made of letters, digits and _ . + - ({v!r} is not one)",
+                )
+        seen: dict[str, None] = {}
+        for v in items:
+            seen.setdefault(v, None)
+        return tuple(seen)
+
+    parse.__name__ = f"parse {option}"
+    return parse
+
+
+def parse_label(option: str) -> Callable[[str], str]:
+    """Parser for a single label (the reference arm)."""
+
+    def parse(value: str) -> str:
+        v = str(value).strip()
+        if not _LABEL.match(v):
+            raise _bad(option, value, "one name made of letters, digits and _ . + -, e.g. bf16")
+        return v
+
+    parse.__name__ = f"parse {option}"
+    return parse
+
+
+def parse_choice(option: str, choices: tuple[str, ...] | Callable[[], tuple[str, ...]]) -> Callable[[str], str]:
+    """Parser for one value out of a fixed (or lazily computed) set."""
+
+    def parse(value: str) -> str:
+        allowed = choices() if callable(choices) else choices
+        v = str(value).strip().lower()
+        if v not in allowed:
+            raise _bad(option, value, ", ".join(sorted(allowed)))
+        return v
+
+    parse.__name__ = f"parse {option}"
+    return parse
+
+
+def parse_int(option: str, minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """Parser for an integer in ``[minimum, maximum]``."""
+    if maximum is None:
+        allowed = f"an integer >= {minimum}"
+    else:
+        allowed = f"an integer from {minimum} to {maximum}"
+
+    def parse(value: str) -> int:
+        try:
+            n = int(str(value).strip())
+        except ValueError:
+            raise _bad(option, value, allowed) from None
+        if n < minimum or (maximum is not None and n > maximum):
+            raise _bad(option, value, allowed)
+        return n
+
+    parse.__name__ = f"parse {option}"
+    return parse
+
+
+def parse_spec(option: str) -> Callable[[str], str]:
+    """Parser for a free-form non-empty spec (model name, HF id, path, URL)."""
+
+    def parse(value: str) -> str:
+        v = str(value).strip()
+        if not v or any(c.isspace() for c in v):
+            raise _bad(option, value, "a non-empty model name, path or URL without spaces")
+        return v
+
+    parse.__name__ = f"parse {option}"
+    return parse
+
+
+def parse_output_path(option: str, suffix: str) -> Callable[[str], Path]:
+    """Parser for a report file path that must end in ``suffix``; its folder is created later."""
+
+    def parse(value: str) -> Path:
+        v = str(value).strip()
+        if not v.lower().endswith(suffix):
+            raise _bad(option, value, f"a file path ending in {suffix}")
+        p = Path(v)
+        if p.exists() and p.is_dir():
+            raise _bad(option, value, f"a file path ending in {suffix} (this is a directory)")
+        return p
+
+    parse.__name__ = f"parse {option}"
+    return parse
+
+
+def parse_existing_file(option: str, suffix: str) -> Callable[[str], Path]:
+    """Parser for an input file that must exist."""
+
+    def parse(value: str) -> Path:
+        p = Path(str(value).strip())
+        if not p.is_file():
+            raise _bad(option, value, f"an existing {suffix} file (no such file)")
+        return p
+
+    parse.__name__ = f"parse {option}"
+    return parse
+
+
+def parse_dir(option: str) -> Callable[[str], Path]:
+    """Parser for a directory that may not exist yet (created on use)."""
+
+    def parse(value: str) -> Path:
+        v = str(value).strip()
+        if not v:
+            raise _bad(option, value, "a directory path")
+        p = Path(v)
+        if p.exists() and not p.is_dir():
+            raise _bad(option, value, "a directory path (this is a file)")
+        return p
+
+    parse.__name__ = f"parse {option}"
+    return parse
+
+
+def parse_tau2_dir(option: str) -> Callable[[str], Path]:
+    """Parser for a τ²-bench checkout's data folder (must contain ``domains/``)."""
+
+    def parse(value: str) -> Path:
+        p = Path(str(value).strip())
+        if not p.is_dir():
+            raise _bad(option, value, "an existing τ²-bench data directory (no such directory)")
+        if not (p / "domains").is_dir() and not (p / "data" / "tau2" / "domains").is_dir():
+            raise _bad(
+                option, value,
+                "a τ²-bench data directory containing domains/ (or a checkout with data/tau2/domains/)",
+            )
+        return p
+
+    parse.__name__ = f"parse {option}"
+    return parse
+
+
+@dataclass(frozen=True)
+class TaskSelection:
+    """Which tasks of each domain to run (``--quant-tasks``).
+
+    - ``all``: every task of the domain's default split.
+    - ``first``: the first ``count`` tasks (``--quant-tasks=20``).
+    - ``slice``: tasks ``start`` to ``stop`` (``--quant-tasks=10:30``, Python slice rules).
+    - ``split``: a named split of the domain (``--quant-tasks=split:test``).
+    - ``ids``: explicit task ids (``--quant-tasks=ids:3,7,12``).
+    """
+
+    kind: Literal["all", "first", "slice", "split", "ids"]
+    count: int | None = None
+    start: int | None = None
+    stop: int | None = None
+    split: str | None = None
+    ids: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        if self.kind == "first":
+            return str(self.count)
+        if self.kind == "slice":
+            return f"{'' if self.start is None else self.start}:{'' if self.stop is None else self.stop}"
+        if self.kind == "split":
+            return f"split:{self.split}"
+        if self.kind == "ids":
+            return "ids:" + ",".join(self.ids)
+        return "all"
+
+    def select(self, task_ids: list[str], splits: dict[str, list[str]] | None = None) -> list[str]:
+        """Apply the selection to a domain's ordered task ids.
+
+        Raises
+        ------
+        ValueError
+            For an unknown split or task id, listing the known ones.
+        """
+        from pytest_quantagent.errors import UnknownNameError
+
+        if self.kind == "all":
+            return list(task_ids)
+        if self.kind == "first":
+            assert self.count is not None
+            return list(task_ids[: self.count])
+        if self.kind == "slice":
+            return list(task_ids[self.start : self.stop])
+        if self.kind == "split":
+            splits = splits or {}
+            if self.split not in splits:
+                raise UnknownNameError("task split", self.split, splits)
+            return list(splits[self.split])
+        known = set(task_ids)
+        for t in self.ids:
+            if t not in known:
+                raise UnknownNameError("task id", t, known)
+        return list(self.ids)
+
+
+_TASKS_ALLOWED = "all, N (first N), A:B (slice), split:NAME, ids:ID1,ID2,..."
+
+
+def parse_tasks(value: str) -> TaskSelection:
+    """Parse ``--quant-tasks``: ``all``, ``N``, ``A:B``, ``split:NAME`` or ``ids:ID,...``."""
+    v = str(value).strip()
+    opt = "--quant-tasks"
+    if v.lower() == "all":
+        return TaskSelection("all")
+    if v.isdigit():
+        n = int(v)
+        if n < 1:
+            raise _bad(opt, value, _TASKS_ALLOWED + "; N >= 1")
+        return TaskSelection("first", count=n)
+    if v.startswith("split:"):
+        name = v[len("split:") :].strip()
+        if not _LABEL.match(name):
+            raise _bad(opt, value, _TASKS_ALLOWED)
+        return TaskSelection("split", split=name)
+    if v.startswith("ids:"):
+        ids = tuple(i.strip() for i in v[len("ids:") :].split(","))
+        if not ids or any(not i for i in ids):
+            raise _bad(opt, value, _TASKS_ALLOWED)
+        return TaskSelection("ids", ids=ids)
+    m = re.fullmatch(r"(\d*):(\d*)", v)
+    if m:
+        start = int(m.group(1)) if m.group(1) else None
+        stop = int(m.group(2)) if m.group(2) else None
+        if start is not None and stop is not None and stop <= start:
+            raise _bad(opt, value, _TASKS_ALLOWED + "; in A:B, B must be above A")
+        return TaskSelection("slice", start=start, stop=stop)
+    raise _bad(opt, value, _TASKS_ALLOWED)
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option of the ``quantagent`` group and its ini twin."""
+
+    flag: str
+    dest: str
+    ini: str
+    parse: Callable[[str], Any]
+    metavar: str
+    help: str
+
+    @property
+    def option(self) -> str:
+        return self.flag
+
+
+def _o(flag: str, parse: Callable[[str], Any], metavar: str, help: str) -> OptionSpec:
+    name = flag.lstrip("-").replace("-", "_")
+    ini = name if name.startswith("quant") else f"quant_{name}"
+    return OptionSpec(flag, f"quantagent_{name}", ini, parse, metavar, help)
+
+
+#: Every option of the ``quantagent`` group, in --help order.
+OPTIONS: tuple[OptionSpec, ...] = (
+    _o("--quant", parse_label_list("--quant"), "ARM[,ARM]",
+       "candidate arms to compare against the reference, e.g. int4 or int4,fp8 (default: int4)"),
+    _o("--quant-reference", parse_label("--quant-reference"), "ARM",
+       "reference arm every candidate is paired with (default: bf16)"),
+    _o("--domain", parse_label_list("--domain"), "NAME[,NAME]",
+       "domains to run, e.g. telecom or retail,telecom (default: every installed domain)"),
+    _o("--quant-model", parse_spec("--quant-model"), "SPEC",
+       "model under test: bundled name, HF id or local path (default: the bundled CPU model)"),
+    _o("--quant-backend", parse_choice("--quant-backend", known_backends), "NAME",
+       "serving backend: " + "|".join(BUILTIN_BACKENDS) + " (default: chosen per arm)"),
+    _o("--quant-config", parse_existing_file("--quant-config", "TOML"), "PATH",
+       "TOML file mapping each arm to a checkpoint, endpoint or results file"),
+    _o("--quant-trials", parse_int("--quant-trials", 1), "N",
+       "trials per task and arm (paired seeds across arms; default: 1)"),
+    _o("--quant-tasks", parse_tasks, "SPEC",
+       "tasks per domain: all, N, A:B, split:NAME or ids:ID,... (default: all)"),
+    _o("--quant-seed", parse_int("--quant-seed", 0), "N", "run seed (default: 0)"),
+    _o("--error-budget", parse_int("--error-budget", 1), "K",
+       "failed tool calls that end an episode, as in τ²-bench (default: 10)"),
+    _o("--quant-user", parse_choice("--quant-user", USER_KINDS), "KIND",
+       "user simulator: scripted|llm (default: scripted)"),
+    _o("--quant-user-model", parse_spec("--quant-user-model"), "SPEC",
+       "model of the LLM user simulator (needs --quant-user=llm)"),
+    _o("--quant-concurrency", parse_int("--quant-concurrency", 1), "N",
+       "episodes in flight per arm (default: the backend's own limit)"),
+    _o("--quant-cache-dir", parse_dir("--quant-cache-dir"), "DIR",
+       "episode store, shared by xdist workers and reruns (default: .quantagent under rootdir)"),
+    _o("--quant-report", parse_output_path("--quant-report", ".json"), "PATH.json",
+       "write the report JSON (schema_version 1) here"),
+    _o("--quant-html", parse_output_path("--quant-html", ".html"), "PATH.html",
+       "write the self-contained HTML report here"),
+    _o("--quant-repair", parse_choice("--quant-repair", REPAIR_KINDS), "KIND",
+       "repair prompt for candidate arms: none|reflexive (default: none)"),
+    _o("--quant-tau2-data", parse_tau2_dir("--quant-tau2-data"), "DIR",
+       "run the official τ²-bench task/DB files from this τ²-bench data directory"),
+)
+
+OPTIONS_BY_FLAG: dict[str, OptionSpec] = {o.flag: o for o in OPTIONS}
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Declare the ``quantagent`` group and its ini twins."""
+    group = parser.getgroup("quantagent", "quantization effects on tool-calling agents")
+    for o in OPTIONS:
+        group.addoption(
+            o.flag, dest=o.dest, type=o.parse, default=None, metavar=o.metavar, help=o.help,
+        )
+        parser.addini(o.ini, f"default for {o.flag}: {o.help}", type="string", default="")

@@ -1,0 +1,370 @@
+"""Per-run state of the plugin: the grid of cells, their episodes, the report.
+
+One :class:`QuantAgentSession` is built in ``pytest_configure``, kept in ``config.stash`` and
+registered as a plugin, so its methods below are hooks. It is cheap when unused: nothing
+heavy (runner, torch, statistics) is imported until a test asks for a cell.
+
+How cells are shared:
+
+- within a process, a cell's episodes are produced once (:meth:`episodes`) and reused by
+  every test on the cell;
+- across xdist workers, the default :func:`pytest_quantagent_run_cell` goes through the
+  episode store under ``--quant-cache-dir``, whose per-cell claim lets the first worker run
+  the episodes while the others wait and load them;
+- every test on a cell reports the cell's id as a user property; the process that writes the
+  report (the xdist controller, or the only process) collects those ids from the test reports
+  and loads the cells' records from the store (nothing is re-run), so ``-n 2`` and ``-n 0``
+  analyze the same records and write the same report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_quantagent.config import QuantAgentConfig, known_domains
+from pytest_quantagent.markers import MarkerArgs, MarkerError, parse_markers
+
+if TYPE_CHECKING:
+    from pytest_quantagent.quant.arms import ArmSpec
+    from pytest_quantagent.store.records import EpisodeRecord
+
+#: Name of the user property that carries a test's cell id (also in JUnit XML).
+CELL_PROPERTY = "quantagent_cell"
+
+#: Fixture names that put a test on the grid.
+GRID_FIXTURES: frozenset[str] = frozenset(
+    {"quant_cell", "quant_arm", "precision_model", "tau_env", "episodes", "reference_episodes"}
+)
+
+
+@dataclass(frozen=True, order=True)
+class CellKey:
+    """One (domain, candidate arm) cell, compared with the reference arm."""
+
+    domain: str
+    arm: str
+    reference: str
+
+    @property
+    def id(self) -> str:
+        """The test id part, e.g. ``telecom-int4``."""
+        return f"{self.domain}-{self.arm}"
+
+
+@dataclass(frozen=True)
+class CellEpisodes:
+    """Both arms' episode records of one cell (same tasks, trials and seeds)."""
+
+    arm: list[EpisodeRecord]
+    reference: list[EpisodeRecord]
+
+
+@dataclass
+class QuantCell:
+    """What a test gets from the ``quant_cell`` fixture.
+
+    Episodes are produced on first access and shared by every test on the same cell.
+    ``budget`` is the error budget the assertions judge at: the run's ``--error-budget``, or
+    the test's ``@pytest.mark.error_budget(K)``.
+    """
+
+    key: CellKey
+    budget: int
+    run_budget: int
+    trials: int
+    _session: QuantAgentSession = field(repr=False)
+
+    @property
+    def domain(self) -> str:
+        return self.key.domain
+
+    @property
+    def arm(self) -> str:
+        return self.key.arm
+
+    @property
+    def reference(self) -> str:
+        return self.key.reference
+
+    @property
+    def id(self) -> str:
+        return self.key.id
+
+    @property
+    def episodes(self) -> list[EpisodeRecord]:
+        """The candidate arm's episode records."""
+        return self._session.episodes(self.key).arm
+
+    @property
+    def reference_episodes(self) -> list[EpisodeRecord]:
+        """The reference arm's episode records."""
+        return self._session.episodes(self.key).reference
+
+    def analysis(self) -> dict[str, Any]:
+        """This cell's entry of the report JSON (DESIGN.md schema), analyzed on its own."""
+        return self._session.cell_analysis(self.key)
+
+    def at_budget(self, k: int) -> QuantCell:
+        """The same cell judged at error budget ``k`` (0 <= k <= the run's budget)."""
+        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= self.run_budget:
+            raise ValueError(
+                f"budget k={k!r} is not allowed; k must be an integer from 0 to the run's "
+                f"error budget {self.run_budget}"
+            )
+        return QuantCell(self.key, k, self.run_budget, self.trials, self._session)
+
+
+class QuantAgentSession:
+    """State of one pytest run for the quantagent plugin (registered as a plugin)."""
+
+    def __init__(self, config: pytest.Config, qc: QuantAgentConfig) -> None:
+        self.config = config
+        self.qc = qc
+        self._episodes: dict[CellKey, CellEpisodes] = {}
+        self._analysis: dict[CellKey, dict[str, Any]] = {}
+        self._arms: dict[str, ArmSpec] = {}
+        self._domains: tuple[str, ...] | None = None
+        self.seen_cells: set[CellKey] = set()
+        """Cells some test used (from test reports, so xdist workers' cells count)."""
+        self.report: dict[str, Any] | None = None
+        self.report_error: str | None = None
+
+    # ------------------------------------------------------------------ the grid
+
+    @property
+    def is_xdist_worker(self) -> bool:
+        return hasattr(self.config, "workerinput")
+
+    def domains(self) -> tuple[str, ...]:
+        """The run's domains: ``--domain``, else every installed domain."""
+        if self._domains is None:
+            if self.qc.domains is not None:
+                self._domains = self.qc.domains
+            else:
+                known = known_domains()
+                if not known:
+                    raise pytest.UsageError(
+                        "no domain is installed and none was given; pass --domain=NAME"
+                    )
+                self._domains = tuple(known)
+        return self._domains
+
+    def marker_args(self, nodeid: str, marks: Any) -> MarkerArgs:
+        """Validated marker arguments of one test (raises :class:`MarkerError`)."""
+        return parse_markers(
+            nodeid,
+            marks,
+            run_budget=self.qc.error_budget,
+            known_domains=known_domains(),
+            known_arms=self.qc.arms,
+        )
+
+    def cells_for(self, args: MarkerArgs) -> list[CellKey]:
+        """Grid cells of a test, narrowed by its markers (domain-major order)."""
+        domains = [d for d in self.domains() if args.domains is None or d in args.domains]
+        arms = [a for a in self.qc.arms if args.precisions is None or a in args.precisions]
+        return [CellKey(d, a, self.qc.reference) for d in domains for a in arms]
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        if not GRID_FIXTURES.intersection(metafunc.fixturenames):
+            return
+        try:
+            args = self.marker_args(metafunc.definition.nodeid, metafunc.definition.iter_markers())
+        except MarkerError as e:
+            pytest.fail(str(e), pytrace=False)
+        cells = self.cells_for(args)
+        if not cells:
+            # Markers excluded every cell of this run: the test does not apply here.
+            metafunc.parametrize(
+                "_quantagent_cell_key", [pytest.param(None, marks=pytest.mark.skip(
+                    reason="quantagent: the test's domain/precision markers select no cell "
+                    f"of this run (domains: {', '.join(self.domains())}; "
+                    f"arms: {', '.join(self.qc.arms)})"))], ids=["no-cell"],
+            )
+            return
+        metafunc.parametrize("_quantagent_cell_key", cells, ids=[c.id for c in cells])
+
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        # Tests off the grid may still carry our markers: validate them all the same.
+        if any(item.iter_markers(n) for n in ("error_budget", "domain", "precision")):
+            try:
+                self.marker_args(item.nodeid, item.iter_markers())
+            except MarkerError as e:
+                pytest.fail(str(e), pytrace=False)
+
+    # ------------------------------------------------------------------ episodes
+
+    def arm_spec(self, label: str) -> ArmSpec:
+        """Resolve an arm label (hook :func:`pytest_quantagent_resolve_arm`)."""
+        if label not in self._arms:
+            spec = self.config.hook.pytest_quantagent_resolve_arm(config=self.config, label=label)
+            if spec is None:
+                raise RuntimeError(f"no plugin resolved arm {label!r}")
+            self._arms[label] = spec
+        return self._arms[label]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_quantagent_resolve_arm(self, config: pytest.Config, label: str) -> ArmSpec:
+        from dataclasses import replace
+
+        from pytest_quantagent.quant.arms import load_arms_config, resolve_arm
+
+        table = load_arms_config(self.qc.config_path) if self.qc.config_path else None
+        spec = resolve_arm(label, self.qc.model, table)
+        if self.qc.backend is not None and spec.backend != self.qc.backend:
+            spec = replace(spec, backend=self.qc.backend)
+        if self.qc.repair != "none" and label != self.qc.reference and spec.repair == "none":
+            spec = replace(spec, repair=self.qc.repair)
+        return spec
+
+    def episodes(self, key: CellKey) -> CellEpisodes:
+        """Both arms' records of a cell, produced at most once per process."""
+        if key not in self._episodes:
+            got = self.config.hook.pytest_quantagent_run_cell(config=self.config, cell=key)
+            if got is None:
+                raise RuntimeError(f"no plugin produced the episodes of cell {key.id}")
+            self._episodes[key] = got
+        return self._episodes[key]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_quantagent_run_cell(self, config: pytest.Config, cell: CellKey) -> CellEpisodes:
+        from pytest_quantagent.runner.batch import run_cell
+
+        arm = self.arm_spec(cell.arm)
+        ref = self.arm_spec(cell.reference)
+        result = asyncio.run(
+            run_cell(
+                domain=cell.domain,
+                arm=arm,
+                reference=ref,
+                trials=self.qc.trials,
+                tasks=self.qc.tasks,
+                seed=self.qc.seed,
+                max_errors=self.qc.error_budget,
+                store_dir=self.qc.cache_dir,
+                concurrency=self.qc.concurrency,
+                tau2_data=self.qc.tau2_data,
+                user=self.qc.user,
+                user_model=self.qc.user_model,
+            )
+        )
+        return CellEpisodes(arm=list(result.arm), reference=list(result.reference))
+
+    # ------------------------------------------------------------------ analysis
+
+    def cell_analysis(self, key: CellKey) -> dict[str, Any]:
+        """The report JSON entry of one cell, analyzed on its own (cached)."""
+        if key not in self._analysis:
+            report = self.analyze({key: self.episodes(key)})
+            self._analysis[key] = report["cells"][0]
+        return self._analysis[key]
+
+    def analyze(self, cells: dict[CellKey, CellEpisodes]) -> dict[str, Any]:
+        """Report JSON (DESIGN.md, schema_version 1) over ``cells`` in sorted order."""
+        from pytest_quantagent.report.model import AnalysisConfig, CellInput, analyze
+
+        inputs = [
+            CellInput(
+                domain=k.domain,
+                arm=k.arm,
+                reference=k.reference,
+                arm_records=cells[k].arm,
+                reference_records=cells[k].reference,
+            )
+            for k in sorted(cells)
+        ]
+        report = analyze(inputs, AnalysisConfig(), run=self.run_info())
+        data: dict[str, Any] = report.model_dump(mode="json")
+        return data
+
+    def run_info(self) -> dict[str, Any]:
+        """The report's ``run`` section: settings, resolved arms, versions."""
+        import platform
+
+        from pytest_quantagent import __version__
+
+        info = self.qc.run_dict()
+        info["versions"] = {
+            "pytest_quantagent": __version__,
+            "pytest": pytest.__version__,
+            "python": platform.python_version(),
+        }
+        return info
+
+    # ------------------------------------------------------------------ reporting
+
+    def note_cell(self, item: pytest.Item, key: CellKey) -> None:
+        """Record the cell of a test as a user property (JUnit XML, xdist controller)."""
+        item.user_properties.append((CELL_PROPERTY, key.id))
+        self.seen_cells.add(key)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == CELL_PROPERTY and isinstance(value, str):
+                self.seen_cells.add(self._key_of(value))
+
+    def _key_of(self, cell_id: str) -> CellKey:
+        for d in sorted(self.domains(), key=len, reverse=True):
+            if cell_id.startswith(d + "-"):
+                return CellKey(d, cell_id[len(d) + 1 :], self.qc.reference)
+        raise ValueError(f"cell id {cell_id!r} names no domain of this run")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.is_xdist_worker or not self.seen_cells:
+            return
+        try:
+            cells = {k: self.episodes(k) for k in sorted(self.seen_cells)}
+            report = self.analyze(cells)
+            self.config.hook.pytest_quantagent_report_ready(config=self.config, report=report)
+            self.report = report
+            self._write_outputs(report)
+        except Exception as e:  # noqa: BLE001 - a report failure must not hide test outcomes
+            self.report_error = f"{type(e).__name__}: {e}"
+
+    def _write_outputs(self, report: dict[str, Any]) -> None:
+        if self.qc.report_path is not None:
+            from pytest_quantagent.report.json_io import write_report
+
+            write_report(report, self.qc.report_path)
+        if self.qc.html_path is not None:
+            from pytest_quantagent.report.html import render_html
+
+            path = Path(self.qc.html_path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(render_html(report), encoding="utf-8")
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.is_xdist_worker or (self.report is None and self.report_error is None):
+            return
+        tr = terminalreporter
+        if self.report_error is not None:
+            tr.write_sep("=", "quantagent report", red=True)
+            tr.write_line(f"could not build the quantagent report: {self.report_error}")
+            return
+        assert self.report is not None
+        from pytest_quantagent.report.terminal import render_summary
+
+        render_summary(self.report, tr)
+        for flag, path in (("JSON", self.qc.report_path), ("HTML", self.qc.html_path)):
+            if path is not None and self.config.get_verbosity() >= 0:
+                tr.write_line(f"quantagent {flag} report: {path}")
+
+
+def needed_trials(half_width: float, diff: float, margin: float, trials: int) -> int | None:
+    """Trials per task that would make a paired CI of this half-width fit inside ±margin.
+
+    Half-widths shrink as 1/sqrt(n) for a fixed per-pair variance, so n must grow by
+    ``(half_width / (margin - |diff|))**2``. None when the point estimate is itself outside
+    the margin (no sample size shows equivalence then).
+    """
+    room = margin - abs(diff)
+    if room <= 0 or not math.isfinite(half_width):
+        return None
+    return max(trials + 1, math.ceil(trials * (half_width / room) ** 2))
