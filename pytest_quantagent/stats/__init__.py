@@ -1,0 +1,53 @@
+"""Pure statistics (never imports pytest): intervals, paired/unpaired tests, rate ratios,
+multiplicity, rank agreement and sample size. Each function returns a frozen result object
+from :mod:`pytest_quantagent.stats.results`."""
+
+from __future__ import annotations
+
+from pytest_quantagent.stats.intervals import wilson_interval
+from pytest_quantagent.stats.multiplicity import holm
+from pytest_quantagent.stats.paired import (
+    mcnemar_exact,
+    paired_difference,
+    paired_tost,
+    unpaired_difference,
+    unpaired_tost,
+)
+from pytest_quantagent.stats.power import paired_tost_sample_size
+from pytest_quantagent.stats.rank import failure_set_agreement
+from pytest_quantagent.stats.ratio import rate_ci, rate_ratio, rate_ratio_from_clusters
+from pytest_quantagent.stats.results import (
+    ConfidenceInterval,
+    DiffResult,
+    McNemarResult,
+    MultipleTestResult,
+    ProportionResult,
+    RankCorrelationResult,
+    RateRatioResult,
+    SampleSizeResult,
+    TostResult,
+)
+
+__all__ = [
+    "ConfidenceInterval",
+    "DiffResult",
+    "McNemarResult",
+    "MultipleTestResult",
+    "ProportionResult",
+    "RankCorrelationResult",
+    "RateRatioResult",
+    "SampleSizeResult",
+    "TostResult",
+    "failure_set_agreement",
+    "holm",
+    "mcnemar_exact",
+    "paired_difference",
+    "paired_tost",
+    "paired_tost_sample_size",
+    "rate_ci",
+    "rate_ratio",
+    "rate_ratio_from_clusters",
+    "unpaired_difference",
+    "unpaired_tost",
+    "wilson_interval",
+]
