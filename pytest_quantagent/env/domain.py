@@ -1,0 +1,214 @@
+"""A domain: policy, toolkits, the DB loaded once, tasks, and the factories of one episode.
+
+Domain content (``domains/<name>/domain.py``) builds a :class:`Domain` in its
+``make_domain(data_dir, tasks_file, official)``; it may pass hooks as constructor arguments
+or subclass :class:`Domain` and override the methods (``classify_error``,
+``describe_user_action``, ``make_user``, ...).
+
+The DB is loaded once per process and each episode gets a deep copy
+(:meth:`DB.copy_fresh`), so starting an episode costs a copy, not a parse.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from pytest_quantagent.env.channels import Channel
+from pytest_quantagent.env.db import DB
+from pytest_quantagent.env.environment import Environment
+from pytest_quantagent.env.messages import ToolCall
+from pytest_quantagent.env.tasks import Action, Task
+from pytest_quantagent.env.toolkit import Toolkit, ToolType
+from pytest_quantagent.env.user import DeviceIntent, ScriptedUser, script_for_task
+from pytest_quantagent.errors import UnknownNameError
+
+
+@dataclass(frozen=True, slots=True)
+class GoldState:
+    """End state of a fresh environment after replaying a task's gold actions."""
+
+    db_hash: str
+    user_db_hash: str | None
+    failed_writes: tuple[str, ...]
+    """Gold actions that change state but raised (the gold state is then incomplete)."""
+
+
+class Domain:
+    """Everything the engine needs about one domain.
+
+    Args:
+        name: Domain name (``retail``, ``telecom``, ...).
+        policy: The agent's policy text (the system prompt's core).
+        db: The agent-side DB, loaded once; episodes get copies.
+        tasks: The tasks of this domain.
+        agent_toolkit: Toolkit class of the agent.
+        user_toolkit: Toolkit class of the user (device) tools, if any (telecom).
+        user_db: The user-side DB (telecom device state), loaded once.
+        splits: Split name → task ids (``base``, ``train``, ``test``, ...).
+        environment_cls: :class:`Environment` subclass (telecom overrides ``sync_tools``).
+        classify_error: ``message -> Channel`` for plain ``ValueError``s raised by tools
+            (default: ``policy_violation``).
+        device_intents: What the scripted user understands as requests to use its tools.
+        official: True when built from τ²-bench's own data files.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        policy: str,
+        db: DB,
+        tasks: Sequence[Task],
+        agent_toolkit: type[Toolkit],
+        user_toolkit: type[Toolkit] | None = None,
+        user_db: DB | None = None,
+        splits: dict[str, list[str]] | None = None,
+        environment_cls: type[Environment] = Environment,
+        classify_error: Callable[[str], Channel] | None = None,
+        device_intents: Sequence[DeviceIntent] = (),
+        official: bool = False,
+    ) -> None:
+        self.name = name
+        self.policy = policy
+        self.db = db
+        self.user_db = user_db
+        self.tasks: list[Task] = list(tasks)
+        self.agent_toolkit = agent_toolkit
+        self.user_toolkit = user_toolkit
+        self.splits: dict[str, list[str]] = dict(splits or {})
+        self.environment_cls = environment_cls
+        self._classify_error = classify_error
+        self.device_intents: tuple[DeviceIntent, ...] = tuple(device_intents)
+        self.official = official
+        self._by_id = {t.id: t for t in self.tasks}
+        self._gold: dict[str, GoldState] = {}
+        clash = self.agent_tool_names & self.user_tool_names
+        if clash:
+            raise ValueError(
+                f"domain {name!r}: tool names used by both agent and user toolkits: {sorted(clash)}"
+            )
+
+    # -- tasks and tools ------------------------------------------------------------------
+
+    def task(self, task_id: str) -> Task:
+        """The task with this id; unknown ids raise an error listing the known ones."""
+        try:
+            return self._by_id[task_id]
+        except KeyError:
+            raise UnknownNameError(f"{self.name} task id", task_id, self._by_id) from None
+
+    @cached_property
+    def agent_tool_names(self) -> frozenset[str]:
+        return self.agent_toolkit.tool_names()
+
+    @cached_property
+    def user_tool_names(self) -> frozenset[str]:
+        return self.user_toolkit.tool_names() if self.user_toolkit is not None else frozenset()
+
+    def agent_tool_schemas(self) -> list[dict[str, Any]]:
+        """OpenAI tool schemas of the agent's tools (built once per toolkit class)."""
+        return self._agent_schemas
+
+    @cached_property
+    def _agent_schemas(self) -> list[dict[str, Any]]:
+        return sorted(self.agent_toolkit.openai_schemas(), key=lambda s: s["function"]["name"])
+
+    def user_tool_schemas(self) -> list[dict[str, Any]]:
+        """OpenAI tool schemas of the user's (device) tools; empty when there are none."""
+        return self._user_schemas
+
+    @cached_property
+    def _user_schemas(self) -> list[dict[str, Any]]:
+        if self.user_toolkit is None:
+            return []
+        return sorted(self.user_toolkit.openai_schemas(), key=lambda s: s["function"]["name"])
+
+    def tool_type(self, name: str) -> ToolType | None:
+        for kit in (self.agent_toolkit, self.user_toolkit):
+            if kit is not None and name in kit.specs():
+                return kit.specs()[name].tool_type
+        return None
+
+    # -- hooks ----------------------------------------------------------------------------
+
+    def classify_error(self, message: str) -> Channel:
+        """Channel of a plain ``ValueError`` raised by one of this domain's tools."""
+        if self._classify_error is not None:
+            return self._classify_error(message)
+        return Channel.POLICY_VIOLATION
+
+    def error_entity(self, call: ToolCall, message: str) -> str | None:
+        """The offending id of a ``wrong_entity`` failure raised as a plain ``ValueError``:
+        the first string argument whose value appears in the message, else the first
+        argument named ``*_id``/``id``."""
+        values = [(k, v) for k, v in call.arguments.items() if isinstance(v, str)]
+        for _, v in values:
+            if v and v in message:
+                return v
+        for k, v in values:
+            if k == "id" or k.endswith("_id"):
+                return v
+        return None
+
+    def describe_user_action(self, action: Action) -> str:
+        """Ordinary words asking the user to perform a user-side gold action (the oracle
+        uses this; the scripted user must understand it)."""
+        for intent in self.device_intents:
+            if intent.tool == action.name:
+                return intent.ask(action.arguments)
+        args = json.dumps(action.arguments, sort_keys=True)
+        return f"Please use {action.name} on your phone with {args}."
+
+    # -- episode factories ----------------------------------------------------------------
+
+    def make_environment(self, task: Task | None = None) -> Environment:
+        """A fresh environment: DB copies, the task's initial state applied."""
+        env = self.environment_cls(
+            self,
+            self.db.copy_fresh(),
+            self.user_db.copy_fresh() if self.user_db is not None else None,
+        )
+        if task is not None:
+            env.set_state(task.initial_state)
+        return env
+
+    def make_user(self, task: Task, seed: int) -> ScriptedUser:
+        """The scripted user for ``task`` (deterministic given ``seed``)."""
+        return ScriptedUser(
+            script_for_task(task),
+            seed=seed,
+            intents=self.device_intents,
+            user_tool_names=self.user_tool_names,
+        )
+
+    def gold_state(self, task: Task) -> GoldState:
+        """Hashes after replaying the gold actions on a fresh environment (cached per task).
+
+        Failing gold calls are ignored (τ²-bench logs and continues); unknown names are
+        skipped. A failing state-changing gold call is reported in ``failed_writes``.
+        """
+        cached = self._gold.get(task.id)
+        if cached is not None:
+            return cached
+        env = self.make_environment(task)
+        failed: list[str] = []
+        for i, action in enumerate(task.gold_actions):
+            if not env.has_tool(action.name):
+                continue
+            call = ToolCall(
+                id=f"gold_{i}", name=action.name, arguments=action.arguments,
+                requestor=action.requestor,
+            )
+            d = env.execute(call)
+            if d.channel is not None and env.is_mutating(action.name):
+                failed.append(action.action_id)
+        state = GoldState(env.get_db_hash(), env.get_user_db_hash(), tuple(failed))
+        self._gold[task.id] = state
+        return state
+
+    def __repr__(self) -> str:
+        return f"Domain({self.name!r}, tasks={len(self.tasks)}, official={self.official})"

@@ -1,0 +1,105 @@
+"""Finding and loading domains.
+
+Domain content lives in ``<domains dir>/<name>/domain.py``, which defines::
+
+    def make_domain(data_dir: Path, tasks_file: str | None, official: bool) -> Domain
+
+The domains dir is ``$QUANTAGENT_DOMAINS_DIR`` if set, else ``pytest_quantagent/_domains``
+(the wheel), else ``<repo>/domains`` (editable install). With ``tau2_data`` given, the
+domain is built from τ²-bench's files in ``<tau2_data>/domains/<name>/`` (``official=True``).
+
+Domains are loaded lazily and cached per process (the DB is parsed once).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+from pathlib import Path
+from types import ModuleType
+
+from pytest_quantagent.env.domain import Domain
+from pytest_quantagent.errors import DataFileError, UnknownNameError
+
+_PKG = Path(__file__).resolve().parent.parent
+_cache: dict[tuple[str, str | None, str | None, str], Domain] = {}
+_modules: dict[Path, ModuleType] = {}
+_lock = threading.Lock()
+
+
+def domains_dir() -> Path:
+    """The directory holding the domain packages."""
+    env = os.environ.get("QUANTAGENT_DOMAINS_DIR")
+    if env:
+        return Path(env)
+    bundled = _PKG / "_domains"
+    if bundled.is_dir():
+        return bundled
+    return _PKG.parent / "domains"
+
+
+def list_domains() -> list[str]:
+    """Names of the available domains (directories with a ``domain.py``)."""
+    d = domains_dir()
+    if not d.is_dir():
+        return []
+    return sorted(p.name for p in d.iterdir() if (p / "domain.py").is_file())
+
+
+_PARENT = "pytest_quantagent_domains"
+
+
+def _load_module(path: Path, name: str) -> ModuleType:
+    """Import ``<domains dir>/<name>/domain.py`` as ``pytest_quantagent_domains.<name>.domain``
+    so the domain's relative imports (``from .tools import ...``) work."""
+    mod = _modules.get(path)
+    if mod is not None:
+        return mod
+    root = str(path.parent.parent)
+    parent = sys.modules.get(_PARENT)
+    if parent is None:
+        parent = ModuleType(_PARENT)
+        parent.__path__ = []  # type: ignore[attr-defined]
+        sys.modules[_PARENT] = parent
+    if root not in parent.__path__:  # type: ignore[attr-defined]
+        parent.__path__.append(root)  # type: ignore[attr-defined]
+    mod = importlib.import_module(f"{_PARENT}.{name}.domain")
+    _modules[path] = mod
+    return mod
+
+
+def get_domain(
+    name: str, tau2_data: Path | str | None = None, tasks_file: str | None = None
+) -> Domain:
+    """The domain ``name``, built from our bundled data or, with ``tau2_data``, from a
+    τ²-bench checkout's data files. Unknown names raise an error listing the known ones."""
+    known = list_domains()
+    if name not in known:
+        raise UnknownNameError("domain", name, known, hint=f"domains are looked up in {domains_dir()}")
+    official = tau2_data is not None
+    if official:
+        data_dir = Path(tau2_data) / "domains" / name  # type: ignore[arg-type]
+        if not data_dir.is_dir():
+            raise DataFileError(
+                data_dir, "", f"no τ²-bench data for domain {name!r} (expected <tau2-data>/domains/{name}/)"
+            )
+    else:
+        data_dir = domains_dir() / name
+    key = (name, str(data_dir), tasks_file, "official" if official else "ours")
+    with _lock:
+        dom = _cache.get(key)
+        if dom is None:
+            mod = _load_module(domains_dir() / name / "domain.py", name)
+            dom = mod.make_domain(data_dir, tasks_file, official)
+            if not isinstance(dom, Domain):
+                raise TypeError(f"{name}/domain.py: make_domain returned {type(dom).__name__}, expected Domain")
+            _cache[key] = dom
+    return dom
+
+
+def clear_cache() -> None:
+    """Forget loaded domains (tests)."""
+    with _lock:
+        _cache.clear()

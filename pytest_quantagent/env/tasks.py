@@ -1,0 +1,240 @@
+"""Tasks in τ²-bench's JSON schema, plus our scripted-user extension.
+
+One loader reads τ²-bench's own task files (``domains/<d>/tasks.json``) and ours. Field
+names and meanings are τ²-bench's (``data_model/tasks.py``): a task has a user scenario, an
+optional initial state (data patches, initialization function calls, a message history) and
+evaluation criteria (gold actions, environment assertions, information to communicate,
+natural-language assertions, and the ``reward_basis`` saying which of these count).
+
+Our generated tasks add ``user_scenario.script`` (see :class:`pytest_quantagent.env.user.
+UserScript`), the structured scenario the deterministic scripted user follows. τ²-bench's
+files have no script; the scripted user then derives one from the structured instructions.
+
+:func:`load_tasks` refuses a bad file with a :class:`~pytest_quantagent.errors.DataFileError`
+naming the file, the task id and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pytest_quantagent.env.messages import Message, Requestor, ToolCall
+from pytest_quantagent.errors import DataFileError, UnknownNameError
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RewardType(str, Enum):
+    """Components a task's reward can be based on (τ²-bench's values)."""
+
+    DB = "DB"
+    ENV_ASSERTION = "ENV_ASSERTION"
+    NL_ASSERTION = "NL_ASSERTION"
+    ACTION = "ACTION"
+    COMMUNICATE = "COMMUNICATE"
+
+
+class Description(_Model):
+    purpose: str | None = None
+    relevant_policies: str | None = None
+    notes: str | None = None
+
+
+class StructuredUserInstructions(_Model):
+    """τ²-bench's structured user instructions (what the LLM user simulator is told)."""
+
+    domain: str | None = None
+    reason_for_call: str
+    known_info: str | None = None
+    unknown_info: str | None = None
+    task_instructions: str | None = None
+
+
+class UserScenario(_Model):
+    persona: str | None = None
+    instructions: StructuredUserInstructions | str
+    script: dict[str, Any] | None = None
+    """Our scripted user's scenario (schema: :class:`pytest_quantagent.env.user.UserScript`);
+    validated when the task is loaded. Absent in τ²-bench's files."""
+
+
+class EnvFunctionCall(_Model):
+    """A call of any function of the agent-side (``assistant``) or user-side toolkit; used
+    for initialization actions and (with an expected value) environment assertions."""
+
+    env_type: Literal["user", "assistant"]
+    func_name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class EnvAssertion(EnvFunctionCall):
+    """An environment function that must return ``assert_value`` at the end of the episode."""
+
+    assert_value: bool = True
+    message: str | None = None
+
+
+class InitializationData(_Model):
+    """Partial DB contents merged into the agent-side / user-side DB before the episode."""
+
+    agent_data: dict[str, Any] | None = None
+    user_data: dict[str, Any] | None = None
+
+
+class InitialState(_Model):
+    initialization_data: InitializationData | None = None
+    initialization_actions: list[EnvFunctionCall] | None = None
+    message_history: list[Message] | None = None
+
+
+class Action(_Model):
+    """A gold tool call. ``compare_args`` (None = all of ``arguments``) are the argument
+    names compared by the ACTION check."""
+
+    action_id: str
+    requestor: Requestor = "assistant"
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    info: str | None = None
+    compare_args: list[str] | None = None
+
+    def matches(self, call: ToolCall) -> bool:
+        """τ²-bench's ACTION check: same name and equal values for the compared arguments
+        (a missing argument compares as None)."""
+        if call.name != self.name:
+            return False
+        keys = self.compare_args if self.compare_args is not None else list(self.arguments)
+        return all(call.arguments.get(k) == self.arguments.get(k) for k in keys)
+
+
+class EvaluationCriteria(_Model):
+    actions: list[Action] | None = None
+    env_assertions: list[EnvAssertion] | None = None
+    communicate_info: list[str] | None = None
+    nl_assertions: list[str] | None = None
+    reward_basis: list[RewardType] = Field(
+        default_factory=lambda: [RewardType.DB, RewardType.COMMUNICATE]
+    )
+
+
+class Task(_Model):
+    """One task (τ²-bench schema)."""
+
+    id: str
+    description: Description | None = None
+    user_scenario: UserScenario
+    ticket: str | None = None
+    initial_state: InitialState | None = None
+    evaluation_criteria: EvaluationCriteria | None = None
+    issues: Any | None = None
+    """Present in a few τ²-bench telecom tasks (free-form annotations); never used."""
+
+    @property
+    def gold_actions(self) -> list[Action]:
+        ec = self.evaluation_criteria
+        return list(ec.actions or []) if ec is not None else []
+
+    @property
+    def structured_instructions(self) -> StructuredUserInstructions | None:
+        ins = self.user_scenario.instructions
+        return ins if isinstance(ins, StructuredUserInstructions) else None
+
+
+def _task_id_of(raw: Any, index: int) -> str:
+    if isinstance(raw, dict) and isinstance(raw.get("id"), (str, int)):
+        return str(raw["id"])
+    return f"#{index}"
+
+
+def parse_tasks(raw: Any, source: str | Path) -> list[Task]:
+    """Validate a decoded task list. ``source`` names the file in errors."""
+    if not isinstance(raw, list):
+        raise DataFileError(source, "", f"expected a JSON list of tasks, got {type(raw).__name__}")
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        tid = _task_id_of(item, i)
+        if isinstance(item, dict) and isinstance(item.get("id"), int):
+            item = {**item, "id": str(item["id"])}
+        try:
+            task = Task.model_validate(item)
+        except ValidationError as e:
+            first = e.errors()[0]
+            loc = ".".join(str(x) for x in first["loc"])
+            raise DataFileError(
+                source, f"task {tid!r}, field {loc!r}", f"{first['msg']} (input: {first.get('input')!r:.80})"
+            ) from None
+        if task.id in seen:
+            raise DataFileError(source, f"task {tid!r}, field 'id'", "duplicate task id")
+        seen.add(task.id)
+        if task.user_scenario.script is not None:
+            # Late import: user.py imports this module.
+            from pytest_quantagent.env.user import UserScript
+
+            try:
+                UserScript.model_validate(task.user_scenario.script)
+            except ValidationError as e:
+                first = e.errors()[0]
+                loc = ".".join(str(x) for x in first["loc"])
+                raise DataFileError(
+                    source,
+                    f"task {tid!r}, field 'user_scenario.script.{loc}'",
+                    f"{first['msg']} (input: {first.get('input')!r:.80})",
+                ) from None
+        tasks.append(task)
+    return tasks
+
+
+def load_tasks(path: str | Path) -> list[Task]:
+    """Load and validate a task file (τ²-bench's JSON format or ours)."""
+    p = Path(path)
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataFileError(p, "", "file not found") from None
+    except json.JSONDecodeError as e:
+        raise DataFileError(p, f"line {e.lineno} column {e.colno}", f"invalid JSON: {e.msg}") from None
+    return parse_tasks(raw, p)
+
+
+def load_splits(path: str | Path, task_ids: list[str]) -> dict[str, list[str]]:
+    """Load a τ²-bench ``split_tasks.json`` (split name → task ids); every id must exist."""
+    p = Path(path)
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataFileError(p, "", "file not found") from None
+    except json.JSONDecodeError as e:
+        raise DataFileError(p, f"line {e.lineno} column {e.colno}", f"invalid JSON: {e.msg}") from None
+    if not isinstance(raw, dict):
+        raise DataFileError(p, "", "expected an object mapping split names to lists of task ids")
+    known = set(task_ids)
+    splits: dict[str, list[str]] = {}
+    for name, ids in raw.items():
+        if not isinstance(ids, list):
+            raise DataFileError(p, f"split {name!r}", "expected a list of task ids")
+        ids = [str(x) for x in ids]
+        for tid in ids:
+            if tid not in known:
+                raise DataFileError(p, f"split {name!r}", f"unknown task id {tid!r}")
+        splits[name] = ids
+    return splits
+
+
+def select_tasks(tasks: list[Task], ids: list[str]) -> list[Task]:
+    """The tasks with the given ids, in the given order; unknown ids raise
+    :class:`~pytest_quantagent.errors.UnknownNameError` listing the known ones."""
+    by_id = {t.id: t for t in tasks}
+    out: list[Task] = []
+    for tid in ids:
+        if tid not in by_id:
+            raise UnknownNameError("task id", tid, by_id)
+        out.append(by_id[tid])
+    return out

@@ -1,0 +1,439 @@
+"""The scripted user: a deterministic user simulator driven by a task's structured scenario.
+
+A real LLM agent talks to it, so it reacts to *intents* recognised by keyword sets (robust
+to paraphrase within reason), never to exact strings. Given the same script, seed and agent
+messages it always says the same thing.
+
+The scenario (``user_scenario.script`` of our tasks; schema :class:`UserScript`)::
+
+    {
+      "requests": ["I want to cancel order #W123 ...", "Also ..."],  # opening, then follow-ups
+      "identity": {"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122",
+                   "email": "...", "phone": "...", "user_id": "...", "customer_id": "..."},
+      "facts": {"order_id": "#W123", "reason": "no longer needed", "payment_method": "...",
+                "address": "...", "item": "...", "<any key>": "..."},
+      "answers": [{"keywords": [["gift", "card"], ["balance"]], "say": "..."}],
+      "confirm": true,               # answer to "shall I proceed?"-type questions
+      "refusal": "No, please don't do that.",
+      "device_actions": [{"tool": "toggle_data", "arguments": {}}],  # telecom: user tools
+      "end": "stop",                 # "stop" → ###STOP###; "transfer" expected → ###TRANSFER###
+      "closing": "Thanks, that's all.",
+      "max_fallbacks": 3
+    }
+
+How it answers an agent message, first matching rule wins:
+
+1. the agent transfers to a human → ``###TRANSFER###``;
+2. the agent asks for a device action it recognises (domain :class:`DeviceIntent` table, or
+   a literal user-tool name) → it performs the tool call(s) (with the script's arguments for
+   that tool when given) and then reports the result(s) in words;
+3. the agent asks for identity (email, name, zip, phone, user/customer id) → the facts asked
+   for (saying it does not remember the email when the script has none);
+4. the agent asks for confirmation → yes (``confirm``) or the refusal;
+5. custom ``answers`` rules, then ``facts`` topics (order id, reason, payment, address, ...);
+6. the agent says it is done / asks if there is anything else → next request or stop;
+7. the greeting → the opening request; otherwise restate the request (after
+   ``max_fallbacks`` unproductive turns it stops).
+
+τ²-bench's task files have no script: :func:`script_from_instructions` derives one from the
+structured instructions (reason for call, known info: name, zip, email, phone).
+
+Domains extend it with their :class:`DeviceIntent` table (passed by ``Domain.make_user``) or
+by subclassing :class:`ScriptedUser` and overriding :meth:`ScriptedUser.respond_text`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pytest_quantagent.env.messages import (
+    STOP_TOKEN,
+    TRANSFER_TOKEN,
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+
+if TYPE_CHECKING:
+    from pytest_quantagent.env.tasks import Task
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AnswerRule(_Model):
+    """Say ``say`` when the agent's message contains every word of one keyword group."""
+
+    keywords: list[list[str]] = Field(min_length=1)
+    say: str
+
+
+class DeviceAction(_Model):
+    """A user-side tool call the user performs when the agent asks for it."""
+
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class UserScript(_Model):
+    """Structured scenario of the scripted user (``user_scenario.script``)."""
+
+    requests: list[str] = Field(min_length=1)
+    identity: dict[str, str] = Field(default_factory=dict)
+    facts: dict[str, str] = Field(default_factory=dict)
+    answers: list[AnswerRule] = Field(default_factory=list)
+    confirm: bool = True
+    refusal: str = "No, I don't want to do that."
+    device_actions: list[DeviceAction] = Field(default_factory=list)
+    end: Literal["stop", "transfer"] = "stop"
+    closing: str = "Thank you, that's all I needed."
+    max_fallbacks: int = Field(default=3, ge=1)
+
+
+# -- intent recognition ---------------------------------------------------------------------
+
+Keywords = tuple[tuple[str, ...], ...]
+
+
+def _norm(text: str) -> str:
+    return " " + re.sub(r"[^a-z0-9#@._\-]+", " ", text.lower()) + " "
+
+
+def matches(text: str, groups: Iterable[Iterable[str]]) -> bool:
+    """True when every word of at least one group occurs in ``text`` (normalised; words
+    match at word starts, so "cancel" matches "cancelled" and "cancellation")."""
+    t = _norm(text)
+    return any(all((" " + w.lower()) in t for w in group) for group in groups)
+
+
+@dataclass(frozen=True)
+class DeviceIntent:
+    """How the user recognises a request to use one of its tools.
+
+    ``keywords``: keyword groups (see :func:`matches`); ``phrase``: how the oracle asks for
+    it (``str.format`` with the arguments); ``extract``: arguments read from the agent's
+    text when the script gives none for this tool.
+    """
+
+    tool: str
+    keywords: Keywords
+    phrase: str = ""
+    extract: Callable[[str], dict[str, Any]] | None = None
+    defaults: dict[str, Any] = field(default_factory=dict)
+
+    def ask(self, arguments: dict[str, Any]) -> str:
+        if self.phrase:
+            return self.phrase.format(**arguments)
+        return f"Please use {self.tool} on your phone with {json.dumps(arguments, sort_keys=True)}."
+
+
+_TRANSFER: Keywords = (
+    ("transfer", "human"), ("transfer", "agent"), ("transfer", "specialist"),
+    ("transfer", "representative"), ("transferring",), ("transferred",),
+)
+_IDENTITY: dict[str, Keywords] = {
+    "email": (("email",), ("e-mail",)),
+    "name": (("name",),),
+    "zip": (("zip",), ("postal",), ("postcode",)),
+    "phone": (("phone", "number"), ("phone",)),
+    "user_id": (("user", "id"),),
+    "customer_id": (("customer", "id"),),
+}
+_ASKING: Keywords = (
+    ("?",), ("please",), ("provide",), ("could", "you"), ("can", "you"), ("may", "i"),
+    ("what",), ("share",), ("tell",), ("need",), ("verify",), ("confirm",),
+)
+_CONFIRM: Keywords = (
+    ("confirm",), ("proceed",), ("go", "ahead"), ("would", "you", "like", "me"),
+    ("shall", "i"), ("should", "i"), ("do", "you", "want", "me"), ("yes",),
+    ("is", "that", "correct"), ("is", "this", "correct"), ("ok", "to"), ("okay", "to"),
+)
+_ACTION_WORDS = ("cancel", "return", "exchange", "modify", "refund", "update", "change", "proceed", "charge", "refuel", "suspend", "resume", "enable", "disable", "add", "remove", "upgrade", "downgrade", "pay")
+_FACT_TOPICS: dict[str, Keywords] = {
+    "order_id": (("order", "id"), ("order", "number"), ("which", "order")),
+    "reason": (("reason",), ("why",)),
+    "payment_method": (("payment",), ("refund", "to"), ("pay",), ("card",), ("gift", "card")),
+    "address": (("address",), ("ship", "to")),
+    "item": (("which", "item"), ("item",), ("product",)),
+    "line_id": (("which", "line"), ("line",)),
+    "location": (("where", "are", "you"), ("location",), ("abroad",), ("travel",)),
+}
+_DONE: Keywords = (
+    ("anything", "else"), ("something", "else"), ("else", "i", "can", "help"),
+    ("all", "set"), ("have", "a", "great", "day"), ("have", "a", "nice", "day"),
+    ("is", "there", "anything"), ("further", "assistance"), ("anything", "more"),
+)
+_GREETING: Keywords = (("how", "can", "i", "help"), ("how", "may", "i", "help"), ("what", "can", "i", "do"))
+
+_NAME_RE = re.compile(r"\byou are ([A-Z][a-z]+) ([A-Z][a-z]+)")
+_ZIP_RE = re.compile(r"\bzip(?: code)?(?: is)? (\d{5})")
+_EMAIL_RE = re.compile(r"[\w.+\-]+@[\w\-]+\.[\w.]+")
+_PHONE_RE = re.compile(r"\b\d{3}-\d{3}-\d{4}\b")
+_USER_ID_RE = re.compile(r"\buser id (?:is )?([a-z]+_[a-z]+_\d+)")
+
+
+def script_from_instructions(task: Task) -> UserScript:
+    """Derive a script from τ²-bench's structured (or free-text) instructions."""
+    ins = task.structured_instructions
+    if ins is not None:
+        reason = ins.reason_for_call.strip()
+        known = ins.known_info or ""
+    else:
+        reason = str(task.user_scenario.instructions).strip()
+        known = reason
+    identity: dict[str, str] = {}
+    if m := _NAME_RE.search(known):
+        identity["first_name"], identity["last_name"] = m.group(1), m.group(2)
+    if m := _ZIP_RE.search(known):
+        identity["zip"] = m.group(1)
+    if m := _EMAIL_RE.search(known):
+        identity["email"] = m.group(0).rstrip(".")
+    if m := _PHONE_RE.search(known):
+        identity["phone"] = m.group(0)
+    if m := _USER_ID_RE.search(known.lower()):
+        identity["user_id"] = m.group(1)
+    transfer = any(a.name == "transfer_to_human_agents" for a in task.gold_actions)
+    return UserScript(
+        requests=[reason],
+        identity=identity,
+        device_actions=[
+            DeviceAction(tool=a.name, arguments=a.arguments)
+            for a in task.gold_actions
+            if a.requestor == "user"
+        ],
+        end="transfer" if transfer else "stop",
+    )
+
+
+def script_for_task(task: Task) -> UserScript:
+    """The task's script, or one derived from its instructions when it has none."""
+    if task.user_scenario.script is not None:
+        return UserScript.model_validate(task.user_scenario.script)
+    return script_from_instructions(task)
+
+
+# -- the user -------------------------------------------------------------------------------
+
+
+class ScriptedUser:
+    """Deterministic user following a :class:`UserScript`.
+
+    Implements the runner's ``User`` protocol: ``await user.act(view) -> UserMessage``,
+    where ``view`` is the user's view of the conversation (agent texts, the user's own
+    messages and its own tool results).
+    """
+
+    def __init__(
+        self,
+        script: UserScript,
+        *,
+        seed: int = 0,
+        intents: Sequence[DeviceIntent] = (),
+        user_tool_names: Iterable[str] = (),
+    ) -> None:
+        self.script = script
+        self.rng = random.Random(seed)
+        self.intents = tuple(intents)
+        self.user_tool_names = frozenset(user_tool_names)
+        self._next_request = 0
+        self._fallbacks = 0
+        self._pending: list[ToolCall] = []
+        self._results: list[str] = []
+        self._n_calls = 0
+        self._used_device: set[int] = set()
+        self._opened = False
+
+    async def act(self, view: list[Message]) -> UserMessage:
+        return self.respond(view)
+
+    # Synchronous core (the oracle and tests call it directly).
+    def respond(self, view: list[Message]) -> UserMessage:
+        last = view[-1] if view else None
+        if isinstance(last, ToolMessage):
+            self._results.append(self._describe_result(last))
+            if self._pending:
+                return self._call(self._pending.pop(0))
+            said = " ".join(self._results)
+            self._results = []
+            return UserMessage(content=said)
+        text = last.content or "" if isinstance(last, AssistantMessage) else ""
+        calls = self.device_calls(text)
+        if calls:
+            self._pending = calls[1:]
+            return self._call(calls[0])
+        return UserMessage(content=self.respond_text(text))
+
+    def _call(self, call: ToolCall) -> UserMessage:
+        return UserMessage(tool_calls=[call])
+
+    def _describe_result(self, msg: ToolMessage) -> str:
+        if msg.error:
+            return f"I tried, but my phone says: {msg.content}"
+        return f"Done. My phone shows: {msg.content}"
+
+    # -- device actions -------------------------------------------------------------------
+
+    def _script_args(self, tool: str) -> dict[str, Any] | None:
+        for i, act in enumerate(self.script.device_actions):
+            if act.tool == tool and i not in self._used_device:
+                self._used_device.add(i)
+                return dict(act.arguments)
+        for act in self.script.device_actions:
+            if act.tool == tool:
+                return dict(act.arguments)
+        return None
+
+    def device_calls(self, text: str) -> list[ToolCall]:
+        """The user tool calls an agent message asks for (in the order mentioned)."""
+        if not text or (not self.intents and not self.user_tool_names):
+            return []
+        found: list[tuple[int, str, dict[str, Any]]] = []
+        seen: set[str] = set()
+        low = text.lower()
+        # A literal tool name (with optional JSON arguments after it) is always understood.
+        for name in self.user_tool_names:
+            pos = low.find(name.lower())
+            if pos >= 0:
+                args = self._script_args(name)
+                if args is None:
+                    args = _json_after(text, pos + len(name)) or {}
+                found.append((pos, name, args))
+                seen.add(name)
+        for intent in self.intents:
+            if intent.tool in seen or not matches(text, intent.keywords):
+                continue
+            args = self._script_args(intent.tool)
+            if args is None:
+                args = dict(intent.defaults)
+                if intent.extract is not None:
+                    args.update(intent.extract(text))
+            pos = min((low.find(g[0]) for g in intent.keywords if g and g[0] in low), default=len(low))
+            found.append((pos, intent.tool, args))
+            seen.add(intent.tool)
+        found.sort(key=lambda x: x[0])
+        calls = []
+        for _, name, args in found:
+            self._n_calls += 1
+            calls.append(ToolCall(id=f"user_call_{self._n_calls}", name=name, arguments=args, requestor="user"))
+        return calls
+
+    # -- text answers ---------------------------------------------------------------------
+
+    def _pick(self, *variants: str) -> str:
+        return variants[self.rng.randrange(len(variants))]
+
+    def _current_request(self) -> str:
+        return self.script.requests[min(self._next_request, len(self.script.requests)) - 1] if self._next_request else self.script.requests[0]
+
+    def _identity_answer(self, text: str) -> str | None:
+        ident = self.script.identity
+        asked = [k for k, kw in _IDENTITY.items() if matches(text, kw)]
+        if not asked:
+            return None
+        parts: list[str] = []
+        if "email" in asked:
+            if "email" in ident:
+                parts.append(f"My email is {ident['email']}.")
+            else:
+                parts.append("I don't remember my email address.")
+                asked += ["name", "zip"]
+        if "user_id" in asked and "user_id" in ident:
+            parts.append(f"My user id is {ident['user_id']}.")
+        if "customer_id" in asked and "customer_id" in ident:
+            parts.append(f"My customer id is {ident['customer_id']}.")
+        if "name" in asked and ("first_name" in ident or "name" in ident):
+            full = ident.get("name") or f"{ident.get('first_name', '')} {ident.get('last_name', '')}".strip()
+            parts.append(f"My name is {full}.")
+        if "zip" in asked and "zip" in ident:
+            parts.append(f"My zip code is {ident['zip']}.")
+        if "phone" in asked and "phone" in ident:
+            parts.append(f"My phone number is {ident['phone']}.")
+        if not parts:
+            return None
+        seen: set[str] = set()
+        return " ".join(p for p in parts if not (p in seen or seen.add(p)))
+
+    def _fact_answer(self, text: str) -> str | None:
+        for rule in self.script.answers:
+            if matches(text, rule.keywords):
+                return rule.say
+        for key, value in self.script.facts.items():
+            topic = _FACT_TOPICS.get(key, ((key.replace("_", " "),),))
+            if matches(text, topic):
+                return value
+        return None
+
+    def _stop(self) -> str:
+        token = TRANSFER_TOKEN if self.script.end == "transfer" else STOP_TOKEN
+        return f"{self.script.closing} {token}"
+
+    def respond_text(self, text: str) -> str:
+        """The user's reply to an agent text message (no device action asked)."""
+        if matches(text, _TRANSFER):
+            return TRANSFER_TOKEN
+        if not self._opened:
+            self._opened = True
+            self._next_request = 1
+            return self.script.requests[0]
+        asking = matches(text, _ASKING)
+        action_words = any(w in text.lower() for w in _ACTION_WORDS)
+        if asking and not (action_words and matches(text, _CONFIRM)):
+            ident = self._identity_answer(text)
+            if ident is not None:
+                self._fallbacks = 0
+                return ident
+        if matches(text, _CONFIRM) and asking:
+            self._fallbacks = 0
+            if self.script.confirm:
+                return self._pick("Yes, please go ahead.", "Yes, I confirm.", "Yes, that's correct. Please proceed.")
+            return self.script.refusal
+        fact = self._fact_answer(text) if asking else None
+        if fact is not None:
+            self._fallbacks = 0
+            return fact
+        if matches(text, _DONE):
+            if self._next_request < len(self.script.requests):
+                req = self.script.requests[self._next_request]
+                self._next_request += 1
+                self._fallbacks = 0
+                return req
+            return self._stop()
+        if matches(text, _GREETING):
+            return self._current_request()
+        self._fallbacks += 1
+        if self._fallbacks >= self.script.max_fallbacks:
+            return self._stop()
+        return self._pick(
+            f"As I said: {self._current_request()}",
+            f"To repeat my request: {self._current_request()}",
+        )
+
+
+def _json_after(text: str, start: int) -> dict[str, Any] | None:
+    """A JSON object following position ``start`` in ``text`` (the oracle's default form)."""
+    brace = text.find("{", start)
+    if brace < 0:
+        return None
+    depth = 0
+    for i in range(brace, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                try:
+                    val = json.loads(text[brace : i + 1])
+                except json.JSONDecodeError:
+                    return None
+                return val if isinstance(val, dict) else None
+    return None
