@@ -1,0 +1,234 @@
+"""Where the simulations of a τ²-bench results path come from: layout detection and
+streaming.
+
+- ``json``: one object ``{"timestamp", "info", "tasks", "simulations": [...]}``, streamed
+  with ijson one simulation at a time;
+- ``dir``: ``results.json`` (metadata, ``simulation_index``) beside ``simulations/<id>.json``.
+
+Every failure is a :class:`DataFileError` naming the file and the JSON location.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
+
+from pytest_quantagent.errors import DataFileError, MissingDependencyError
+
+SIMULATIONS_DIR = "simulations"
+RESULTS_FILE = "results.json"
+
+Format = Literal["json", "dir"]
+
+Simulations = Iterator[tuple[str, dict[str, Any]]]
+"""(location, simulation dict) pairs; the location names the simulation in errors."""
+
+
+def open_results(p: Path) -> tuple[Format, Path, dict[str, Any], Simulations]:
+    """Detect the layout of ``p`` and return (format, metadata file, info, simulations).
+
+    ``info`` is read first (for a monolithic file, by a scan that stops at ``info``);
+    simulations are then yielded one at a time.
+    """
+    if not p.exists():
+        raise DataFileError(p, "", "no such file or directory")
+    fmt, meta_path, sims_dir = _layout(p)
+    if fmt == "json":
+        return fmt, meta_path, _stream_info(meta_path), _stream_simulations(meta_path)
+    meta = _load_json(meta_path)
+    info = _require_info(meta_path, meta)
+    return fmt, meta_path, info, _dir_simulations(meta_path, meta, sims_dir)
+
+
+def _layout(p: Path) -> tuple[Format, Path, Path]:
+    if p.is_dir():
+        meta = p / RESULTS_FILE
+        if not meta.is_file():
+            raise DataFileError(
+                p, "", f"a directory given as a tau2-bench results path must hold "
+                f"{RESULTS_FILE} (and {SIMULATIONS_DIR}/); found neither"
+            )
+        return "dir", meta, p / SIMULATIONS_DIR
+    sims_dir = p.parent / SIMULATIONS_DIR
+    # τ²-bench's own rule is "a sibling simulations/ folder means dir format"; a monolithic
+    # file that happens to sit beside such a folder still carries its own simulations, so
+    # the folder is used only when the file is a dir-format metadata file.
+    if sims_dir.is_dir() and _is_dir_metadata(p):
+        return "dir", p, sims_dir
+    return "json", p, sims_dir
+
+
+def _is_dir_metadata(p: Path) -> bool:
+    try:
+        meta = _load_json(p)
+    except DataFileError:
+        return False
+    return isinstance(meta, dict) and (
+        "simulation_index" in meta or "format_version" in meta or not meta.get("simulations")
+    )
+
+
+def _ijson() -> Any:
+    try:
+        import ijson
+    except ImportError as e:  # pragma: no cover - ijson is a core dependency
+        raise MissingDependencyError("streaming tau2-bench results files", "tau2",
+                                     ["ijson"]) from e
+    return ijson
+
+
+class _Tracker:
+    """Wraps ijson's event stream to know where in the document the parser is."""
+
+    def __init__(self, events: Iterator[tuple[str, str, Any]]) -> None:
+        self._events = events
+        self.top_keys: list[str] = []
+        self.top_is_map: bool | None = None
+        self.sim = -1
+        self.msg = -1
+        self.prefix = ""
+
+    def __iter__(self) -> Iterator[tuple[str, str, Any]]:
+        for prefix, event, value in self._events:
+            self.prefix = prefix
+            if prefix == "":
+                if self.top_is_map is None:
+                    self.top_is_map = event == "start_map"
+                    if not self.top_is_map:
+                        return
+                if event == "map_key":
+                    self.top_keys.append(value)
+            elif event == "start_map":
+                if prefix == "simulations.item":
+                    self.sim += 1
+                    self.msg = -1
+                elif prefix == "simulations.item.messages.item":
+                    self.msg += 1
+            yield prefix, event, value
+
+    def location(self) -> str:
+        if self.prefix.startswith("simulations") and self.sim >= 0:
+            loc = f"simulations[{self.sim}]"
+            if self.prefix.startswith("simulations.item.messages") and self.msg >= 0:
+                loc += f".messages[{self.msg}]"
+            return loc
+        if self.top_keys:
+            return self.top_keys[-1]
+        return "top level"
+
+
+class _CountingReader:
+    """A binary file that remembers how many bytes the parser has pulled (error offsets)."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self._f = f
+        self.pos = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._f.read(n)
+        self.pos += len(data)
+        return data
+
+
+def _parse_error(path: Path, tracker: _Tracker, reader: _CountingReader,
+                 exc: Exception) -> DataFileError:
+    truncated = "incomplete" in type(exc).__name__.lower() or "premature" in str(exc).lower()
+    problem = ("truncated JSON (the file ends inside this value)" if truncated
+               else f"invalid JSON ({exc})")
+    return DataFileError(path, f"{tracker.location()} (near byte {reader.pos})", problem)
+
+
+def _stream_info(path: Path) -> dict[str, Any]:
+    ijson = _ijson()
+    with path.open("rb") as f:
+        reader = _CountingReader(f)
+        tracker = _Tracker(ijson.parse(reader, use_float=True))
+        try:
+            for info in ijson.items(tracker, "info"):
+                if not isinstance(info, dict):
+                    raise DataFileError(path, "info", f"expected an object, got "
+                                        f"{type(info).__name__}")
+                return info
+        except ijson.JSONError as e:
+            raise _parse_error(path, tracker, reader, e) from None
+    if tracker.top_is_map is False:
+        raise DataFileError(path, "top level", "not a tau2-bench results file: expected a "
+                            "JSON object with 'info' and 'simulations'")
+    if tracker.top_is_map is None:
+        raise DataFileError(path, "top level", "empty file: not a tau2-bench results file")
+    raise DataFileError(path, "info", "not a tau2-bench results file: no top-level 'info' "
+                        f"object (top-level keys: {', '.join(tracker.top_keys) or 'none'})")
+
+
+def _stream_simulations(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    ijson = _ijson()
+    with path.open("rb") as f:
+        reader = _CountingReader(f)
+        tracker = _Tracker(ijson.parse(reader, use_float=True))
+        i = 0
+        try:
+            for sim in ijson.items(tracker, "simulations.item"):
+                loc = f"simulations[{i}]"
+                if not isinstance(sim, dict):
+                    raise DataFileError(path, loc, "expected a simulation object, got "
+                                        f"{type(sim).__name__}")
+                yield loc, sim
+                i += 1
+        except ijson.JSONError as e:
+            raise _parse_error(path, tracker, reader, e) from None
+        if "simulations" not in tracker.top_keys:
+            raise DataFileError(path, "simulations", "not a tau2-bench results file: no "
+                                "top-level 'simulations' list (and no simulations/ folder)")
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise DataFileError(path, "", f"cannot read: {e}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        kind = "truncated JSON" if e.pos >= len(text.rstrip()) else "invalid JSON"
+        raise DataFileError(path, f"line {e.lineno} column {e.colno} (byte {e.pos})",
+                            f"{kind}: {e.msg}") from None
+
+
+def _require_info(path: Path, meta: Any) -> dict[str, Any]:
+    if not isinstance(meta, dict):
+        raise DataFileError(path, "top level", "not a tau2-bench results file: expected a "
+                            f"JSON object, got {type(meta).__name__}")
+    info = meta.get("info")
+    if not isinstance(info, dict):
+        raise DataFileError(path, "info", "not a tau2-bench results file: no top-level "
+                            "'info' object")
+    return info
+
+
+def _dir_simulations(meta_path: Path, meta: dict[str, Any],
+                     sims_dir: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    if not sims_dir.is_dir():
+        raise DataFileError(sims_dir, "", f"directory-format results need a {SIMULATIONS_DIR}/"
+                            f" folder beside {meta_path.name}")
+    on_disk = {f.stem: f for f in sims_dir.glob("*.json")}
+    index = meta.get("simulation_index")
+    if isinstance(index, list):
+        ids = [str(e.get("id")) for e in index if isinstance(e, dict)]
+        missing = [i for i in ids if i not in on_disk]
+        if missing:
+            shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+            raise DataFileError(meta_path, "simulation_index", f"{len(missing)} simulation "
+                                f"file(s) listed but missing from {sims_dir}: {shown}")
+        extra = sorted(set(on_disk) - set(ids))
+        order = ids + extra
+    else:
+        order = sorted(on_disk)
+    for sim_id in order:
+        f = on_disk[sim_id]
+        sim = _load_json(f)
+        if not isinstance(sim, dict):
+            raise DataFileError(f, "top level", "expected a simulation object, got "
+                                f"{type(sim).__name__}")
+        yield f"{SIMULATIONS_DIR}/{f.name}", sim
