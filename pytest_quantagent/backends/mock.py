@@ -1,0 +1,292 @@
+"""A deterministic, scripted backend: every runner and plugin test runs on it.
+
+Two ways to script it:
+
+- ``rule``: a function ``(GenerateRequest) -> Generation | dict | str`` (in TOML, a
+  ``"module:function"`` string). A ``str`` is plain content; a ``dict`` is a response as
+  below.
+- ``responses``: a list of responses. The response for a request is chosen by the number of
+  assistant turns already in ``request.messages`` (turn 0, 1, 2, ...), so it depends on the
+  conversation only, never on timing or on other episodes running concurrently. Past the
+  end of the list the last response repeats (or the list cycles with ``cycle = true``).
+
+A response dict has ``content`` (str), ``tool_calls`` (list of ``{name, arguments}`` where
+``arguments`` is a dict, or a string sent verbatim, e.g. broken JSON) and optional
+``raw_text``. In TOML::
+
+    [arms.int4]
+    backend = "mock"
+    model = "scripted"
+    responses = [
+      {tool_calls = [{name = "find_user_id_by_email", arguments = {email = "a@b.c"}}]},
+      {content = "Done. ###STOP###"},
+    ]
+
+``latency_s`` makes every call sleep (async) that long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pytest_quantagent.backends.base import (
+    Backend,
+    BackendOptions,
+    GenerateRequest,
+    Generation,
+    RawToolCall,
+)
+from pytest_quantagent.quant.arms import ArmSpec
+
+MockRule = Callable[[GenerateRequest], "Generation | Mapping[str, Any] | str"]
+
+_DEFAULT_RESPONSES: tuple[Mapping[str, Any], ...] = ({"content": "How can I help you? ###STOP###"},)
+
+
+def response_to_generation(response: Generation | Mapping[str, Any] | str, turn: int) -> Generation:
+    """Turn a scripted response into a :class:`Generation` with deterministic call ids."""
+    if isinstance(response, Generation):
+        return response
+    if isinstance(response, str):
+        return Generation(content=response, raw_text=response)
+    if not isinstance(response, Mapping):
+        raise TypeError(f"mock response must be a str, dict or Generation, got {type(response).__name__}")
+    unknown = set(response) - {"content", "tool_calls", "raw_text"}
+    if unknown:
+        raise ValueError(
+            f"mock response has unknown keys {sorted(unknown)}; allowed: content, raw_text, tool_calls"
+        )
+    calls = []
+    for j, tc in enumerate(response.get("tool_calls") or ()):
+        args = tc.get("arguments", {})
+        text = args if isinstance(args, str) else json.dumps(args)
+        calls.append(RawToolCall(id=f"call_{turn}_{j}", name=str(tc.get("name", "")), arguments=text))
+    content = response.get("content")
+    return Generation(content=content, tool_calls=calls, raw_text=response.get("raw_text", content))
+
+
+def _count_assistant_turns(messages: Sequence[Mapping[str, Any]]) -> int:
+    return sum(1 for m in messages if m.get("role") == "assistant")
+
+
+class MockBackend(Backend):
+    """Scripted responses; see the module docstring."""
+
+    name = "mock"
+
+    def __init__(
+        self,
+        *,
+        responses: Sequence[Generation | Mapping[str, Any] | str] | None = None,
+        rule: MockRule | None = None,
+        cycle: bool = False,
+        latency_s: float = 0.0,
+    ) -> None:
+        if responses is not None and rule is not None:
+            raise ValueError("mock backend: give either 'responses' or 'rule', not both")
+        if responses is not None and len(responses) == 0:
+            raise ValueError("mock backend: 'responses' must not be empty")
+        if latency_s < 0:
+            raise ValueError(f"mock backend: latency_s ({latency_s}) must be >= 0")
+        self.responses = list(responses) if responses is not None else list(_DEFAULT_RESPONSES)
+        self.rule = rule
+        self.cycle = cycle
+        self.latency_s = latency_s
+        self.calls = 0
+
+    async def generate(self, request: GenerateRequest) -> Generation:
+        self.calls += 1
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        turn = _count_assistant_turns(request.messages)
+        if self.rule is not None:
+            return response_to_generation(self.rule(request), turn)
+        n = len(self.responses)
+        idx = turn % n if self.cycle else min(turn, n - 1)
+        return response_to_generation(self.responses[idx], turn)
+
+
+def _load_rule(target: str) -> MockRule:
+    module, sep, attr = target.partition(":")
+    if not sep or not module or not attr:
+        raise ValueError(f"mock backend: rule {target!r} must look like 'package.module:function'")
+    rule: MockRule = getattr(importlib.import_module(module), attr)
+    return rule
+
+
+def create_backend(arm: ArmSpec, options: BackendOptions) -> MockBackend:
+    """Factory for ``backend = "mock"``; options: ``responses``, ``rule``, ``cycle``,
+    ``latency_s``."""
+    opts = dict(arm.options)
+    allowed = {"responses", "rule", "cycle", "latency_s"}
+    unknown = set(opts) - allowed
+    if unknown:
+        raise ValueError(
+            f"arm {arm.label!r}: unknown mock option(s) {', '.join(sorted(unknown))}; "
+            f"allowed: {', '.join(sorted(allowed))}"
+        )
+    rule = opts.get("rule")
+    if isinstance(rule, str):
+        rule = _load_rule(rule)
+    return MockBackend(
+        responses=opts.get("responses"),
+        rule=rule,
+        cycle=bool(opts.get("cycle", False)),
+        latency_s=float(opts.get("latency_s", 0.0)),
+    )
+
+
+# -- A loopback fake OpenAI-compatible server ---------------------------------------------
+#
+# Used by the backend tests (faults on chosen requests) and by benchmarks/runner_throughput.py
+# (fixed latency). It speaks just enough HTTP/1.1 (keep-alive, Content-Length) and answers
+# each request with a single write: a response split into header and body writes would meet
+# Nagle + delayed ACK on loopback and add ~40 ms per request.
+
+FAULTS: tuple[str, ...] = ("500", "hang", "drop", "garbage")
+
+
+class FakeOpenAIServer:
+    """Answers ``POST /v1/chat/completions`` after ``latency_s`` with scripted responses.
+
+    ``responses`` are chosen like :class:`MockBackend`'s (by assistant turns in the request).
+    ``faults`` maps a 1-based request number to one of :data:`FAULTS`: ``500`` (HTTP 500),
+    ``hang`` (no answer for ``hang_s``), ``drop`` (close the connection without answering),
+    ``garbage`` (HTTP 200 with a truncated JSON body). The server stops by itself after
+    ``lifetime_s``.
+    """
+
+    def __init__(
+        self,
+        responses: Sequence[Mapping[str, Any] | str],
+        *,
+        latency_s: float = 0.0,
+        faults: Mapping[int, str] | None = None,
+        hang_s: float = 30.0,
+        lifetime_s: float = 600.0,
+        cycle: bool = False,
+    ) -> None:
+        for n, f in (faults or {}).items():
+            if f not in FAULTS:
+                raise ValueError(f"fault {f!r} for request {n} must be one of {', '.join(FAULTS)}")
+        self.responses = list(responses)
+        self.latency_s = latency_s
+        self.faults = dict(faults or {})
+        self.hang_s = hang_s
+        self.lifetime_s = lifetime_s
+        self.cycle = cycle
+        self.requests = 0
+        self.port = 0
+        self._server: asyncio.AbstractServer | None = None
+        self._thread: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _answer(self, body: bytes) -> bytes:
+        req = json.loads(body)
+        turn = _count_assistant_turns(req.get("messages", []))
+        n = len(self.responses)
+        idx = turn % n if self.cycle else min(turn, n - 1)
+        gen = response_to_generation(self.responses[idx], turn)
+        message: dict[str, Any] = {"role": "assistant", "content": gen.content}
+        if gen.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in gen.tool_calls
+            ]
+        payload = {
+            "id": f"chatcmpl-{self.requests}",
+            "object": "chat.completion",
+            "model": req.get("model", "fake"),
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": len(body) // 4, "completion_tokens": 10},
+        }
+        return json.dumps(payload).encode()
+
+    @staticmethod
+    def _http(status: str, body: bytes) -> bytes:
+        return (
+            f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: keep-alive\r\n\r\n"
+        ).encode() + body
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                body = await reader.readexactly(length)
+                self.requests += 1
+                fault = self.faults.get(self.requests)
+                if self.latency_s:
+                    await asyncio.sleep(self.latency_s)
+                if fault == "drop":
+                    writer.close()
+                    return
+                if fault == "hang":
+                    await asyncio.sleep(self.hang_s)
+                    writer.close()
+                    return
+                if fault == "500":
+                    writer.write(self._http("500 Internal Server Error", b'{"error": "boom"}'))
+                elif fault == "garbage":
+                    writer.write(self._http("200 OK", b'{"choices": [{"mess'))
+                else:
+                    writer.write(self._http("200 OK", self._answer(body)))
+                await writer.drain()
+        finally:
+            if not writer.is_closing():
+                writer.close()
+
+    async def serve(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        """Serve until ``lifetime_s`` elapses (or :meth:`stop`)."""
+        self._loop = asyncio.get_running_loop()
+        self._server = await asyncio.start_server(self._handle, host, port)
+        sock = self._server.sockets[0]
+        import socket
+
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.port = sock.getsockname()[1]
+        try:
+            async with self._server:
+                await asyncio.wait_for(self._server.serve_forever(), self.lifetime_s)
+        except (asyncio.CancelledError, TimeoutError):
+            pass
+
+    def start_in_thread(self) -> str:
+        """Serve from a daemon thread; returns the base URL (``http://127.0.0.1:PORT/v1``)."""
+        import threading
+
+        ready = threading.Event()
+
+        def target() -> None:
+            async def main() -> None:
+                task = asyncio.ensure_future(self.serve())
+                while not self.port and not task.done():
+                    await asyncio.sleep(0.005)
+                ready.set()
+                await task
+
+            asyncio.run(main())
+
+        self._thread = threading.Thread(target=target, daemon=True, name="fake-openai")
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("fake OpenAI server did not start within 10 s")
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def stop(self) -> None:
+        """Stop a server started with :meth:`start_in_thread`."""
+        if self._loop is not None and self._server is not None:
+            self._loop.call_soon_threadsafe(self._server.close)
+        if self._thread is not None:
+            self._thread.join(5)

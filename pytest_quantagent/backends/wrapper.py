@@ -1,0 +1,129 @@
+"""The one place that owns retries, the concurrency limit and token accounting.
+
+Every backend is used through a :class:`ModelClient`. Infrastructure failures (whatever
+``backend.is_retryable`` accepts: HTTP 5xx/429, timeouts, dropped connections) are retried
+with exponential backoff; when retries are exhausted the client raises
+:class:`~pytest_quantagent.errors.InfrastructureError`, which the batch layer counts apart and
+never scores. Non-retryable exceptions propagate unchanged.
+
+Per-episode counters (retries, tokens) are kept in a :class:`UsageCounter` bound through a
+context variable: the batch layer binds a fresh one in each episode's task, so concurrent
+episodes sharing one client never mix their counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from pytest_quantagent.backends.base import Backend, GenerateRequest, Generation
+from pytest_quantagent.errors import InfrastructureError
+
+
+@dataclass
+class UsageCounter:
+    """Counts of model calls, infrastructure retries and tokens."""
+
+    calls: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+_EPISODE_USAGE: ContextVar[UsageCounter | None] = ContextVar("quantagent_episode_usage", default=None)
+
+
+def bind_episode_usage() -> UsageCounter:
+    """Bind a fresh counter to the current context (call at the start of an episode task)."""
+    counter = UsageCounter()
+    _EPISODE_USAGE.set(counter)
+    return counter
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff: ``min(max_delay_s, base_delay_s * 2**attempt)`` with ±50% jitter."""
+
+    max_retries: int = 6
+    base_delay_s: float = 0.25
+    max_delay_s: float = 8.0
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries ({self.max_retries}) must be >= 0")
+        if self.base_delay_s < 0 or self.max_delay_s < 0:
+            raise ValueError(
+                f"base_delay_s ({self.base_delay_s}) and max_delay_s ({self.max_delay_s}) must be >= 0"
+            )
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        d = min(self.max_delay_s, self.base_delay_s * (2**attempt))
+        return d * (0.5 + rng.random())
+
+
+class ModelClient:
+    """A backend plus retries, a concurrency semaphore and usage accounting."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        concurrency: int = 8,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency ({concurrency}) must be >= 1")
+        self.backend = backend
+        self.concurrency = min(concurrency, max(1, backend.max_concurrency()))
+        self.retry = retry or RetryPolicy()
+        self.total = UsageCounter()
+        self._sem = asyncio.Semaphore(self.concurrency)
+        self._sleep = sleep
+        # Jitter only spreads retries in time; it never touches an outcome, so a private
+        # unseeded generator is fine (and the global `random` stays untouched).
+        self._rng = random.Random()
+
+    async def generate(self, request: GenerateRequest) -> Generation:
+        """Generate with retries; raises :class:`InfrastructureError` when they run out."""
+        episode = _EPISODE_USAGE.get()
+        attempt = 0
+        while True:
+            async with self._sem:
+                try:
+                    gen = await self.backend.generate(request)
+                except Exception as exc:
+                    if not self.backend.is_retryable(exc):
+                        raise
+                    if attempt >= self.retry.max_retries:
+                        raise InfrastructureError(
+                            f"{self.backend.name}: giving up after {attempt + 1} attempts: "
+                            f"{type(exc).__name__}: {exc}"
+                        ) from exc
+                    failure: Exception | None = exc
+                else:
+                    failure = None
+            if failure is None:
+                break
+            attempt += 1
+            self.total.retries += 1
+            if episode is not None:
+                episode.retries += 1
+            await self._sleep(self.retry.delay(attempt - 1, self._rng))
+        for counter in (self.total, episode):
+            if counter is None:
+                continue
+            counter.calls += 1
+            counter.prompt_tokens += gen.prompt_tokens or 0
+            counter.completion_tokens += gen.completion_tokens or 0
+        return gen
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()

@@ -1,0 +1,295 @@
+"""Layer 3: many episodes of one or more arms, with asyncio.
+
+- **Paired seeds**: every arm runs the same plan of (task, trial, seed), with
+  ``seed = derive_seed(run_seed, task_id, trial)`` (SHA-256, never the global ``random``);
+  the user simulator gets the same seed, so reference and candidate see the same user.
+- **Concurrency**: at most ``concurrency`` episodes per arm in flight; model calls are
+  further limited by the arm's :class:`ModelClient`.
+- **Infrastructure failures**: the client retries requests; an episode whose retries ran out
+  (or that hit its wall-clock timeout) is re-run from scratch up to ``episode_retries``
+  times; the retries are recorded in ``EpisodeRecord.infra_retries`` and never scored. An
+  episode that still fails gets termination ``infrastructure_error`` (logged to the store's
+  ``failures.jsonl``, not stored as an outcome, so a resume runs it again).
+- **Store/resume**: episodes whose key is stored are not run; each finished episode is
+  appended (fsync) from a writer thread so the event loop never blocks on the disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pytest_quantagent.backends.wrapper import bind_episode_usage
+from pytest_quantagent.env.channels import SCORABLE_TERMINATIONS, TerminationReason
+from pytest_quantagent.errors import InfrastructureError
+from pytest_quantagent.runner.build import AgentPrompt, ArmRuntime, make_agent
+from pytest_quantagent.store.jsonl import EpisodeStore
+from pytest_quantagent.store.keys import episode_key
+from pytest_quantagent.store.records import EpisodeRecord
+
+if TYPE_CHECKING:
+    from pytest_quantagent.env.domain import Domain
+
+_SEED_BITS = 31
+
+
+def derive_seed(run_seed: int, task_id: str, trial: int) -> int:
+    """The episode seed for (run seed, task, trial): identical for every arm of a run."""
+    digest = hashlib.sha256(f"{run_seed}\x1f{task_id}\x1f{trial}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & ((1 << _SEED_BITS) - 1)
+
+
+@dataclass(frozen=True)
+class PlannedEpisode:
+    """One (task, trial) of the plan with its derived seed."""
+
+    task_id: str
+    trial: int
+    seed: int
+
+
+def plan_episodes(task_ids: Sequence[str], trials: int, run_seed: int) -> list[PlannedEpisode]:
+    """The paired plan: every task × trial, seeds derived from the run seed."""
+    if trials < 1:
+        raise ValueError(f"trials ({trials}) must be >= 1")
+    if not task_ids:
+        raise ValueError("no tasks to run")
+    return [
+        PlannedEpisode(tid, trial, derive_seed(run_seed, tid, trial))
+        for tid in task_ids
+        for trial in range(trials)
+    ]
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Run-level settings shared by every arm of a run."""
+
+    max_errors: int = 10
+    """Error budget: the episode ends at this many failed tool calls (τ²-bench: 10)."""
+    max_steps: int = 200
+    concurrency: int = 8
+    """Episodes in flight per arm."""
+    episode_timeout_s: float = 900.0
+    """Wall-clock limit per episode attempt; past it the attempt is an infrastructure failure."""
+    episode_retries: int = 2
+    """Whole-episode re-runs after an infrastructure failure."""
+    user_sim: str = "scripted"
+
+    def __post_init__(self) -> None:
+        for name in ("max_errors", "max_steps", "concurrency"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} ({getattr(self, name)}) must be >= 1")
+        if self.episode_retries < 0:
+            raise ValueError(f"episode_retries ({self.episode_retries}) must be >= 0")
+        if self.episode_timeout_s <= 0:
+            raise ValueError(f"episode_timeout_s ({self.episode_timeout_s}) must be > 0")
+
+
+class ProgressSink(Protocol):
+    """What the batch layer reports to (see ``runner.progress``)."""
+
+    def preload(self, n: int) -> None:
+        """``n`` episodes were already stored (resume)."""
+
+    def advance(self, record: EpisodeRecord) -> None:
+        """One more episode finished (or failed for infrastructure reasons)."""
+
+
+EpisodeFn = Callable[..., Awaitable[Any]]
+
+
+def _default_episode_fn() -> EpisodeFn:
+    from pytest_quantagent.runner.episode import run_episode
+
+    return run_episode
+
+
+def _success(reward: float, termination: TerminationReason) -> bool:
+    return termination in SCORABLE_TERMINATIONS and reward >= 1.0 - 1e-6
+
+
+def _dump(obj: Any) -> dict[str, Any]:
+    if obj is None:
+        return {}
+    if hasattr(obj, "model_dump"):
+        out: dict[str, Any] = obj.model_dump(mode="json")
+        return out
+    return dict(obj)
+
+
+class ArmRunner:
+    """Runs one arm's plan on one domain (construct, then ``await run(plan)``)."""
+
+    def __init__(
+        self,
+        *,
+        domain: Domain,
+        runtime: ArmRuntime,
+        settings: RunSettings,
+        store: EpisodeStore | None = None,
+        progress: ProgressSink | None = None,
+        episode_fn: EpisodeFn | None = None,
+        prompt: AgentPrompt | None = None,
+    ) -> None:
+        self.domain = domain
+        self.runtime = runtime
+        self.settings = settings
+        self.store = store
+        self.progress = progress
+        self.episode_fn = episode_fn or _default_episode_fn()
+        self.prompt = prompt or AgentPrompt.for_domain(domain)
+        arm = runtime.arm
+        self._arm_fields = arm.cache_fields()
+        self._backend_version = runtime.backend.version()
+
+    def key(self, ep: PlannedEpisode) -> str:
+        arm, s = self.runtime.arm, self.settings
+        return episode_key(
+            arm=self._arm_fields,
+            backend=arm.backend,
+            backend_version=self._backend_version,
+            domain=self.domain.name,
+            task_id=ep.task_id,
+            trial=ep.trial,
+            seed=ep.seed,
+            max_errors=s.max_errors,
+            max_steps=s.max_steps,
+            user_sim=s.user_sim,
+            prompt=self.prompt.hash,
+            repair=arm.repair,
+        )
+
+    def _record(self, ep: PlannedEpisode, key: str, outcome: Any, duration: float, retries: int,
+                tokens: int) -> EpisodeRecord:
+        arm, s = self.runtime.arm, self.settings
+        termination = TerminationReason(outcome.termination)
+        return EpisodeRecord(
+            key=key, model=arm.model, arm=arm.label, backend=arm.backend, domain=self.domain.name,
+            task_id=ep.task_id, trial=ep.trial, seed=ep.seed, max_errors=s.max_errors,
+            max_steps=s.max_steps, user_sim=s.user_sim, repair=arm.repair,
+            termination=termination, reward=float(outcome.reward),
+            success=_success(float(outcome.reward), termination),
+            reward_info=_dump(outcome.reward_info), n_errors=outcome.n_errors, steps=outcome.steps,
+            calls=list(outcome.calls), messages=list(outcome.messages),
+            decisions=list(outcome.decisions or ()), tokens=tokens or None,
+            duration_s=round(duration, 4), infra_retries=retries,
+        )
+
+    def _failure(self, ep: PlannedEpisode, key: str, message: str, duration: float,
+                 retries: int) -> EpisodeRecord:
+        arm, s = self.runtime.arm, self.settings
+        return EpisodeRecord(
+            key=key, model=arm.model, arm=arm.label, backend=arm.backend, domain=self.domain.name,
+            task_id=ep.task_id, trial=ep.trial, seed=ep.seed, max_errors=s.max_errors,
+            max_steps=s.max_steps, user_sim=s.user_sim, repair=arm.repair,
+            termination=TerminationReason.INFRASTRUCTURE_ERROR, reward=0.0, success=False,
+            n_errors=0, steps=0, duration_s=round(duration, 4), infra_retries=retries,
+            error_message=message[:2000],
+        )
+
+    async def _attempt(self, ep: PlannedEpisode) -> Any:
+        task = self.domain.task(ep.task_id)
+        agent = make_agent(self.runtime, self.prompt, ep.seed)
+        user = self.domain.make_user(task, ep.seed)
+        async with asyncio.timeout(self.settings.episode_timeout_s):
+            return await self.episode_fn(
+                domain=self.domain, task=task, agent=agent, user=user,
+                max_steps=self.settings.max_steps, max_errors=self.settings.max_errors,
+            )
+
+    async def _run_one(self, ep: PlannedEpisode, key: str, writer: ThreadPoolExecutor,
+                       sem: asyncio.Semaphore) -> EpisodeRecord:
+        loop = asyncio.get_running_loop()
+        async with sem:
+            # gather() runs each episode in its own task (own context), so this counter
+            # collects this episode's request retries and tokens only.
+            usage = bind_episode_usage()
+            t0 = time.monotonic()
+            reruns = 0
+            last = ""
+            for attempt in range(self.settings.episode_retries + 1):
+                try:
+                    outcome = await self._attempt(ep)
+                except (InfrastructureError, TimeoutError) as e:
+                    reruns = attempt  # re-runs spent so far; the last failure is not a retry
+                    last = (f"episode wall-clock timeout after {self.settings.episode_timeout_s}s"
+                            if isinstance(e, TimeoutError) else str(e))
+                    continue
+                rec = self._record(ep, key, outcome, time.monotonic() - t0,
+                                   usage.retries + attempt, usage.tokens)
+                if self.store is not None:
+                    await loop.run_in_executor(writer, self.store.append, rec)
+                break
+            else:
+                rec = self._failure(ep, key, last, time.monotonic() - t0, usage.retries + reruns)
+                if self.store is not None:
+                    await loop.run_in_executor(writer, self.store.append_failure, rec)
+        if self.progress is not None:
+            self.progress.advance(rec)
+        return rec
+
+    async def run(self, plan: Sequence[PlannedEpisode]) -> list[EpisodeRecord]:
+        """Run (or load) every planned episode; records in plan order, infrastructure
+        failures included (``record.scored`` is False for them)."""
+        stored = self.store.load() if self.store is not None else {}
+        keys = [self.key(ep) for ep in plan]
+        results: list[EpisodeRecord | None] = [stored.get(k) for k in keys]
+        todo = [i for i, r in enumerate(results) if r is None]
+        if self.progress is not None:
+            self.progress.preload(len(plan) - len(todo))
+        sem = asyncio.Semaphore(self.settings.concurrency)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="quantagent-store") as writer:
+            done = await asyncio.gather(*(self._run_one(plan[i], keys[i], writer, sem) for i in todo))
+        for i, rec in zip(todo, done, strict=True):
+            results[i] = rec
+        return [r for r in results if r is not None]
+
+
+async def run_arm(
+    *,
+    domain: Domain,
+    runtime: ArmRuntime,
+    plan: Sequence[PlannedEpisode],
+    settings: RunSettings,
+    store: EpisodeStore | None = None,
+    progress: ProgressSink | None = None,
+    episode_fn: EpisodeFn | None = None,
+) -> list[EpisodeRecord]:
+    """Run or resume one arm's episodes (see :class:`ArmRunner`)."""
+    runner = ArmRunner(domain=domain, runtime=runtime, settings=settings, store=store,
+                       progress=progress, episode_fn=episode_fn)
+    return await runner.run(plan)
+
+
+async def run_cell(
+    *,
+    domain: Domain,
+    runtimes: Sequence[ArmRuntime],
+    plan: Sequence[PlannedEpisode],
+    settings: RunSettings,
+    store: EpisodeStore | None = None,
+    progress: Callable[[str, int], ProgressSink] | None = None,
+    episode_fn: EpisodeFn | None = None,
+) -> dict[str, list[EpisodeRecord]]:
+    """Run every arm on the same plan (paired design), arms concurrently.
+
+    ``progress(label, total)`` returns the sink of one arm (e.g. ``RunProgress.arm``).
+    """
+    labels = [rt.arm.label for rt in runtimes]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"arm labels must be distinct, got {labels}")
+    prompt = AgentPrompt.for_domain(domain)
+    runners = [
+        ArmRunner(domain=domain, runtime=rt, settings=settings, store=store,
+                  progress=progress(rt.arm.label, len(plan)) if progress else None,
+                  episode_fn=episode_fn, prompt=prompt)
+        for rt in runtimes
+    ]
+    results = await asyncio.gather(*(r.run(plan) for r in runners))
+    return dict(zip(labels, results, strict=True))

@@ -1,0 +1,165 @@
+"""The append-only episode store: ``<run dir>/episodes.jsonl``, one record per line.
+
+Guarantees:
+
+- each record is written with one ``write`` of a whole line, then flushed and fsynced, so a
+  finished episode survives a crash or SIGKILL of the process right after;
+- a torn last line (the process died mid-write) is dropped with a :class:`TornLineWarning`
+  and truncated away before the next append; any other unreadable line is a
+  :class:`~pytest_quantagent.errors.DataFileError` naming the file and line;
+- writers in several processes (pytest-xdist workers) serialize on a file lock, read what
+  the others appended since, and never write a key that is already stored, so the file holds
+  each key at most once;
+- :meth:`EpisodeStore.claim` gives a per-cell lock: the first worker runs the cell, a second
+  waits and then finds the episodes stored.
+
+Infrastructure failures (``termination == infrastructure_error``) are not outcomes: they go to
+``failures.jsonl`` (for the record) and the episode is run again on resume.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+from filelock import FileLock
+from pydantic import ValidationError
+
+from pytest_quantagent.errors import DataFileError
+from pytest_quantagent.store.records import EpisodeRecord
+
+EPISODES_FILE = "episodes.jsonl"
+FAILURES_FILE = "failures.jsonl"
+
+
+class TornLineWarning(UserWarning):
+    """The store's last line was incomplete (a writer died mid-write) and was dropped."""
+
+
+class EpisodeStore:
+    """Append-only JSONL store of :class:`EpisodeRecord` for one run directory."""
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / EPISODES_FILE
+        self.failures_path = self.run_dir / FAILURES_FILE
+        self._flock = FileLock(str(self.path) + ".lock")
+        self._tlock = threading.Lock()
+        self._index: dict[str, EpisodeRecord] = {}
+        self._offset = 0
+        self._line_no = 0
+
+    # -- reading -----------------------------------------------------------------------
+
+    def _read_new(self, repair: bool) -> None:
+        """Index lines appended since the last read. With ``repair`` (file lock held: no
+        writer is mid-write), an unterminated tail is torn: warn and truncate it."""
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            self._offset = 0
+            return
+        if size < self._offset:
+            raise DataFileError(self.path, "", "the store shrank while open (edited by hand?)")
+        if size == self._offset:
+            return
+        with open(self.path, "rb") as f:
+            f.seek(self._offset)
+            data = f.read(size - self._offset)
+        end = data.rfind(b"\n") + 1
+        complete, tail = data[:end], data[end:]
+        for line in complete.splitlines():
+            self._line_no += 1
+            if not line.strip():
+                continue
+            try:
+                rec = EpisodeRecord.model_validate_json(line)
+            except ValidationError as e:
+                raise DataFileError(self.path, f"line {self._line_no}", f"not an episode record: {e}") from None
+            self._index.setdefault(rec.key, rec)
+        self._offset += end
+        if tail and repair:
+            warnings.warn(
+                f"{self.path}: dropping a torn last line ({len(tail)} bytes, a writer died "
+                "mid-write); that episode will be run again",
+                TornLineWarning,
+                stacklevel=3,
+            )
+            with open(self.path, "r+b") as f:
+                f.truncate(self._offset)
+                f.flush()
+                os.fsync(f.fileno())
+
+    def load(self) -> dict[str, EpisodeRecord]:
+        """Every stored record by key (a torn last line is dropped with a warning)."""
+        with self._tlock, self._flock:
+            self._read_new(repair=True)
+            return dict(self._index)
+
+    def records(self) -> list[EpisodeRecord]:
+        """Stored records in file order."""
+        return list(self.load().values())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __iter__(self) -> Iterator[EpisodeRecord]:
+        return iter(list(self._index.values()))
+
+    # -- writing -----------------------------------------------------------------------
+
+    def append(self, record: EpisodeRecord) -> bool:
+        """Append ``record`` durably unless its key is already stored (by anyone).
+
+        Returns True when written. Blocking (fsync): call it from a worker thread in async
+        code. Infrastructure-failure records are refused: use :meth:`append_failure`.
+        """
+        if not record.scored:
+            raise ValueError(
+                f"episode {record.task_id}/trial {record.trial}: infrastructure failures are not "
+                "stored as outcomes; use append_failure()"
+            )
+        line = record.model_dump_json().encode() + b"\n"
+        with self._tlock, self._flock:
+            self._read_new(repair=True)
+            if record.key in self._index:
+                return False
+            with open(self.path, "ab") as f:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+            self._index[record.key] = record
+            self._offset += len(line)
+            self._line_no += 1
+            return True
+
+    def append_failure(self, record: EpisodeRecord) -> None:
+        """Log an infrastructure failure to ``failures.jsonl`` (never read as an outcome)."""
+        line = record.model_dump_json().encode() + b"\n"
+        with self._tlock, self._flock, open(self.failures_path, "ab") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+
+    # -- coordination ------------------------------------------------------------------
+
+    def claim(self, cell_id: str, timeout: float = -1) -> FileLock:
+        """A lock for one cell (e.g. ``"retail/int4"``), to use as a context manager::
+
+            with store.claim("retail/int4"):
+                records = await run_arm(...)   # the 2nd worker waits, then finds all stored
+
+        ``timeout`` seconds (-1 = wait forever) before ``filelock.Timeout``.
+        """
+        digest = hashlib.sha256(cell_id.encode()).hexdigest()[:16]
+        claims = self.run_dir / "claims"
+        claims.mkdir(exist_ok=True)
+        return FileLock(str(claims / f"{digest}.lock"), timeout=timeout)

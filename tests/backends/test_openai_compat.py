@@ -1,0 +1,161 @@
+"""The OpenAI-compatible backend against a loopback fake server, through the retry wrapper."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import pytest
+
+from pytest_quantagent.backends.base import BackendOptions, GenerateRequest
+from pytest_quantagent.backends.mock import FakeOpenAIServer
+from pytest_quantagent.backends.openai_compat import (
+    BackendHTTPError,
+    OpenAICompatBackend,
+    create_backend,
+    parse_completion,
+    tool_name_decisions,
+)
+from pytest_quantagent.backends.wrapper import ModelClient, RetryPolicy, bind_episode_usage
+from pytest_quantagent.errors import InfrastructureError
+from pytest_quantagent.quant.arms import ArmSpec
+
+FAST = RetryPolicy(max_retries=3, base_delay_s=0.001, max_delay_s=0.01)
+CALL = {"tool_calls": [{"name": "get_user", "arguments": {"user_id": "u1"}}]}
+REQ = GenerateRequest(messages=[{"role": "system", "content": "policy"}, {"role": "user", "content": "hi"}],
+                      tools=[{"type": "function", "function": {"name": "get_user", "parameters": {}}}], seed=1)
+
+
+def _serve(**kw: object) -> tuple[FakeOpenAIServer, str]:
+    server = FakeOpenAIServer([CALL], **kw)  # type: ignore[arg-type]
+    return server, server.start_in_thread()
+
+
+def _client(url: str, timeout_s: float = 5.0, retry: RetryPolicy = FAST) -> ModelClient:
+    arm = ArmSpec(label="bf16", backend="openai", model="m", base_url=url, options={"timeout_s": timeout_s})
+    return ModelClient(create_backend(arm, BackendOptions(concurrency=4)), concurrency=4, retry=retry)
+
+
+@pytest.mark.parametrize("fault", ["500", "drop", "garbage"])
+def test_fault_is_retried_and_counted(fault: str) -> None:
+    server, url = _serve(faults={1: fault})
+
+    async def main() -> tuple[object, int]:
+        client = _client(url)
+        usage = bind_episode_usage()
+        try:
+            gen = await client.generate(REQ)
+        finally:
+            await client.aclose()
+        return gen, usage.retries
+
+    try:
+        gen, retries = asyncio.run(main())
+    finally:
+        server.stop()
+    assert retries == 1
+    assert server.requests == 2
+    assert [(c.name, json.loads(c.arguments)) for c in gen.tool_calls] == [("get_user", {"user_id": "u1"})]  # type: ignore[attr-defined]
+
+
+def test_timeout_is_retried() -> None:
+    server, url = _serve(faults={1: "hang"}, hang_s=3.0)
+
+    async def main() -> int:
+        client = _client(url, timeout_s=0.3)
+        usage = bind_episode_usage()
+        try:
+            await client.generate(REQ)
+        finally:
+            await client.aclose()
+        return usage.retries
+
+    try:
+        assert asyncio.run(main()) == 1
+    finally:
+        server.stop()
+
+
+def test_retries_exhausted_raise_infrastructure_error() -> None:
+    server, url = _serve(faults={i: "500" for i in range(1, 10)})
+
+    async def main() -> None:
+        client = _client(url, retry=RetryPolicy(max_retries=2, base_delay_s=0.001))
+        try:
+            await client.generate(REQ)
+        finally:
+            await client.aclose()
+
+    try:
+        with pytest.raises(InfrastructureError, match="giving up after 3 attempts.*HTTP 500"):
+            asyncio.run(main())
+    finally:
+        server.stop()
+    assert server.requests == 3
+
+
+def test_client_error_is_not_retried() -> None:
+    backend = OpenAICompatBackend(base_url="http://127.0.0.1:1/v1", model="m")
+    assert not backend.is_retryable(BackendHTTPError(400, "bad request"))
+    assert backend.is_retryable(BackendHTTPError(503, "overloaded"))
+    assert backend.is_retryable(BackendHTTPError(429, "slow down"))
+
+
+def test_request_body_defaults_and_constrained_option() -> None:
+    plain = OpenAICompatBackend(base_url="http://x/v1", model="m")
+    body = plain.build_body(REQ)
+    assert body["tool_choice"] == "auto"
+    assert "strict" not in body["tools"][0]["function"]
+    assert body["logprobs"] is True and body["top_logprobs"] == 2
+    strict = OpenAICompatBackend(base_url="http://x/v1", model="m", constrained=True)
+    assert strict.build_body(REQ)["tools"][0]["function"]["strict"] is True
+    assert REQ.tools[0]["function"].get("strict") is None  # the shared schema is not mutated
+
+
+def test_api_key_read_from_env_and_never_described(monkeypatch: pytest.MonkeyPatch,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    secret = "sk-test-DO-NOT-LEAK-123"
+    monkeypatch.setenv("QA_TEST_KEY", secret)
+    arm = ArmSpec(label="bf16", backend="openai", model="m", base_url="http://x/v1", api_key_env="QA_TEST_KEY")
+    caplog.set_level(logging.DEBUG)
+    backend = create_backend(arm, BackendOptions())
+    assert backend._client.headers["authorization"] == f"Bearer {secret}"
+    assert secret not in json.dumps(backend.describe())
+    assert secret not in repr(arm) and secret not in json.dumps(arm.cache_fields())
+    assert secret not in caplog.text
+    asyncio.run(backend.aclose())
+
+
+def test_missing_api_key_env_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("QA_ABSENT_KEY", raising=False)
+    arm = ArmSpec(label="bf16", backend="openai", model="m", base_url="http://x/v1", api_key_env="QA_ABSENT_KEY")
+    with pytest.raises(ValueError, match="'QA_ABSENT_KEY'.*not set"):
+        create_backend(arm, BackendOptions())
+
+
+def test_unknown_option_is_refused_with_allowed_list() -> None:
+    arm = ArmSpec(label="bf16", backend="openai", model="m", base_url="http://x/v1", options={"strcit": True})
+    with pytest.raises(ValueError, match="unknown openai option.*strcit.*allowed: constrained"):
+        create_backend(arm, BackendOptions())
+
+
+def test_logprobs_give_tool_name_decisions() -> None:
+    # vLLM-style: the generated text holds the tool-call markup; the name starts at "get".
+    tokens = [
+        {"token": '<tool_call>{"name": "', "logprob": -0.01, "top_logprobs": []},
+        {"token": "get", "logprob": -0.2, "top_logprobs": [{"token": "get", "logprob": -0.2},
+                                                            {"token": "find", "logprob": -1.9}]},
+        {"token": "_user", "logprob": -0.01, "top_logprobs": [{"token": "_user", "logprob": -0.01},
+                                                               {"token": "_order", "logprob": -5.0}]},
+        {"token": '"}', "logprob": 0.0, "top_logprobs": []},
+    ]
+    (d,) = tool_name_decisions(tokens, ["get_user"])
+    assert (d.top1, d.top2, d.chosen) == ("get", "find", "get_user")
+    assert d.margin == pytest.approx(1.7)
+    gen = parse_completion(
+        {"content": None, "tool_calls": [{"id": "c1", "function": {"name": "get_user", "arguments": "{}"}}]},
+        {"content": tokens}, {"prompt_tokens": 100, "completion_tokens": 7},
+    )
+    assert len(gen.decisions) == 1 and gen.prompt_tokens == 100 and gen.raw_text is not None
+    assert tool_name_decisions(tokens, ["absent_tool"]) == []
