@@ -117,9 +117,9 @@ class TelecomTools(Toolkit):
         the gold replay and the episode end in the same DB hash)."""
         taken = {b.bill_id for b in self.db.bills}
         n = len(self.db.bills) + 1
-        while f"B{n}" in taken:
+        while f"B{n:02d}" in taken:
             n += 1
-        return f"B{n}"
+        return f"B{n:02d}"
 
     # -- tools ----------------------------------------------------------------------------
 
@@ -443,26 +443,41 @@ class TelecomTools(Toolkit):
         )
 
     # -- env assertions (ENV_ASSERTION, env_type "assistant") ----------------------------
+    # They raise ValueError (not ToolError) on unknown ids: the evaluator records a raising
+    # assertion as not met, as τ²-bench does.
 
     def assert_data_refueling_amount(
         self, customer_id: str, line_id: str, expected_amount: float
     ) -> bool:
         """True when the line's refueled data equals ``expected_amount`` GB."""
-        line = self._target_line(customer_id, line_id)
+        line = self._assert_line(customer_id, line_id)
         return abs(line.data_refueling_gb - expected_amount) < 1e-6
 
     def assert_line_status(self, customer_id: str, line_id: str, expected_status: str) -> bool:
         """True when the line's status is ``expected_status``."""
-        return self._target_line(customer_id, line_id).status == LineStatus(expected_status)
+        return self._assert_line(customer_id, line_id).status == LineStatus(expected_status)
+
+    def assert_line_roaming(self, customer_id: str, line_id: str, expected_status: bool) -> bool:
+        """True when roaming on the line is enabled (or not) as expected."""
+        return self._assert_line(customer_id, line_id).roaming_enabled == expected_status
+
+    def _assert_line(self, customer_id: str, line_id: str) -> Line:
+        try:
+            return self._target_line(customer_id, line_id)
+        except EntityNotFoundError as e:
+            raise ValueError(str(e)) from None
 
     def assert_overdue_bill_exists(self, customer_id: str, overdue_bill_id: str) -> bool:
         """True when the customer has the bill and it is overdue (raises otherwise, as
         τ²-bench does)."""
-        customer = self._customer(customer_id)
+        try:
+            customer = self._customer(customer_id)
+        except EntityNotFoundError as e:
+            raise ValueError(str(e)) from None
         if overdue_bill_id not in customer.bill_ids:
-            raise EntityNotFoundError(f"Overdue bill {overdue_bill_id} not found")
+            raise ValueError(f"Overdue bill {overdue_bill_id} not found")
         if self._bill(overdue_bill_id).status != BillStatus.OVERDUE:
-            raise PolicyViolationError(f"Overdue bill {overdue_bill_id} is not overdue")
+            raise ValueError(f"Overdue bill {overdue_bill_id} is not overdue")
         return True
 
     def assert_no_overdue_bill(self, overdue_bill_id: str) -> bool:

@@ -1,0 +1,90 @@
+"""The telecom domain: agent tools, device tools, dual-control sync, tasks and policy.
+
+``make_domain`` builds it from our files (``db.json``, ``user_db.json``, ``policy.md``,
+``tasks.json``, ``split_tasks.json``) or, with ``official=True``, from a τ²-bench checkout's
+``domains/telecom/`` (``db.toml``, ``user_db.toml``, ``main_policy.md`` +
+``tech_support_manual.md``, the chosen task file and its ``split_<stem>.json`` if present).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_quantagent.env.domain import Domain
+from pytest_quantagent.env.tasks import Task, load_splits, load_tasks
+from pytest_quantagent.env.user import ScriptedUser, script_for_task
+from pytest_quantagent.errors import DataFileError
+
+from .data_model import TelecomDB
+from .environment import TelecomEnvironment
+from .tools import TelecomTools
+from .user_data_model import TelecomUserDB
+from .user_sim import DEVICE_INTENTS, TelecomUser
+from .user_tools import TelecomUserTools
+
+
+class TelecomDomain(Domain):
+    """Domain whose scripted user understands device requests sentence by sentence."""
+
+    def make_user(self, task: Task, seed: int) -> ScriptedUser:
+        """The telecom scripted user for ``task`` (deterministic given ``seed``)."""
+        return TelecomUser(
+            script_for_task(task),
+            seed=seed,
+            intents=self.device_intents,
+            user_tool_names=self.user_tool_names,
+        )
+
+
+def _first_existing(data_dir: Path, names: tuple[str, ...]) -> Path:
+    for name in names:
+        path = data_dir / name
+        if path.is_file():
+            return path
+    raise DataFileError(data_dir / names[0], "", f"file not found (also tried: {', '.join(names[1:])})")
+
+
+def _load_db(cls: type[TelecomDB] | type[TelecomUserDB], path: Path) -> TelecomDB | TelecomUserDB:
+    from pydantic import ValidationError
+
+    try:
+        return cls.load(path)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        raise DataFileError(path, f"field {loc!r}", first["msg"]) from None
+
+
+def make_domain(data_dir: Path, tasks_file: str | None, official: bool) -> Domain:
+    """Build the telecom domain from ``data_dir`` (ours, or τ²-bench's when ``official``)."""
+    data_dir = Path(data_dir)
+    db = _load_db(TelecomDB, _first_existing(data_dir, ("db.json", "db.toml")))
+    user_db = _load_db(TelecomUserDB, _first_existing(data_dir, ("user_db.json", "user_db.toml")))
+    if official:
+        policy = (
+            "<main_policy>\n"
+            + (data_dir / "main_policy.md").read_text(encoding="utf-8")
+            + "\n</main_policy>\n<tech_support_policy>\n"
+            + (data_dir / "tech_support_manual.md").read_text(encoding="utf-8")
+            + "\n</tech_support_policy>"
+        )
+    else:
+        policy = (data_dir / "policy.md").read_text(encoding="utf-8")
+    tasks_path = data_dir / (tasks_file or "tasks.json")
+    tasks = load_tasks(tasks_path)
+    # τ²-bench's convention: tasks_X.json has its splits in split_X.json.
+    split_path = tasks_path.with_name(f"split_{tasks_path.stem}.json")
+    splits = load_splits(split_path, [t.id for t in tasks]) if split_path.is_file() else {}
+    return TelecomDomain(
+        name="telecom",
+        policy=policy,
+        db=db,
+        tasks=tasks,
+        agent_toolkit=TelecomTools,
+        user_toolkit=TelecomUserTools,
+        user_db=user_db,
+        splits=splits,
+        environment_cls=TelecomEnvironment,
+        device_intents=DEVICE_INTENTS,
+        official=official,
+    )

@@ -1,0 +1,231 @@
+"""The telecom extension of the scripted user: device actions asked for in ordinary words.
+
+:data:`DEVICE_INTENTS` tells the scripted user which phrasings mean "use this tool on your
+phone" (keyword groups, see :func:`pytest_quantagent.env.user.matches`) and how the oracle
+asks for each tool. :class:`TelecomUser` matches them sentence by sentence, so a message
+that *reports* something ("I've enabled roaming on your line.") and then *asks* for
+something ("Please turn on data roaming on your phone.") triggers only the request.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pytest_quantagent.env.messages import ToolCall
+from pytest_quantagent.env.user import DeviceIntent, ScriptedUser, matches
+
+_MODES = {
+    "4g_5g_preferred": (("4g_5g",), ("5g", "preferred"), ("4g", "5g"), ("5g",), ("lte", "5g")),
+    "4g_only": (("4g_only",), ("4g", "only"), ("lte", "only")),
+    "3g_only": (("3g_only",), ("3g",)),
+    "2g_only": (("2g_only",), ("2g",)),
+}
+_PERMISSIONS = ("storage", "sms", "phone", "network")
+_APPS = ("messaging", "browser")
+
+
+def _extract_mode(text: str) -> dict[str, Any]:
+    for mode, groups in _MODES.items():
+        if matches(text, groups):
+            return {"mode": mode}
+    return {"mode": "4g_5g_preferred"}
+
+
+def _extract_app(text: str) -> dict[str, Any]:
+    low = text.lower()
+    for app in _APPS:
+        if app in low:
+            return {"app_name": app}
+    if "messag" in low or "sms" in low or "mms" in low or "text" in low:
+        return {"app_name": "messaging"}
+    return {"app_name": "messaging"}
+
+
+def _extract_permission(text: str) -> dict[str, Any]:
+    args = _extract_app(text)
+    low = text.lower()
+    for perm in _PERMISSIONS:
+        if re.search(rf"\b{perm}\b", low):
+            args["permission"] = perm
+            break
+    else:
+        args["permission"] = "storage"
+    return args
+
+
+def _intent(tool: str, phrase: str, *groups: tuple[str, ...], **kw: Any) -> DeviceIntent:
+    return DeviceIntent(tool=tool, keywords=tuple(groups), phrase=phrase, **kw)
+
+
+#: Every device tool, with the phrasings that ask for it and the oracle's phrase.
+DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
+    _intent("check_status_bar", "Could you look at the status bar of your phone and tell me what it shows?",
+            ("status", "bar"), ("top", "screen"), ("icons",)),
+    _intent("check_network_status", "Could you check your phone's network status?",
+            ("network", "status"), ("connection", "status"), ("cellular", "connection"),
+            ("check", "signal"), ("check", "network", "connection")),
+    _intent("check_network_mode_preference", "Which network mode preference is your phone currently set to?",
+            ("check", "network", "mode"), ("which", "network", "mode"), ("what", "network", "mode"),
+            ("current", "network", "mode"), ("check", "preferred", "network")),
+    _intent("set_network_mode_preference", "Please change the preferred network mode of your phone to {mode}.",
+            ("change", "network", "mode"), ("set", "network", "mode"), ("switch", "network", "mode"),
+            ("change", "preferred", "network"), ("set", "preferred", "network"),
+            ("network", "mode", "to"), ("preferred", "network", "to"), ("network", "preference", "to"),
+            extract=_extract_mode),
+    _intent("run_speed_test", "Could you run a speed test on your phone?",
+            ("speed", "test"), ("speedtest",), ("test", "speed"), ("internet", "speed"), ("check", "speed")),
+    _intent("toggle_airplane_mode", "Please switch airplane mode on your phone off.",
+            ("airplane", "mode", "off"), ("airplane", "mode", "on"), ("toggle", "airplane"),
+            ("turn", "airplane"), ("switch", "airplane"), ("disable", "airplane"), ("enable", "airplane"),
+            ("flight", "mode", "off"), ("turn", "flight")),
+    _intent("check_sim_status", "Could you check the status of your SIM card?",
+            ("sim", "status"), ("check", "sim"), ("sim", "card", "working"), ("sim", "locked")),
+    _intent("reseat_sim_card", "Please take the SIM card out of your phone and put it back in.",
+            ("reseat",), ("re-seat",), ("remove", "sim"), ("reinsert",), ("re-insert",),
+            ("take", "sim", "out"), ("sim", "back", "in"), ("sim", "out", "and")),
+    _intent("toggle_data", "Please switch the mobile data of your phone on.",
+            ("mobile", "data", "on"), ("mobile", "data", "off"), ("cellular", "data", "on"),
+            ("toggle", "mobile", "data"), ("toggle", "data"), ("turn", "on", "data"),
+            ("enable", "mobile", "data"), ("enable", "cellular", "data"), ("switch", "mobile", "data"),
+            ("turn", "mobile", "data"), ("turn", "cellular", "data")),
+    _intent("toggle_roaming", "Please switch data roaming on in your phone's settings.",
+            ("data", "roaming", "on"), ("toggle", "roaming"), ("turn", "roaming"), ("turn", "on", "roaming"),
+            ("turn", "on", "data", "roaming"), ("switch", "roaming"), ("switch", "on", "roaming"),
+            ("enable", "data", "roaming"), ("roaming", "on", "your", "phone"),
+            ("disable", "data", "roaming"), ("data", "roaming", "off")),
+    _intent("check_data_restriction_status", "Could you check whether any data restriction is active on your phone?",
+            ("data", "restriction"), ("restrict",), ("check", "data", "saver"), ("data", "saver", "enabled"),
+            ("data", "saver", "is", "on"), ("whether", "data", "saver")),
+    _intent("toggle_data_saver_mode", "Please switch the data saver mode of your phone off.",
+            ("data", "saver", "off"), ("toggle", "data", "saver"), ("turn", "data", "saver"),
+            ("turn", "off", "data", "saver"), ("disable", "data", "saver"), ("switch", "data", "saver"),
+            ("turn", "off", "saver")),
+    _intent("check_apn_settings", "Could you check the APN settings of your phone?",
+            ("check", "apn"), ("apn", "settings", "show"), ("what", "apn"), ("look", "apn"), ("view", "apn")),
+    _intent("reset_apn_settings", "Please reset the APN settings of your phone to the default.",
+            ("reset", "apn"), ("apn", "reset"), ("restore", "apn"), ("apn", "default")),
+    _intent("check_wifi_status", "Could you check your Wi-Fi status?",
+            ("wi-fi", "status"), ("wifi", "status"), ("connected", "to", "wi-fi"), ("connected", "to", "wifi")),
+    _intent("toggle_wifi", "Please switch the Wi-Fi of your phone on or off.",
+            ("toggle", "wi-fi"), ("toggle", "wifi"), ("turn", "wi-fi"), ("turn", "wifi"),
+            ("wi-fi", "on", "or", "off"), ("switch", "wifi"), ("enable", "wifi")),
+    _intent("check_wifi_calling_status", "Could you check whether Wi-Fi calling is enabled on your phone?",
+            ("check", "wi-fi", "calling"), ("check", "wifi", "calling"), ("wi-fi", "calling", "status"),
+            ("wifi", "calling", "status"), ("whether", "wi-fi", "calling"), ("whether", "wifi", "calling"),
+            ("is", "wi-fi", "calling"), ("is", "wifi", "calling")),
+    _intent("toggle_wifi_calling", "Please switch Wi-Fi calling on your phone off.",
+            ("wi-fi", "calling", "off"), ("wifi", "calling", "off"), ("toggle", "wi-fi", "calling"),
+            ("toggle", "wifi", "calling"), ("turn", "wi-fi", "calling"), ("turn", "wifi", "calling"),
+            ("disable", "wi-fi", "calling"), ("disable", "wifi", "calling"), ("switch", "wi-fi", "calling"),
+            ("switch", "wifi", "calling"), ("turn", "off", "wi-fi", "calling"), ("turn", "off", "wifi", "calling")),
+    _intent("check_vpn_status", "Could you check whether a VPN is active on your phone?",
+            ("vpn", "status"), ("check", "vpn"), ("using", "vpn"), ("vpn", "active"), ("vpn", "connected")),
+    _intent("connect_vpn", "Please connect your VPN.",
+            ("connect", "vpn"), ("connect", "to", "vpn"), ("turn", "on", "vpn"), ("vpn", "on")),
+    _intent("disconnect_vpn", "Please disconnect the VPN on your phone.",
+            ("disconnect", "vpn"), ("vpn", "off"), ("turn", "off", "vpn"), ("disable", "vpn")),
+    _intent("check_installed_apps", "Which apps are installed on your phone?",
+            ("installed", "apps"), ("apps", "installed"), ("list", "apps"), ("which", "apps")),
+    _intent("check_app_status", "Could you check the status of your {app_name} app?",
+            ("app", "status"), ("status", "app"), ("status", "of", "messaging"), ("status", "of", "browser"),
+            extract=_extract_app),
+    _intent("check_app_permissions", "Could you check which permissions your {app_name} app has?",
+            ("check", "permission"), ("which", "permission"), ("what", "permission"),
+            ("app", "permissions"), ("permissions", "app", "has"),
+            extract=_extract_app),
+    _intent("grant_app_permission", "Please give your {app_name} app the {permission} permission.",
+            ("grant",), ("give", "permission"), ("allow", "permission"), ("enable", "permission"),
+            ("give", "access"), ("allow", "access"),
+            extract=_extract_permission),
+    _intent("can_send_mms", "Could you check whether you can send a picture message (MMS) now?",
+            ("mms",), ("picture", "message"), ("multimedia", "message"), ("send", "picture"),
+            ("send", "photo")),
+    _intent("reboot_device", "Please restart your phone.",
+            ("restart",), ("reboot",), ("power", "cycle"), ("turn", "phone", "off", "and", "on")),
+    _intent("check_payment_request", "Could you check the payment request on your phone?",
+            ("payment", "request"), ("check", "payment")),
+    # Keyword matching is by word start ("pay" would match "payment"), hence no bare "pay".
+    _intent("make_payment", "Please make the payment for the request I sent you.",
+            ("make", "payment"), ("make", "the", "payment"), ("complete", "payment"),
+            ("accept", "payment"), ("pay", "it"), ("pay", "the", "bill"), ("pay", "now")),
+)
+# ``connect_vpn``'s ("vpn", "on") must not fire on "disconnect the VPN on your phone".
+_EXCLUSIVE = {"connect_vpn": "disconnect_vpn", "check_wifi_status": "toggle_wifi",
+              "check_network_mode_preference": "set_network_mode_preference",
+              "check_data_restriction_status": "toggle_data_saver_mode",
+              "check_wifi_calling_status": "toggle_wifi_calling",
+              "check_app_permissions": "grant_app_permission", "check_app_status": "grant_app_permission",
+              "toggle_data": "toggle_data_saver_mode", "toggle_wifi": "toggle_wifi_calling"}
+
+_SENTENCE = re.compile(r"(?<=[.!?;:])\s+|\n+|\s+(?:and then|then|after that|afterwards)\s+")
+# Sentences where the agent reports what it (or the phone) did or is, not what to do now.
+_REPORT = re.compile(
+    r"^\s*(?:great|good|ok|okay|perfect|thanks|thank you|alright|now)?[,!.\s]*"
+    r"(?:i(?:'ve| have| just| already)?\s+(?:enabled|turned|disabled|activated|added|resumed|sent|"
+    r"refueled|switched|restored|updated|lifted|processed|applied|reactivated)|"
+    r"(?:your|the)\s+(?:line|account|bill|payment|roaming|suspension)\b[^?]*\b(?:is|has been|was)\b)",
+    re.IGNORECASE,
+)
+
+# "Is airplane mode on?" asks about state; it is not a request to toggle anything.
+_STATE_QUESTION = re.compile(
+    r"^\s*(?:is|are|does|do|did|has|have|was|were)\b(?!.*\b(?:can|could|would|will)\s+you\b)",
+    re.IGNORECASE,
+)
+
+
+class TelecomUser(ScriptedUser):
+    """Scripted user that performs device actions requested sentence by sentence."""
+
+    def device_calls(self, text: str) -> list[ToolCall]:
+        """The user tool calls an agent message asks for, in the order asked."""
+        if not text:
+            return []
+        calls: list[ToolCall] = []
+        for sentence in _SENTENCE.split(text):
+            if not sentence.strip() or _REPORT.match(sentence) or _STATE_QUESTION.match(sentence):
+                continue
+            for name, args in self._sentence_calls(sentence):
+                self._n_calls += 1
+                calls.append(
+                    ToolCall(id=f"user_call_{self._n_calls}", name=name, arguments=args,
+                             requestor="user")
+                )
+        return calls
+
+    def _sentence_calls(self, sentence: str) -> list[tuple[str, dict[str, Any]]]:
+        low = sentence.lower()
+        found: list[tuple[int, str, dict[str, Any]]] = []
+        seen: set[str] = set()
+        # A literal tool name is always understood (word-bounded, so toggle_data is not
+        # found inside toggle_data_saver_mode).
+        for name in sorted(self.user_tool_names):
+            m = re.search(rf"(?<![a-z_]){re.escape(name)}(?![a-z_])", low)
+            if m:
+                args = self._script_args(name)
+                found.append((m.start(), name, args if args is not None else {}))
+                seen.add(name)
+        if not seen:
+            for intent in self.intents:
+                if intent.tool in self.user_tool_names and matches(sentence, intent.keywords):
+                    pos = min(
+                        (low.find(g[0]) for g in intent.keywords if g[0] in low), default=len(low)
+                    )
+                    found.append((pos, intent.tool, {}))
+                    seen.add(intent.tool)
+            for weaker, stronger in _EXCLUSIVE.items():
+                if weaker in seen and stronger in seen:
+                    found = [f for f in found if f[1] != weaker]
+            resolved = []
+            for pos, name, _ in found:
+                args = self._script_args(name)
+                if args is None:
+                    intent = next(i for i in self.intents if i.tool == name)
+                    args = dict(intent.defaults)
+                    if intent.extract is not None:
+                        args.update(intent.extract(sentence))
+                resolved.append((pos, name, args))
+            found = resolved
+        found.sort(key=lambda x: x[0])
+        return [(name, args) for _, name, args in found]
