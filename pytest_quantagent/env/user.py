@@ -377,6 +377,15 @@ class ScriptedUser:
         token = TRANSFER_TOKEN if self.script.end == "transfer" else STOP_TOKEN
         return f"{self.script.closing} {token}"
 
+    def _done(self) -> str:
+        """The agent says it is done: the next request, or stop."""
+        self._fallbacks = 0
+        if self._next_request < len(self.script.requests):
+            req = self.script.requests[self._next_request]
+            self._next_request += 1
+            return req
+        return self._stop()
+
     def respond_text(self, text: str) -> str:
         """The user's reply to an agent text message (no device action asked)."""
         if matches(text, _TRANSFER):
@@ -385,6 +394,8 @@ class ScriptedUser:
             self._opened = True
             self._next_request = 1
             return self.script.requests[0]
+        if matches(_last_sentence(text), _DONE):
+            return self._done()
         asking = matches(text, _ASKING)
         action_words = any(w in text.lower() for w in _ACTION_WORDS)
         if asking and not (action_words and matches(text, _CONFIRM)):
@@ -402,12 +413,7 @@ class ScriptedUser:
             self._fallbacks = 0
             return fact
         if matches(text, _DONE):
-            if self._next_request < len(self.script.requests):
-                req = self.script.requests[self._next_request]
-                self._next_request += 1
-                self._fallbacks = 0
-                return req
-            return self._stop()
+            return self._done()
         if matches(text, _GREETING):
             return self._current_request()
         self._fallbacks += 1
@@ -417,6 +423,11 @@ class ScriptedUser:
             f"As I said: {self._current_request()}",
             f"To repeat my request: {self._current_request()}",
         )
+
+
+def _last_sentence(text: str) -> str:
+    parts = [p for p in re.split(r"(?<=[.!?])\s+", text.strip()) if p]
+    return parts[-1] if parts else ""
 
 
 def _json_after(text: str, start: int) -> dict[str, Any] | None:

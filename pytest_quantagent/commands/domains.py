@@ -1,0 +1,55 @@
+"""``quantagent domains``: list the domains, their agent and user tools and task counts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pytest_quantagent.errors import QuantAgentError
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("domains", help="list domains, their tools and task counts")
+    p.add_argument("--tau2-data", type=Path, default=None, metavar="DIR",
+                   help="describe the official tau2-bench data in DIR/domains/<domain>/ instead")
+    p.add_argument("--json", action="store_true", help="print the listing as JSON")
+
+
+def describe_domains(tau2_data: Path | None = None) -> list[dict[str, Any]]:
+    """One entry per available domain: name, tools, task and split counts."""
+    from pytest_quantagent.env.registry import get_domain, list_domains
+
+    out = []
+    for name in list_domains():
+        if tau2_data is not None and not (Path(tau2_data) / "domains" / name).is_dir():
+            continue
+        d = get_domain(name, tau2_data=tau2_data)
+        out.append({
+            "domain": name,
+            "official": d.official,
+            "agent_tools": sorted(d.agent_tool_names),
+            "user_tools": sorted(d.user_tool_names),
+            "tasks": len(d.tasks),
+            "splits": {k: len(v) for k, v in sorted(d.splits.items())},
+        })
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        listing = describe_domains(args.tau2_data)
+    except QuantAgentError as e:
+        print(f"quantagent domains: error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"domains": listing}, indent=2))
+        return 0
+    for d in listing:
+        print(f"{d['domain']}: {d['tasks']} tasks "
+              f"({', '.join(f'{k} {v}' for k, v in d['splits'].items()) or 'no splits'})")
+        print(f"  agent tools ({len(d['agent_tools'])}): {', '.join(d['agent_tools'])}")
+        print(f"  user tools ({len(d['user_tools'])}): {', '.join(d['user_tools']) or '-'}")
+    return 0
