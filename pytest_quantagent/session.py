@@ -234,27 +234,41 @@ class QuantAgentSession:
 
     @pytest.hookimpl(trylast=True)
     def pytest_quantagent_run_cell(self, config: pytest.Config, cell: CellKey) -> CellEpisodes:
-        from pytest_quantagent.runner.batch import run_cell
+        from contextlib import ExitStack
 
-        arm = self.arm_spec(cell.arm)
-        ref = self.arm_spec(cell.reference)
-        result = asyncio.run(
-            run_cell(
-                domain=cell.domain,
-                arm=arm,
-                reference=ref,
-                trials=self.qc.trials,
-                tasks=self.qc.tasks,
-                seed=self.qc.seed,
-                max_errors=self.qc.error_budget,
-                store_dir=self.qc.cache_dir,
-                concurrency=self.qc.concurrency,
-                tau2_data=self.qc.tau2_data,
-                user=self.qc.user,
-                user_model=self.qc.user_model,
-            )
-        )
-        return CellEpisodes(arm=list(result.arm), reference=list(result.reference))
+        from pytest_quantagent.env.registry import get_domain
+        from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_cell
+        from pytest_quantagent.runner.build import build_arm
+        from pytest_quantagent.store.jsonl import EpisodeStore
+
+        qc = self.qc
+        domain = get_domain(cell.domain, tau2_data=qc.tau2_data)
+        task_ids = qc.tasks.select([t.id for t in domain.tasks], domain.splits)
+        plan = plan_episodes(task_ids, qc.trials, qc.seed)
+        concurrency = qc.concurrency or RunSettings().concurrency
+        settings = RunSettings(max_errors=qc.error_budget, concurrency=concurrency,
+                               user_sim=qc.user)
+        specs = [self.arm_spec(cell.reference), self.arm_spec(cell.arm)]
+        qc.cache_dir.mkdir(parents=True, exist_ok=True)
+        store = EpisodeStore(qc.cache_dir)
+
+        async def go() -> dict[str, list[EpisodeRecord]]:
+            runtimes = [build_arm(s, concurrency=concurrency) for s in specs]
+            try:
+                return await run_cell(domain=domain, runtimes=runtimes, plan=plan,
+                                      settings=settings, store=store)
+            finally:
+                for rt in runtimes:
+                    await rt.aclose()
+
+        # One claim per (domain, arm), taken in sorted order: xdist workers running cells that
+        # share the reference arm wait for each other instead of running it twice, and the
+        # fixed order rules out a deadlock.
+        with ExitStack() as stack:
+            for label in sorted({cell.reference, cell.arm}):
+                stack.enter_context(store.claim(f"{cell.domain}/{label}"))
+            result = asyncio.run(go())
+        return CellEpisodes(arm=result[cell.arm], reference=result[cell.reference])
 
     # ------------------------------------------------------------------ analysis
 
