@@ -6,7 +6,8 @@ Two ways to script it:
   ``"module:function"`` string). A ``str`` is plain content; a ``dict`` is a response as
   below.
 - ``responses``: a list of responses. The response for a request is chosen by the number of
-  assistant turns already in ``request.messages`` (turn 0, 1, 2, ...), so it depends on the
+  model turns already in ``request.messages`` (turn 0, 1, 2, ...; assistant messages
+  before the first user message, such as the episode's fixed greeting, do not count), so it depends on the
   conversation only, never on timing or on other episodes running concurrently. Past the
   end of the list the last response repeats (or the list cycles with ``cycle = true``).
 
@@ -70,7 +71,17 @@ def response_to_generation(response: Generation | Mapping[str, Any] | str, turn:
 
 
 def _count_assistant_turns(messages: Sequence[Mapping[str, Any]]) -> int:
-    return sum(1 for m in messages if m.get("role") == "assistant")
+    """Assistant messages after the first user message: the model's own earlier turns (an
+    episode opens with a fixed agent greeting that the model did not write)."""
+    n = 0
+    seen_user = False
+    for m in messages:
+        role = m.get("role")
+        if role == "user":
+            seen_user = True
+        elif role == "assistant" and seen_user:
+            n += 1
+    return n
 
 
 class MockBackend(Backend):
@@ -215,37 +226,43 @@ class FakeOpenAIServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    return
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":", 1)[1])
-                body = await reader.readexactly(length)
-                self.requests += 1
-                fault = self.faults.get(self.requests)
-                if self.latency_s:
-                    await asyncio.sleep(self.latency_s)
-                if fault == "drop":
-                    writer.close()
-                    return
-                if fault == "hang":
-                    await asyncio.sleep(self.hang_s)
-                    writer.close()
-                    return
-                if fault == "500":
-                    writer.write(self._http("500 Internal Server Error", b'{"error": "boom"}'))
-                elif fault == "garbage":
-                    writer.write(self._http("200 OK", b'{"choices": [{"mess'))
-                else:
-                    writer.write(self._http("200 OK", self._answer(body)))
-                await writer.drain()
+            await self._serve_connection(reader, writer)
+        except asyncio.CancelledError:
+            # Server shutting down with a request still hanging: end quietly.
+            pass
         finally:
             if not writer.is_closing():
                 writer.close()
+
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":", 1)[1])
+            body = await reader.readexactly(length)
+            self.requests += 1
+            fault = self.faults.get(self.requests)
+            if self.latency_s:
+                await asyncio.sleep(self.latency_s)
+            if fault == "drop":
+                writer.close()
+                return
+            if fault == "hang":
+                await asyncio.sleep(self.hang_s)
+                writer.close()
+                return
+            if fault == "500":
+                writer.write(self._http("500 Internal Server Error", b'{"error": "boom"}'))
+            elif fault == "garbage":
+                writer.write(self._http("200 OK", b'{"choices": [{"mess'))
+            else:
+                writer.write(self._http("200 OK", self._answer(body)))
+            await writer.drain()
 
     async def serve(self, host: str = "127.0.0.1", port: int = 0) -> None:
         """Serve until ``lifetime_s`` elapses (or :meth:`stop`)."""

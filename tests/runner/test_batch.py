@@ -1,0 +1,203 @@
+"""Batch layer: paired seeds, resume, infrastructure retries, timeouts (real engine, mini domain)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import solving_rule
+
+from pytest_quantagent.backends.mock import FakeOpenAIServer, MockBackend
+from pytest_quantagent.backends.wrapper import ModelClient, RetryPolicy
+from pytest_quantagent.env.channels import TerminationReason
+from pytest_quantagent.env.domain import Domain
+from pytest_quantagent.quant.arms import ArmSpec
+from pytest_quantagent.runner.batch import RunSettings, derive_seed, plan_episodes, run_arm, run_cell
+from pytest_quantagent.runner.build import ArmRuntime, build_arm
+from pytest_quantagent.store.jsonl import EpisodeStore
+
+FAST = RetryPolicy(max_retries=3, base_delay_s=0.001, max_delay_s=0.005)
+RULE = "conftest:solving_rule"
+
+
+def _mock_runtime(label: str, **options: Any) -> ArmRuntime:
+    return build_arm(ArmSpec(label=label, backend="mock", model="m", options=options or {"rule": RULE}),
+                     retry=FAST)
+
+
+def _plan(domain: Domain, trials: int = 2, seed: int = 7) -> list[Any]:
+    return plan_episodes([t.id for t in domain.tasks], trials, seed)
+
+
+def test_derive_seed_is_stable_and_leaves_global_random_alone() -> None:
+    random.seed(123)
+    state = random.getstate()
+    a = derive_seed(7, "t1", 0)
+    assert random.getstate() == state
+    assert a == derive_seed(7, "t1", 0)
+    # sha256("7\x1ft1\x1f0") first 8 bytes, masked to 31 bits: recomputed independently.
+    import hashlib
+    assert a == int(hashlib.sha256(b"7\x1ft1\x1f0").hexdigest()[:16], 16) & 0x7FFFFFFF
+    assert len({derive_seed(7, t, k) for t in ("t0", "t1") for k in range(3)}) == 6
+    assert derive_seed(8, "t1", 0) != a
+
+
+def test_arms_get_identical_plans_and_users(mini_domain: Domain) -> None:
+    plan = _plan(mini_domain)
+    ref, cand = _mock_runtime("bf16"), _mock_runtime("int4")
+    out = asyncio.run(run_cell(domain=mini_domain, runtimes=[ref, cand], plan=plan, settings=RunSettings()))
+    assert set(out) == {"bf16", "int4"}
+    triples = {lbl: [(r.task_id, r.trial, r.seed) for r in recs] for lbl, recs in out.items()}
+    assert triples["bf16"] == triples["int4"] == [(p.task_id, p.trial, p.seed) for p in plan]
+    # Same seeded user, same agent script → the user's side of the dialogue is identical.
+    for a, b in zip(out["bf16"], out["int4"], strict=True):
+        ua = [m.content for m in a.messages if m.role == "user"]
+        ub = [m.content for m in b.messages if m.role == "user"]
+        assert ua == ub and ua
+        assert a.key != b.key  # arm is part of the key
+    assert all(r.success and r.termination == TerminationReason.AGENT_STOP for r in out["bf16"])
+
+
+def test_resume_skips_stored_episodes(mini_domain: Domain, tmp_path: Path) -> None:
+    plan = _plan(mini_domain)
+    store = EpisodeStore(tmp_path)
+    rt = _mock_runtime("bf16")
+    first = asyncio.run(run_arm(domain=mini_domain, runtime=rt, plan=plan, settings=RunSettings(), store=store))
+    calls = rt.backend.calls  # type: ignore[attr-defined]
+    assert calls > 0 and len(first) == len(plan)
+    rt2 = _mock_runtime("bf16")
+    again = asyncio.run(run_arm(domain=mini_domain, runtime=rt2, plan=plan, settings=RunSettings(),
+                                store=EpisodeStore(tmp_path)))
+    assert rt2.backend.calls == 0  # type: ignore[attr-defined]
+    assert [r.key for r in again] == [r.key for r in first]
+    lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
+    assert len(lines) == len(plan) == len({json.loads(x)["key"] for x in lines})
+    # A different budget is a different episode: nothing is reused.
+    rt3 = _mock_runtime("bf16")
+    asyncio.run(run_arm(domain=mini_domain, runtime=rt3, plan=plan, settings=RunSettings(max_errors=2),
+                        store=EpisodeStore(tmp_path)))
+    assert rt3.backend.calls == calls  # type: ignore[attr-defined]
+
+
+def test_server_faults_mid_episode_are_retried_and_stored_once(mini_domain: Domain, tmp_path: Path) -> None:
+    # Each episode makes 3 model calls (4 requests with its fault); concurrency 1, so the
+    # faults hit the 2nd call of each episode: requests 2, 6 and 10.
+    server = FakeOpenAIServer([
+        {"tool_calls": [{"name": "get_user", "arguments": {"user_id": "u0"}}]},
+        {"tool_calls": [{"name": "get_user", "arguments": {"user_id": "u1"}}]},
+        {"content": "All done. ###STOP###"},
+    ], faults={2: "500", 6: "drop", 10: "hang"}, hang_s=2.0)
+    url = server.start_in_thread()
+    arm = ArmSpec(label="bf16", backend="openai", model="m", base_url=url, options={"timeout_s": 0.5})
+    rt = build_arm(arm, concurrency=1, retry=FAST)
+    plan = plan_episodes(["t0", "t1", "t2"], 1, 0)
+    store = EpisodeStore(tmp_path)
+
+    async def main() -> list[Any]:
+        try:
+            return await run_arm(domain=mini_domain, runtime=rt, plan=plan,
+                                 settings=RunSettings(concurrency=1), store=store)
+        finally:
+            await rt.aclose()
+
+    try:
+        recs = asyncio.run(main())
+    finally:
+        server.stop()
+    assert [r.termination for r in recs] == [TerminationReason.AGENT_STOP] * 3
+    assert sum(r.infra_retries for r in recs) == 3
+    assert [r.infra_retries for r in recs] == [1, 1, 1]
+    assert server.requests == 9 + 3
+    lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
+    assert sorted(json.loads(x)["task_id"] for x in lines) == ["t0", "t1", "t2"]
+    assert not (tmp_path / "failures.jsonl").exists()
+
+
+class _Flaky(MockBackend):
+    """Fails every call of the first ``fail_calls`` calls with a retryable error."""
+
+    def __init__(self, fail_calls: int, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.fail_calls = fail_calls
+
+    async def generate(self, request: Any) -> Any:
+        if self.calls < self.fail_calls:
+            self.calls += 1
+            raise ConnectionError("connection reset by peer")
+        return await super().generate(request)
+
+
+def test_exhausted_retries_rerun_episode_then_record_infrastructure_error(
+    mini_domain: Domain, tmp_path: Path
+) -> None:
+    retry = RetryPolicy(max_retries=1, base_delay_s=0.0)
+    backend = _Flaky(fail_calls=100, rule=solving_rule)
+    rt = ArmRuntime(arm=ArmSpec(label="bf16", backend="mock", model="m"), backend=backend,
+                    client=ModelClient(backend, retry=retry))
+    plan = plan_episodes(["t0"], 1, 0)
+    store = EpisodeStore(tmp_path)
+    (rec,) = asyncio.run(run_arm(domain=mini_domain, runtime=rt, plan=plan,
+                                 settings=RunSettings(episode_retries=2), store=store))
+    assert rec.termination == TerminationReason.INFRASTRUCTURE_ERROR and not rec.scored
+    assert "connection reset" in (rec.error_message or "")
+    # 3 attempts x (1 request retry) + 2 episode re-runs.
+    assert rec.infra_retries == 5
+    assert backend.calls == 6
+    assert len(EpisodeStore(tmp_path).load()) == 0
+    assert len((tmp_path / "failures.jsonl").read_text().splitlines()) == 1
+    # Resume once the server is healthy: the episode is run and stored.
+    backend.fail_calls = 0
+    (again,) = asyncio.run(run_arm(domain=mini_domain, runtime=rt, plan=plan,
+                                   settings=RunSettings(), store=EpisodeStore(tmp_path)))
+    assert again.success and len(EpisodeStore(tmp_path).load()) == 1
+
+
+def test_episode_wall_clock_timeout_is_infrastructure(mini_domain: Domain) -> None:
+    rt = _mock_runtime("bf16", rule=RULE, latency_s=0.2)
+    plan = plan_episodes(["t0"], 1, 0)
+    (rec,) = asyncio.run(run_arm(domain=mini_domain, runtime=rt, plan=plan,
+                                 settings=RunSettings(episode_timeout_s=0.1, episode_retries=1)))
+    assert rec.termination == TerminationReason.INFRASTRUCTURE_ERROR
+    assert "wall-clock timeout" in (rec.error_message or "")
+    assert rec.infra_retries == 1
+
+
+def test_malformed_calls_count_against_the_budget(mini_domain: Domain) -> None:
+    rt = _mock_runtime("int4", responses=[{"tool_calls": [{"name": "get_user", "arguments": "{'user_id': 'u0'"}]}])
+    (rec,) = asyncio.run(run_arm(domain=mini_domain, runtime=rt, plan=plan_episodes(["t0"], 1, 0),
+                                 settings=RunSettings(max_errors=3)))
+    assert rec.termination == TerminationReason.TOO_MANY_ERRORS
+    assert rec.n_errors == 3
+    assert {c.channel.value for c in rec.calls if c.channel} == {"malformed_call"}
+    raws = [m.raw for m in rec.messages if m.role == "assistant" and m.raw]
+    assert raws and "{'user_id'" in raws[0]
+
+
+def test_concurrency_limits_episodes_in_flight(mini_domain: Domain) -> None:
+    in_flight = 0
+    peak = 0
+
+    async def episode_fn(**kw: Any) -> Any:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.01)
+        in_flight -= 1
+        raise RuntimeError("stop here")  # a domain bug propagates, it is not swallowed
+
+    rt = _mock_runtime("bf16")
+    with pytest.raises(RuntimeError, match="stop here"):
+        asyncio.run(run_arm(domain=mini_domain, runtime=rt, plan=_plan(mini_domain, trials=3),
+                            settings=RunSettings(concurrency=3), episode_fn=episode_fn))
+    assert peak == 3
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"concurrency \(0\) must be >= 1"):
+        RunSettings(concurrency=0)
+    with pytest.raises(ValueError, match=r"trials \(0\) must be >= 1"):
+        plan_episodes(["t0"], 0, 1)
