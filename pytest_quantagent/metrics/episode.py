@@ -1,0 +1,211 @@
+"""Per-episode quantities, and the compact per-arm arrays the analysis works on.
+
+:class:`ArmAccumulator` reads records one at a time (e.g. straight from a JSONL store) and
+keeps only a few numbers per episode, plus per-arm name counters, so a 100k-episode analysis
+never holds the records themselves. Infrastructure failures are excluded and counted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pytest_quantagent.env.channels import ALL_CHANNELS, NAMED_CHANNELS, Channel, TerminationReason
+from pytest_quantagent.metrics.recovery import recovery_events
+from pytest_quantagent.store.records import EpisodeRecord
+
+CHANNEL_INDEX: dict[Channel, int] = {c: i for i, c in enumerate(ALL_CHANNELS)}
+
+
+@dataclass(frozen=True)
+class EpisodeMetrics:
+    """What the analysis needs from one episode."""
+
+    task_id: str
+    trial: int
+    success: bool
+    n_errors: int
+    steps: int
+    termination: str
+    tool_calls: int
+    channel_counts: tuple[int, ...]
+    """Failed calls per channel, in ``ALL_CHANNELS`` order."""
+    failures: int
+    recovered: int
+    tokens: int | None
+    duration_s: float | None
+
+
+def episode_metrics(record: EpisodeRecord) -> EpisodeMetrics:
+    """Summarise one episode: success, failed calls by channel, calls, steps, recovery."""
+    counts = [0] * len(ALL_CHANNELS)
+    for c in record.calls:
+        if c.channel is not None:
+            counts[CHANNEL_INDEX[c.channel]] += 1
+    rec = recovery_events(record.calls)
+    return EpisodeMetrics(
+        record.task_id, record.trial, record.success, record.n_errors, record.steps,
+        record.termination.value, len(record.calls), tuple(counts), rec.failures,
+        rec.recovered, record.tokens, record.duration_s,
+    )
+
+
+def failure_names(record: EpisodeRecord, channel: Channel) -> list[str]:
+    """The names (unknown/cross-role tools) or values (wrong entities) of an episode's
+    failures in ``channel``."""
+    out = []
+    for c in record.calls:
+        if c.channel == channel:
+            value = c.entity if channel == Channel.WRONG_ENTITY else (c.entity or c.name)
+            if value:
+                out.append(value)
+    return out
+
+
+@dataclass
+class ArmData:
+    """Compact arrays over the scored episodes of one (domain, arm); row i = one episode."""
+
+    domain: str
+    arm: str
+    task_ids: np.ndarray
+    trials: np.ndarray
+    success: np.ndarray
+    n_errors: np.ndarray
+    steps: np.ndarray
+    tool_calls: np.ndarray
+    channel_counts: np.ndarray
+    """Shape (episodes, len(ALL_CHANNELS))."""
+    failures: np.ndarray
+    recovered: np.ndarray
+    tokens: np.ndarray
+    """float, nan when unknown."""
+    duration_s: np.ndarray
+    max_errors: int
+    """The run's error budget (the smallest max_errors seen)."""
+    terminations: dict[str, int]
+    """Counts over scored episodes."""
+    infrastructure_errors: int
+    duplicates: int
+    names: dict[Channel, Counter[str]]
+    margins: np.ndarray
+    """Every tool-name decision margin of the arm."""
+    decisions: dict[tuple[str, int], tuple[tuple[str, ...], tuple[float, ...]]] = field(
+        default_factory=dict
+    )
+    """Per (task, trial): the top-1 choices and margins of its tool-name decisions."""
+    models: set[str] = field(default_factory=set)
+    backends: set[str] = field(default_factory=set)
+
+    @property
+    def n(self) -> int:
+        return int(self.success.size)
+
+    def keys(self) -> list[tuple[str, int]]:
+        return list(zip(self.task_ids.tolist(), self.trials.tolist()))
+
+
+class ArmAccumulator:
+    """Streaming builder of :class:`ArmData`: call :meth:`add` per record, then
+    :meth:`finish`. The first record of a (task, trial) wins; later ones count as
+    duplicates."""
+
+    def __init__(self, domain: str, arm: str) -> None:
+        self.domain = domain
+        self.arm = arm
+        self._seen: set[tuple[str, int]] = set()
+        self._task: list[str] = []
+        self._trial: list[int] = []
+        self._ints: list[tuple[int, ...]] = []
+        self._tokens: list[float] = []
+        self._dur: list[float] = []
+        self._max_errors: int | None = None
+        self._terms: Counter[str] = Counter()
+        self._infra = 0
+        self._dups = 0
+        self._names: dict[Channel, Counter[str]] = {c: Counter() for c in NAMED_CHANNELS}
+        self._margins: list[float] = []
+        self._decisions: dict[tuple[str, int], tuple[tuple[str, ...], tuple[float, ...]]] = {}
+        self._models: set[str] = set()
+        self._backends: set[str] = set()
+
+    def add(self, record: EpisodeRecord) -> None:
+        """Fold one record in (infrastructure errors are only counted)."""
+        if record.domain != self.domain or record.arm != self.arm:
+            raise ValueError(
+                f"record of (domain={record.domain!r}, arm={record.arm!r}) added to the "
+                f"accumulator of (domain={self.domain!r}, arm={self.arm!r})"
+            )
+        if record.termination == TerminationReason.INFRASTRUCTURE_ERROR:
+            self._infra += 1
+            return
+        key = (record.task_id, record.trial)
+        if key in self._seen:
+            self._dups += 1
+            return
+        self._seen.add(key)
+        self._models.add(record.model)
+        self._backends.add(record.backend)
+        m = episode_metrics(record)
+        self._task.append(m.task_id)
+        self._trial.append(m.trial)
+        self._ints.append(
+            (int(m.success), m.n_errors, m.steps, m.tool_calls, m.failures, m.recovered,
+             *m.channel_counts)
+        )
+        self._tokens.append(math.nan if m.tokens is None else float(m.tokens))
+        self._dur.append(math.nan if m.duration_s is None else float(m.duration_s))
+        self._terms[m.termination] += 1
+        me = record.max_errors
+        self._max_errors = me if self._max_errors is None else min(self._max_errors, me)
+        for ch in NAMED_CHANNELS:
+            if m.channel_counts[CHANNEL_INDEX[ch]]:
+                self._names[ch].update(failure_names(record, ch))
+        tool_decisions = [d for d in record.decisions if d.kind == "tool_name"]
+        if tool_decisions:
+            margins = tuple(float(d.margin) for d in tool_decisions)
+            self._margins.extend(margins)
+            self._decisions[key] = (tuple(d.chosen or d.top1 for d in tool_decisions), margins)
+
+    def extend(self, records: Iterable[EpisodeRecord]) -> ArmAccumulator:
+        for r in records:
+            self.add(r)
+        return self
+
+    def finish(self) -> ArmData:
+        """The compact arrays (call once)."""
+        nch = len(ALL_CHANNELS)
+        ints = np.asarray(self._ints, dtype=np.int64).reshape(-1, 6 + nch)
+        return ArmData(
+            domain=self.domain,
+            arm=self.arm,
+            task_ids=np.asarray(self._task, dtype=object),
+            trials=np.asarray(self._trial, dtype=np.int64),
+            success=ints[:, 0].astype(bool),
+            n_errors=ints[:, 1],
+            steps=ints[:, 2],
+            tool_calls=ints[:, 3],
+            failures=ints[:, 4],
+            recovered=ints[:, 5],
+            channel_counts=ints[:, 6:],
+            tokens=np.asarray(self._tokens, dtype=float),
+            duration_s=np.asarray(self._dur, dtype=float),
+            max_errors=10 if self._max_errors is None else self._max_errors,
+            terminations=dict(self._terms),
+            infrastructure_errors=self._infra,
+            duplicates=self._dups,
+            names=self._names,
+            margins=np.asarray(self._margins, dtype=float),
+            decisions=self._decisions,
+            models=self._models,
+            backends=self._backends,
+        )
+
+
+def summarize_arm(records: Iterable[EpisodeRecord], domain: str, arm: str) -> ArmData:
+    """:class:`ArmData` of ``records`` (all of one domain and arm)."""
+    return ArmAccumulator(domain, arm).extend(records).finish()
