@@ -1,0 +1,396 @@
+"""``transformers`` backend: any HF causal LM on CPU (or a local GPU), in process.
+
+- **Models.** The bundled reference agents by name (``tiny-agent``, ``tiny-agent-prone``,
+  any arm folder of theirs), a local HF folder, or a hub id already in the local cache
+  (``local_files_only``: a test run never downloads).
+- **Chat format.** Bundled models use their own compact format
+  (:mod:`pytest_quantagent.reference.chat`); other models use their tokenizer's chat
+  template with the request's tools. Tool calls are parsed from the bundled
+  ``<|call|>{json}`` form, the Hermes ``<tool_call>`` form or a bare JSON object; a call
+  that cannot be read comes back with an empty name so the agent records
+  ``malformed_call``.
+- **Decoding.** Greedy by default (deterministic); ``temperature > 0`` samples with a
+  generator seeded from the request seed.
+- **Margins.** At every tool name in the output, a :class:`Decision` with the top-1/top-2
+  logits at the name token whose margin is smallest (for the bundled tokenizer a name is
+  several tokens — ``get``, ``_``, ``user``, ... — and the decisive one is rarely the first).
+- **Batching.** Concurrent episodes' ``generate`` calls are queued; a worker thread takes
+  every pending greedy request at once and runs one left-padded batched ``generate`` with a
+  KV cache. That is what makes a 40-task cell fast on one CPU core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_quantagent.backends.base import (
+    Backend,
+    BackendOptions,
+    GenerateRequest,
+    Generation,
+    RawToolCall,
+)
+from pytest_quantagent.env.messages import Decision
+from pytest_quantagent.errors import MissingDependencyError, UnknownNameError
+
+if TYPE_CHECKING:
+    import torch
+
+    from pytest_quantagent.quant.arms import ArmSpec
+
+BUNDLED_DIR = Path(__file__).resolve().parent.parent / "reference" / "models"
+_NAME_RE = re.compile(rb'"name"\s*:\s*"([^"]*)"')
+
+
+def _require_torch() -> None:
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as e:
+        raise MissingDependencyError(
+            "the transformers backend", "transformers", ["torch", "transformers", "safetensors"]
+        ) from e
+
+
+def bundled_models() -> list[str]:
+    """Names of the model folders shipped with the package (and their arm folders)."""
+    if not BUNDLED_DIR.is_dir():
+        return []
+    return sorted(
+        str(p.parent.relative_to(BUNDLED_DIR))
+        for p in BUNDLED_DIR.rglob("config.json")
+    )
+
+
+def resolve_model_path(model: str) -> Path | str:
+    """A bundled model name, a local folder, or a hub id to load from the local cache."""
+    bundled = BUNDLED_DIR / model
+    if (bundled / "config.json").is_file():
+        return bundled
+    local = Path(model).expanduser()
+    if local.is_dir():
+        if not (local / "config.json").is_file():
+            raise UnknownNameError(
+                "model folder", str(local), bundled_models(),
+                hint="a model folder must hold config.json (HF format)",
+            )
+        return local
+    if "/" in model and not model.startswith((".", "/")):
+        return model  # hub id: loaded with local_files_only
+    raise UnknownNameError(
+        "model", model, bundled_models(),
+        hint="give a bundled name, a local HF folder, or a hub id already in the local cache",
+    )
+
+
+@dataclass
+class _Job:
+    request: GenerateRequest
+    future: asyncio.Future[Generation]
+    loop: asyncio.AbstractEventLoop
+
+
+class TransformersBackend(Backend):
+    """An in-process HF causal LM with batched greedy generation."""
+
+    name = "transformers"
+
+    def __init__(
+        self,
+        model: str | Path,
+        *,
+        compute_dtype: str = "float32",
+        device: str = "cpu",
+        max_batch: int = 32,
+        max_new_tokens: int | None = None,
+        threads: int = 1,
+    ) -> None:
+        _require_torch()
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        from pytest_quantagent.reference.tokenizer import TOKENIZER_FILE, DomainTokenizer
+
+        if threads > 0:
+            torch.set_num_threads(threads)
+        self.model_ref = str(model)
+        path = resolve_model_path(str(model))
+        self.path = path
+        self.device = device
+        self.max_batch = max_batch
+        dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+        if compute_dtype not in dtypes:
+            raise ValueError(
+                f"compute_dtype {compute_dtype!r} is not one of {', '.join(map(repr, dtypes))}"
+            )
+        self.compute_dtype = compute_dtype
+        local_only = {"local_files_only": True}
+        self.bundled = isinstance(path, Path) and (path / TOKENIZER_FILE).is_file()
+        if self.bundled:
+            self.dtok: DomainTokenizer | None = DomainTokenizer.load(path)
+            self.hf_tok: Any = None
+            self.pad_id = self.dtok.pad_id
+            self.stop_ids = [self.dtok.end_id, self.dtok.eos_id]
+        else:
+            from transformers import AutoTokenizer
+
+            self.dtok = None
+            self.hf_tok = AutoTokenizer.from_pretrained(str(path), **local_only)
+            pad = self.hf_tok.pad_token_id
+            self.pad_id = pad if pad is not None else self.hf_tok.eos_token_id
+            self.stop_ids = [self.hf_tok.eos_token_id]
+        self.model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtypes[compute_dtype], **local_only)
+        self.model.to(device)
+        self.model.eval()
+        if max_new_tokens is None:
+            max_new_tokens = 256 if self.bundled else 1024
+        self.max_new_tokens = max_new_tokens
+        self._pending: list[_Job] = []
+        self._lock = threading.Lock()
+        self._worker: asyncio.Task[None] | None = None
+
+    # -- Backend policy ----------------------------------------------------------------
+    def max_concurrency(self) -> int:
+        return 256
+
+    def is_retryable(self, exc: BaseException) -> bool:
+        return False
+
+    def describe(self) -> dict[str, Any]:
+        import torch
+        import transformers
+
+        return {
+            "backend": self.name,
+            "version": self.version(),
+            "model": self.model_ref,
+            "path": str(self.path),
+            "compute_dtype": self.compute_dtype,
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+        }
+
+    # -- prompt ------------------------------------------------------------------------
+    def prompt_ids(self, request: GenerateRequest) -> list[int]:
+        """Token ids of the rendered chat (generation prompt included)."""
+        if self.dtok is not None:
+            from pytest_quantagent.reference.chat import render_messages
+
+            return self.dtok.encode(render_messages(request.messages))
+        kwargs: dict[str, Any] = {"add_generation_prompt": True, "tokenize": True}
+        if request.tools:
+            kwargs["tools"] = request.tools
+        out = self.hf_tok.apply_chat_template(_hf_messages(request.messages), **kwargs)
+        if isinstance(out, dict) or hasattr(out, "input_ids"):
+            out = out["input_ids"]
+        return list(out)
+
+    def _token_bytes(self, ids: list[int]) -> list[bytes]:
+        if self.dtok is not None:
+            return [self.dtok.decode([i]).encode() for i in ids]
+        # Byte spans from prefix decodes (exact for multi-byte pieces).
+        out: list[bytes] = []
+        prev = b""
+        for k in range(1, len(ids) + 1):
+            cur = self.hf_tok.decode(ids[:k], skip_special_tokens=False).encode()
+            out.append(cur[len(prev):] if cur.startswith(prev) else cur)
+            prev = cur
+        return out
+
+    def _decode(self, ids: list[int]) -> str:
+        if self.dtok is not None:
+            return self.dtok.decode(ids)
+        return str(self.hf_tok.decode(ids, skip_special_tokens=False))
+
+    # -- generation --------------------------------------------------------------------
+    def generate_batch(self, requests: list[GenerateRequest]) -> list[Generation]:
+        """Run requests synchronously as one batch (greedy) or one by one (sampling)."""
+        greedy = [i for i, r in enumerate(requests) if r.temperature <= 0]
+        out: list[Generation | None] = [None] * len(requests)
+        for start in range(0, len(greedy), self.max_batch):
+            idx = greedy[start : start + self.max_batch]
+            for i, g in zip(idx, self._run([requests[i] for i in idx]), strict=True):
+                out[i] = g
+        for i, r in enumerate(requests):
+            if r.temperature > 0:
+                out[i] = self._run([r])[0]
+        return [g for g in out if g is not None]
+
+    def _run(self, requests: list[GenerateRequest]) -> list[Generation]:
+        import torch
+
+        prompts = [self.prompt_ids(r) for r in requests]
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, p in enumerate(prompts):
+            ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
+            mask[row, width - len(p):] = 1
+        max_new = min(self.max_new_tokens, max(r.max_tokens for r in requests))
+        sample = requests[0].temperature > 0
+        gen_kwargs: dict[str, Any] = {
+            "max_new_tokens": max_new,
+            "do_sample": sample,
+            "eos_token_id": self.stop_ids,
+            "pad_token_id": self.pad_id,
+            "return_dict_in_generate": True,
+            "output_logits": any(r.want_margins for r in requests),
+            "use_cache": True,
+        }
+        if sample:
+            torch.manual_seed(requests[0].seed)
+            gen_kwargs.update(temperature=requests[0].temperature, top_k=0, top_p=1.0)
+        else:
+            gen_kwargs.update(temperature=None, top_k=None, top_p=None)
+        with torch.inference_mode():
+            res = self.model.generate(
+                input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **gen_kwargs
+            )
+        seqs = res.sequences[:, width:].tolist()
+        logits = res.logits  # tuple over steps of (batch, vocab)
+        outs: list[Generation] = []
+        for row, (req, seq) in enumerate(zip(requests, seqs, strict=True)):
+            n = len(seq)
+            for k, t in enumerate(seq):
+                if t in self.stop_ids:
+                    n = k
+                    break
+            gen_ids = seq[:n]
+            row_logits = None
+            if req.want_margins and logits is not None:
+                row_logits = torch.stack([step[row] for step in logits[:n]]) if n else None
+            outs.append(self._to_generation(prompts[row], gen_ids, row_logits))
+        return outs
+
+    def _to_generation(
+        self, prompt: list[int], gen_ids: list[int], logits: torch.Tensor | None
+    ) -> Generation:
+        from pytest_quantagent.reference.chat import parse_tool_calls
+
+        text = self._decode(gen_ids)
+        turn = parse_tool_calls(text)
+        calls = [
+            RawToolCall(id="", name=c.name, arguments=c.arguments) for c in turn.calls
+        ]
+        decisions: list[Decision] = []
+        if logits is not None and turn.calls:
+            decisions = self.name_decisions(gen_ids, logits)
+        return Generation(
+            content=turn.content,
+            tool_calls=calls,
+            raw_text=text,
+            decisions=decisions,
+            prompt_tokens=len(prompt),
+            completion_tokens=len(gen_ids),
+        )
+
+    def name_decisions(self, gen_ids: list[int], logits: torch.Tensor) -> list[Decision]:
+        """One :class:`Decision` per tool name in the output: top-1/top-2 at the name token
+        with the smallest margin."""
+        import torch
+
+        pieces = self._token_bytes(gen_ids)
+        starts: list[int] = []
+        pos = 0
+        for p in pieces:
+            starts.append(pos)
+            pos += len(p)
+        blob = b"".join(pieces)
+        top = torch.topk(logits.float(), 2, dim=-1)
+        out: list[Decision] = []
+        for m in _NAME_RE.finditer(blob):
+            a, b = m.span(1)
+            toks = [k for k, s in enumerate(starts) if s < b and s + len(pieces[k]) > a]
+            if not toks:
+                continue
+            margins = [(float(top.values[k, 0] - top.values[k, 1]), k) for k in toks]
+            margin, k = min(margins)
+            out.append(
+                Decision(
+                    kind="tool_name",
+                    top1=self._decode([int(top.indices[k, 0])]),
+                    top2=self._decode([int(top.indices[k, 1])]),
+                    margin=margin,
+                    chosen=m.group(1).decode("utf-8", errors="replace"),
+                )
+            )
+        return out
+
+    # -- async queue -------------------------------------------------------------------
+    async def generate(self, request: GenerateRequest) -> Generation:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Generation] = loop.create_future()
+        self._pending.append(_Job(request, fut, loop))
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._drain())
+        return await fut
+
+    async def _drain(self) -> None:
+        while self._pending:
+            # Let every episode that is ready enqueue its request before the batch is cut.
+            await asyncio.sleep(0)
+            jobs, self._pending = self._pending, []
+            try:
+                gens = await asyncio.to_thread(self.generate_batch, [j.request for j in jobs])
+            except BaseException as e:  # noqa: BLE001 - delivered to every waiting caller
+                for j in jobs:
+                    if not j.future.done():
+                        j.future.set_exception(e)
+                if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                    raise
+                continue
+            for j, g in zip(jobs, gens, strict=True):
+                if not j.future.done():
+                    j.future.set_result(g)
+
+    async def aclose(self) -> None:
+        if self._worker is not None and not self._worker.done():
+            await self._worker
+        self._worker = None
+
+
+def _hf_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI messages with tool-call arguments as objects (HF chat templates expect dicts)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.get("tool_calls"):
+            m = dict(m)
+            calls = []
+            for c in m["tool_calls"]:
+                fn = dict(c.get("function", {}))
+                args = fn.get("arguments")
+                if isinstance(args, str):
+                    try:
+                        fn["arguments"] = json.loads(args) if args.strip() else {}
+                    except json.JSONDecodeError:
+                        fn["arguments"] = {}
+                calls.append({**c, "function": fn})
+            m["tool_calls"] = calls
+        out.append(m)
+    return out
+
+
+def create_backend(arm: ArmSpec, options: BackendOptions) -> TransformersBackend:
+    """Factory for ``backend = "transformers"``: ``path`` (or ``model``) names the weights.
+
+    Arm options: ``compute_dtype`` (``float32`` default: bf16/int4 weights are exact in
+    fp32, and fp32 matmuls are the fast path on CPU), ``device``, ``max_batch``,
+    ``max_new_tokens``, ``threads`` (default ``$QUANTAGENT_TORCH_THREADS`` or 1).
+    """
+    opts = dict(arm.options)
+    threads = int(opts.get("threads", os.environ.get("QUANTAGENT_TORCH_THREADS", 1)))
+    return TransformersBackend(
+        arm.path or arm.model,
+        compute_dtype=str(opts.get("compute_dtype", "float32")),
+        device=str(opts.get("device", "cpu")),
+        max_batch=int(opts.get("max_batch", 32)),
+        max_new_tokens=opts.get("max_new_tokens"),
+        threads=threads,
+    )

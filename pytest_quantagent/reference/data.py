@@ -1,0 +1,156 @@
+"""Training episodes for the reference agent: the expert in our engine, rendered as text.
+
+Tasks come from the domain's ``train`` split plus extra tasks drawn by the domain's own
+generator (``domains/<name>/generate.py: generate_tasks(db, seed, n)``) — never the
+``test`` split, which the closed-loop evaluation uses. Each task is played by
+:class:`~pytest_quantagent.reference.expert.ExpertAgent` against the domain's scripted user
+through the real episode loop, and only episodes that the evaluator scores 1 are kept.
+The agent's view of the conversation (user tool calls hidden, as in τ²-bench) is rendered
+in the bundled chat format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import random
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_quantagent.env.domain import Domain
+from pytest_quantagent.env.messages import Message, ToolMessage, UserMessage
+from pytest_quantagent.env.registry import get_domain
+from pytest_quantagent.env.tasks import Task
+from pytest_quantagent.reference.chat import render_messages
+from pytest_quantagent.reference.expert import ExpertAgent, NoiseConfig, enum_arguments
+from pytest_quantagent.reference.tokenizer import is_id_like, split_pieces
+from pytest_quantagent.runner.agent import message_to_openai
+from pytest_quantagent.runner.episode import run_episode
+
+EXCLUDED_SPLITS = ("test",)
+
+
+def agent_view(messages: Sequence[Message]) -> list[Message]:
+    """The messages the agent sees (τ²-bench hides the user's tool calls and results)."""
+    out: list[Message] = []
+    for m in messages:
+        if isinstance(m, UserMessage) and m.tool_calls:
+            continue
+        if isinstance(m, ToolMessage) and m.requestor != "assistant":
+            continue
+        out.append(m)
+    return out
+
+
+def render_episode(messages: Sequence[Message]) -> str:
+    """An episode as training text in the bundled chat format (system marker first)."""
+    oai = [{"role": "system", "content": ""}] + [message_to_openai(m) for m in agent_view(messages)]
+    return render_messages(oai, add_generation_prompt=False)
+
+
+def domain_generator(domain: Domain) -> Callable[[Any, int, int], list[Task]] | None:
+    """The domain's ``generate_tasks(db, seed, n)``, if its package has one."""
+    try:
+        mod = importlib.import_module(f"pytest_quantagent_domains.{domain.name}.generate")
+    except ModuleNotFoundError:
+        return None
+    fn = getattr(mod, "generate_tasks", None)
+    return fn if callable(fn) else None
+
+
+def training_tasks(domain: Domain, n_extra: int, seed: int) -> list[Task]:
+    """Train-split tasks plus ``n_extra`` generated ones (test-split ids excluded)."""
+    excluded = {tid for s in EXCLUDED_SPLITS for tid in domain.splits.get(s, [])}
+    train_ids = domain.splits.get("train")
+    base = [t for t in domain.tasks if t.id not in excluded and (train_ids is None or t.id in train_ids)]
+    gen = domain_generator(domain)
+    extra: list[Task] = []
+    if gen is not None and n_extra > 0:
+        extra = [t for t in gen(domain.db, seed, n_extra) if t.id not in excluded]
+    return base + extra
+
+
+def id_pool(domain: Domain, tasks: Iterable[Task] = ()) -> list[str]:
+    """Every id-like string in the domain's DBs and task files (one token each)."""
+    texts = [domain.db.model_dump_json()]
+    if domain.user_db is not None:
+        texts.append(domain.user_db.model_dump_json())
+    for t in list(domain.tasks) + list(tasks):
+        texts.append(t.model_dump_json())
+    pool: set[str] = set()
+    for text in texts:
+        # JSON escapes would hide ids inside strings; split the decoded values too.
+        for piece in split_pieces(text):
+            if is_id_like(piece):
+                pool.add(piece)
+    return sorted(pool)
+
+
+@dataclass
+class CorpusStats:
+    """What corpus generation produced."""
+
+    episodes: int = 0
+    kept: int = 0
+    failed: list[str] = field(default_factory=list)
+    tempted_calls: int = 0
+    tool_calls: int = 0
+    channels: dict[str, int] = field(default_factory=dict)
+
+
+async def _expert_episode(
+    domain: Domain, task: Task, noise: NoiseConfig, seed: int, pool: Sequence[str],
+    enums: dict[tuple[str, str], list[str]],
+) -> tuple[bool, list[Message], ExpertAgent, Any]:
+    agent = ExpertAgent(domain, task, noise, random.Random(seed), id_pool=pool, enum_values=enums)
+    outcome = await run_episode(
+        domain=domain, task=task, agent=agent, user=domain.make_user(task, seed),
+        max_steps=200, max_errors=10,
+    )
+    return outcome.success, outcome.messages, agent, outcome
+
+
+def build_corpus(
+    domain_name: str,
+    noise: NoiseConfig,
+    *,
+    n_episodes: int,
+    n_extra_tasks: int,
+    seed: int,
+    log: Callable[[str], None] = print,
+) -> tuple[list[str], CorpusStats, list[str]]:
+    """Expert episodes for one domain: (texts, stats, id pool)."""
+    domain = get_domain(domain_name)
+    tasks = training_tasks(domain, n_extra_tasks, seed)
+    if not tasks:
+        raise ValueError(f"domain {domain_name!r} has no training tasks")
+    pool = id_pool(domain, tasks)
+    enums = enum_arguments(domain)
+    rng = random.Random(seed)
+    stats = CorpusStats()
+    texts: list[str] = []
+
+    async def run_all() -> None:
+        for k in range(n_episodes):
+            task = tasks[k % len(tasks)] if k < len(tasks) else rng.choice(tasks)
+            ep_seed = rng.randrange(2**31)
+            ok, messages, agent, outcome = await _expert_episode(domain, task, noise, ep_seed, pool, enums)
+            stats.episodes += 1
+            stats.tempted_calls += agent.tempted_calls
+            stats.tool_calls += len(outcome.calls)
+            for c in outcome.calls:
+                if c.channel is not None:
+                    ch = str(getattr(c.channel, "value", c.channel))
+                    stats.channels[ch] = stats.channels.get(ch, 0) + 1
+            if ok:
+                stats.kept += 1
+                texts.append(render_episode(messages))
+            elif len(stats.failed) < 20:
+                stats.failed.append(task.id)
+
+    asyncio.run(run_all())
+    log(f"{domain_name}/{noise.name}: {stats.kept}/{stats.episodes} expert episodes kept, "
+        f"{stats.tempted_calls} tempted of {stats.tool_calls} calls, channels {json.dumps(stats.channels)}")
+    return texts, stats, pool

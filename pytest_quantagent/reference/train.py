@@ -1,0 +1,186 @@
+"""Training loop of the reference agent (CPU, one thread, wall-clock schedule).
+
+Choices, from the feasibility notes:
+
+- **BOS-aligned packed rows.** Each row starts at an episode start and continues into the
+  next episodes, so every id the agent must copy has its source inside the window.
+- **Loss on the agent's tokens only** (from after ``<|assistant|>`` through ``<|end|>``):
+  user turns and tool results are context, not behaviour to imitate.
+- **Hold-then-decay learning rate on wall time**: copying emerges late (1–2.5 k steps) and
+  was seen to stall once a cosine had already decayed, so the rate is held for
+  ``hold_frac`` of the budget and then decays (cosine) to ``min_lr_frac``.
+- ``torch.set_num_threads(1)``: two threads on two busy cores run several times slower.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from transformers import LlamaForCausalLM
+
+    from pytest_quantagent.reference.tokenizer import DomainTokenizer
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation settings."""
+
+    budget_s: float = 1800.0
+    seq_len: int = 1024
+    batch: int = 3
+    lr: float = 2e-3
+    min_lr_frac: float = 0.05
+    warmup_steps: int = 100
+    hold_frac: float = 0.6
+    weight_decay: float = 0.05
+    grad_clip: float = 1.0
+    seed: int = 0
+    log_every: int = 50
+    checkpoint_every_s: float = 300.0
+
+
+@dataclass
+class TrainStats:
+    """What a training run did."""
+
+    steps: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    final_loss_ema: float = float("nan")
+    loss_curve: list[tuple[int, float, float]] = field(default_factory=list)
+    """(step, elapsed seconds, loss EMA) every ``log_every`` steps."""
+
+
+def agent_loss_mask(ids: Sequence[int], tokenizer: DomainTokenizer) -> np.ndarray:
+    """1 for tokens the agent produced (after ``<|assistant|>`` up to and incl. ``<|end|>``)."""
+    mask = np.zeros(len(ids), dtype=np.uint8)
+    inside = False
+    a, e = tokenizer.assistant_id, tokenizer.end_id
+    for i, t in enumerate(ids):
+        if inside:
+            mask[i] = 1
+            if t == e:
+                inside = False
+        elif t == a:
+            inside = True
+    return mask
+
+
+def lr_at(cfg: TrainConfig, step: int, elapsed: float) -> float:
+    """Learning rate at ``step`` after ``elapsed`` seconds (warmup, hold, cosine decay)."""
+    warm = min(1.0, (step + 1) / max(1, cfg.warmup_steps))
+    t = min(1.0, elapsed / cfg.budget_s)
+    if t <= cfg.hold_frac:
+        scale = 1.0
+    else:
+        u = (t - cfg.hold_frac) / max(1e-9, 1.0 - cfg.hold_frac)
+        scale = cfg.min_lr_frac + (1 - cfg.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * u))
+    return cfg.lr * warm * scale
+
+
+class PackedRows:
+    """Samples BOS-aligned rows of ``seq_len + 1`` tokens from tokenised episodes."""
+
+    def __init__(
+        self, episodes: Sequence[np.ndarray], masks: Sequence[np.ndarray], seq_len: int, seed: int
+    ) -> None:
+        if not episodes:
+            raise ValueError("no training episodes")
+        self.ids = np.concatenate(episodes).astype(np.int64)
+        self.mask = np.concatenate(masks).astype(bool)
+        lengths = np.array([len(e) for e in episodes])
+        self.starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        self.seq_len = seq_len
+        self.rng = np.random.default_rng(seed)
+
+    def batch(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Inputs ``(n, seq_len)`` and labels ``(n, seq_len)`` with -100 where unmasked."""
+        total = len(self.ids)
+        rows_x = np.empty((n, self.seq_len), dtype=np.int64)
+        rows_y = np.empty((n, self.seq_len), dtype=np.int64)
+        for r in range(n):
+            s = int(self.starts[self.rng.integers(len(self.starts))])
+            idx = (np.arange(s, s + self.seq_len + 1)) % total
+            chunk, m = self.ids[idx], self.mask[idx]
+            rows_x[r] = chunk[:-1]
+            y = chunk[1:].copy()
+            y[~m[1:]] = -100
+            rows_y[r] = y
+        return rows_x, rows_y
+
+
+def train(
+    model: LlamaForCausalLM,
+    episodes: Sequence[np.ndarray],
+    masks: Sequence[np.ndarray],
+    cfg: TrainConfig,
+    *,
+    log: Callable[[str], None] = print,
+    checkpoint: Callable[[LlamaForCausalLM, int], None] | None = None,
+) -> TrainStats:
+    """Train ``model`` in place for ``cfg.budget_s`` seconds of wall time."""
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(cfg.seed)
+    rows = PackedRows(episodes, masks, cfg.seq_len, cfg.seed)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n]
+    no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embed" not in n)]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.lr,
+        betas=(0.9, 0.95),
+    )
+    model.train()
+    stats = TrainStats()
+    t0 = time.monotonic()
+    last_ckpt = t0
+    ema = float("nan")
+    while True:
+        elapsed = time.monotonic() - t0
+        if elapsed >= cfg.budget_s:
+            break
+        lr = lr_at(cfg, stats.steps, elapsed)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        x, y = rows.batch(cfg.batch)
+        out = model(input_ids=torch.from_numpy(x), labels=torch.from_numpy(y))
+        loss = out.loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        stats.steps += 1
+        stats.tokens += x.size
+        lv = float(loss.item())
+        ema = lv if math.isnan(ema) else 0.98 * ema + 0.02 * lv
+        if stats.steps % cfg.log_every == 0:
+            el = time.monotonic() - t0
+            stats.loss_curve.append((stats.steps, el, ema))
+            log(f"step {stats.steps} t={el:.0f}s lr={lr:.2e} loss_ema={ema:.4f} tok/s={stats.tokens / el:.0f}")
+        if checkpoint is not None and time.monotonic() - last_ckpt > cfg.checkpoint_every_s:
+            last_ckpt = time.monotonic()
+            model.eval()
+            checkpoint(model, stats.steps)
+            model.train()
+    stats.seconds = time.monotonic() - t0
+    stats.final_loss_ema = ema
+    model.eval()
+    return stats
+
+
+def save_model(model: LlamaForCausalLM, tokenizer: DomainTokenizer, folder: str | Path) -> Path:
+    """Save weights (safetensors), config and tokenizer into ``folder``."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save(out)
+    return out
