@@ -1,0 +1,90 @@
+"""Reward semantics (τ²-bench's evaluator)."""
+
+from __future__ import annotations
+
+from pytest_quantagent.env.channels import TerminationReason
+from pytest_quantagent.env.domain import Domain
+from pytest_quantagent.env.evaluate import communicate_checks, evaluate
+from pytest_quantagent.env.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
+
+
+def _run(toy: Domain, task_id: str, calls: list[ToolCall], said: str = "") -> tuple[object, list]:
+    task = toy.task(task_id)
+    env = toy.make_environment(task)
+    msgs: list = [AssistantMessage(content="Hi! How can I help you today?")]
+    for c in calls:
+        msgs.append(AssistantMessage(tool_calls=[c]))
+        msgs.append(env.get_response(c))
+    if said:
+        msgs.append(AssistantMessage(content=said))
+    return env, msgs
+
+
+def dep(amount: float, account: str = "a1") -> ToolCall:
+    return ToolCall(id="x", name="deposit", arguments={"account_id": account, "amount": amount})
+
+
+def test_db_and_communicate(toy: Domain) -> None:
+    task = toy.task("deposit")
+    env, msgs = _run(toy, "deposit", [dep(5)], said="Your balance is now 15.")
+    info = evaluate(toy, task, msgs, TerminationReason.USER_STOP, env)
+    assert info.reward == 1.0 and info.db_match is True
+    assert info.reward_breakdown == {"DB": 1.0, "COMMUNICATE": 1.0}
+    # Wrong amount: DB differs.
+    env, msgs = _run(toy, "deposit", [dep(4)], said="Your balance is now 15.")
+    info = evaluate(toy, task, msgs, TerminationReason.USER_STOP, env)
+    assert info.reward == 0.0 and info.db_match is False
+    # Right DB, info never said.
+    env, msgs = _run(toy, "deposit", [dep(5)], said="Done!")
+    assert evaluate(toy, task, msgs, TerminationReason.AGENT_STOP, env).reward == 0.0
+
+
+def test_rebuilds_env_from_messages_when_not_given(toy: Domain) -> None:
+    _, msgs = _run(toy, "deposit", [dep(5)], said="balance 15")
+    assert evaluate(toy, toy.task("deposit"), msgs, TerminationReason.USER_STOP).reward == 1.0
+
+
+def test_any_other_termination_scores_zero(toy: Domain) -> None:
+    env, msgs = _run(toy, "deposit", [dep(5)], said="15")
+    for term in (TerminationReason.TOO_MANY_ERRORS, TerminationReason.MAX_STEPS, TerminationReason.AGENT_ERROR):
+        info = evaluate(toy, toy.task("deposit"), msgs, term, env)
+        assert info.reward == 0.0 and term.value in (info.note or "")
+
+
+def test_env_assertion_basis_with_user_side_action(toy: Domain) -> None:
+    task = toy.task("wifi")
+    env = toy.make_environment(task)
+    msgs: list = []
+    info = evaluate(toy, task, msgs, TerminationReason.USER_STOP, env)
+    assert info.reward == 0.0 and info.env_assertions[0]["met"] is False
+    c = ToolCall(id="u", name="toggle_wifi", requestor="user")
+    msgs = [UserMessage(tool_calls=[c]), env.get_response(c)]
+    info = evaluate(toy, task, msgs, TerminationReason.USER_STOP, env)
+    assert info.reward == 1.0 and info.reward_breakdown == {"ENV_ASSERTION": 1.0}
+
+
+def test_action_check_and_nl_assertion_not_evaluated(toy: Domain) -> None:
+    task = toy.task("transfer")
+    good = ToolCall(id="t", name="transfer_to_human_agents", arguments={"summary": "wants a human"})
+    env, msgs = _run(toy, "transfer", [good])
+    info = evaluate(toy, task, msgs, TerminationReason.USER_STOP, env)
+    assert info.reward == 1.0
+    assert info.not_evaluated == ["NL_ASSERTION"] and "NL_ASSERTION not evaluated" in (info.note or "")
+    bad = ToolCall(id="t", name="transfer_to_human_agents", arguments={"summary": "other"})
+    env, msgs = _run(toy, "transfer", [bad])
+    info = evaluate(toy, task, msgs, TerminationReason.USER_STOP, env)
+    assert info.reward == 0.0 and info.action_checks == [{"action_id": "t0", "name": "transfer_to_human_agents", "met": False}]
+
+
+def test_communicate_rule_is_case_insensitive_and_drops_commas() -> None:
+    msgs = [AssistantMessage(content="Your refund of $1,234.50 is ON its way"),
+            UserMessage(content="1234.50 said by the user does not count"),
+            ToolMessage(id="x", content="secret")]
+    checks = communicate_checks(msgs, ["1234.50", "on its way", "secret"])
+    assert [c["met"] for c in checks] == [True, True, False]
+
+
+def test_gold_state_is_cached(toy: Domain) -> None:
+    t = toy.task("deposit")
+    assert toy.gold_state(t) is toy.gold_state(t)
+    assert toy.gold_state(t).db_hash != toy.db.get_hash()
