@@ -37,6 +37,8 @@ class SyntheticTasks:
     task_ids: tuple[str, ...]
     success_p: np.ndarray
     frailty: np.ndarray
+    seed: int = 0
+    """Seeds the per-(task, trial) uniform shared by the arms (paired success draws)."""
 
 
 def make_tasks(
@@ -51,7 +53,8 @@ def make_tasks(
     conc = 2.0
     p = rng.beta(success_mean * conc, (1 - success_mean) * conc, n_tasks)
     f = rng.gamma(frailty_shape, 1.0 / frailty_shape, n_tasks)
-    return SyntheticTasks(tuple(f"task_{i:04d}" for i in range(n_tasks)), p, f)
+    seed = int(rng.integers(2**31))
+    return SyntheticTasks(tuple(f"task_{i:04d}" for i in range(n_tasks)), p, f, seed)
 
 
 def _name_weights() -> np.ndarray:
@@ -71,6 +74,7 @@ def synthetic_episodes(
     rates: Mapping[Channel, float] | None = None,
     ratio: Mapping[Channel, float] | None = None,
     success_shift: float = 0.0,
+    success_noise: float = 0.3,
     max_errors: int = 10,
     decisions: bool = False,
 ) -> Iterator[EpisodeRecord]:
@@ -78,7 +82,9 @@ def synthetic_episodes(
 
     ``ratio`` multiplies the per-call rate of the given channels (the true rate ratio vs an
     arm simulated with ``ratio=None`` on the same ``tasks``). ``success_shift`` is added to
-    every task's success probability (clipped to [0, 1]). An episode reaching ``max_errors``
+    every task's success probability (clipped to [0, 1]). Success draws share one uniform
+    per (task, trial) across arms, except with probability ``success_noise`` where the arm
+    draws its own (paired arms agree on most episodes, as with shared seeds). An episode reaching ``max_errors``
     failed calls ends ``too_many_errors`` with reward 0, like τ²-bench.
     """
     base = dict(DEFAULT_RATES if rates is None else rates)
@@ -122,7 +128,10 @@ def synthetic_episodes(
             if n_err >= max_errors:
                 term, success = TerminationReason.TOO_MANY_ERRORS, False
             else:
-                term, success = TerminationReason.USER_STOP, bool(rng.random() < p_task)
+                u = float(np.random.default_rng([tasks.seed, t_idx, trial]).random())
+                if rng.random() < success_noise:
+                    u = float(rng.random())
+                term, success = TerminationReason.USER_STOP, u < p_task
             decs: list[Decision] = []
             if decisions:
                 for c in calls[:8]:

@@ -14,6 +14,7 @@ honest. McNemar's exact test is the test of H0 "no difference" on the same pairs
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -227,12 +228,15 @@ def unpaired_tost(
     check_count("arm_successes", arm_successes)
     check_count("reference_successes", reference_successes)
     check_probability("alpha", alpha)
-    res = tost_proportions_2indep(
-        arm_successes, arm_n, reference_successes, reference_n, -margin, margin
-    )
-    lo, hi = confint_proportions_2indep(
-        arm_successes, arm_n, reference_successes, reference_n, alpha=alpha
-    )
+    # statsmodels also computes ratio/odds ratio, which divide by zero at 0% success
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = tost_proportions_2indep(
+            arm_successes, arm_n, reference_successes, reference_n, -margin, margin
+        )
+        lo, hi = confint_proportions_2indep(
+            arm_successes, arm_n, reference_successes, reference_n, alpha=alpha
+        )
     diff = arm_successes / arm_n - reference_successes / reference_n
     return TostResult(
         diff,
@@ -267,10 +271,12 @@ def unpaired_difference(
     for name, val in (("arm_n", arm_n), ("reference_n", reference_n)):
         check_count(name, val, minimum=1)
     check_probability("confidence", confidence)
-    lo, hi = confint_proportions_2indep(
-        arm_successes, arm_n, reference_successes, reference_n, alpha=1 - confidence
-    )
-    t = test_proportions_2indep(arm_successes, arm_n, reference_successes, reference_n)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo, hi = confint_proportions_2indep(
+            arm_successes, arm_n, reference_successes, reference_n, alpha=1 - confidence
+        )
+        t = test_proportions_2indep(arm_successes, arm_n, reference_successes, reference_n)
     diff = arm_successes / arm_n - reference_successes / reference_n
     return DiffResult(
         diff,

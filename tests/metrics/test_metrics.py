@@ -1,0 +1,155 @@
+"""Per-episode metrics: recovery, budget counterfactuals, pass^k, margins, accumulation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pytest_quantagent.env.channels import Channel, TerminationReason
+from pytest_quantagent.env.messages import Decision
+from pytest_quantagent.metrics import (
+    ArmAccumulator,
+    budget_curve,
+    channel_counts,
+    episode_metrics,
+    failure_profile,
+    flip_rates,
+    margin_histogram,
+    pass_hat_k,
+    pass_k_curve,
+    recovery_events,
+    success_at_budgets,
+)
+from pytest_quantagent.store.records import CallRecord, EpisodeRecord
+
+
+def call(name: str, channel: Channel | None = None, requestor: str = "assistant",
+         entity: str | None = None) -> CallRecord:
+    return CallRecord(step=0, requestor=requestor, name=name, error=channel is not None,  # type: ignore[arg-type]
+                      channel=channel, entity=entity)
+
+
+def record(task: str = "t1", trial: int = 0, *, success: bool = True, calls: list[CallRecord] | None = None,
+           termination: TerminationReason = TerminationReason.USER_STOP, arm: str = "int4",
+           decisions: list[Decision] | None = None) -> EpisodeRecord:
+    calls = calls or []
+    n_err = sum(c.error for c in calls)
+    return EpisodeRecord(key=f"{task}:{trial}", model="m", arm=arm, backend="mock", domain="retail",
+                         task_id=task, trial=trial, seed=1, max_errors=10, max_steps=200,
+                         termination=termination, reward=float(success), success=success,
+                         n_errors=n_err, steps=7, calls=calls, decisions=decisions or [])
+
+
+def test_recovery_same_tool_for_argument_failures() -> None:
+    calls = [
+        call("get_order", Channel.WRONG_ENTITY),      # recovered by the later get_order
+        call("get_user"),
+        call("get_order"),
+        call("cancel", Channel.POLICY_VIOLATION),     # never retried successfully
+        call("cancel", Channel.BAD_ARGUMENTS),        # same: later cancel also fails
+    ]
+    assert recovery_events(calls) == recovery_events(calls)
+    rc = recovery_events(calls)
+    assert (rc.failures, rc.recovered) == (3, 1)
+
+
+def test_recovery_unknown_name_needs_next_call_ok() -> None:
+    calls = [
+        call("find_user", Channel.UNKNOWN_TOOL),      # next agent call ok -> recovered
+        call("toggle_airplane", None, requestor="user"),
+        call("get_user"),
+        call("lookup", Channel.UNKNOWN_TOOL),         # next agent call fails -> not recovered
+        call("", Channel.MALFORMED_CALL),             # next agent call ok -> recovered
+        call("get_user"),
+        call("check_status", Channel.CROSS_ROLE_TOOL),  # last call: not recovered
+    ]
+    rc = recovery_events(calls)
+    assert (rc.failures, rc.recovered) == (4, 2)
+
+
+def test_recovery_is_per_requestor() -> None:
+    # the user's successful call right after does not repair the agent's unknown name
+    calls = [call("nope", Channel.UNKNOWN_TOOL), call("reboot", requestor="user")]
+    assert recovery_events(calls).recovered == 0
+
+
+def test_budget_counterfactual_definition() -> None:
+    # success at K = success and n_errors < K (DESIGN.md)
+    success = [True, True, False, True]
+    errors = [0, 2, 0, 5]
+    m = success_at_budgets(success, errors, 10)
+    assert m[:, 0].tolist() == [False] * 4
+    assert m[:, 1].tolist() == [True, False, False, False]
+    assert m[:, 3].tolist() == [True, True, False, False]
+    curve = budget_curve(success, errors, 10)
+    assert curve[10] == pytest.approx(0.75)
+    assert curve[6] == pytest.approx(0.75) and curve[5] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="max_k=-1"):
+        success_at_budgets(success, errors, -1)
+
+
+def test_budget_matches_record_counterfactual() -> None:
+    r = record(calls=[call("x", Channel.BAD_ARGUMENTS), call("x")])
+    m = success_at_budgets([r.success], [r.n_errors], 10)
+    assert [bool(v) for v in m[0]] == [r.success_at_budget(k) for k in range(11)]
+
+
+def test_pass_hat_k_textbook() -> None:
+    # τ-bench (arXiv:2406.12045) pass^k = C(c,k)/C(n,k): n=4, c=3 -> k=2: 3/6, k=3: 1/4
+    assert pass_hat_k(4, 3, 2) == pytest.approx(0.5)
+    assert pass_hat_k(4, 3, 3) == pytest.approx(0.25)
+    assert pass_hat_k(4, 3, 4) == 0.0
+    curve = pass_k_curve(["a"] * 4 + ["b"] * 4, [1, 1, 1, 0, 1, 1, 1, 1])
+    assert curve[1] == pytest.approx((0.75 + 1) / 2)
+    assert curve[2] == pytest.approx((0.5 + 1) / 2)
+    with pytest.raises(ValueError, match="num_trials=2 is less than k=3"):
+        pass_hat_k(2, 1, 3)
+
+
+def test_margin_histogram_and_flips() -> None:
+    h = margin_histogram([0.1, 0.6, 0.7, 3.0, 50.0], bins=(0.0, 0.5, 1.0, 2.0))
+    assert h["hist"] == [1, 2, 0, 2] and h["count"] == 5 and h["median"] == pytest.approx(0.7)
+    fr = flip_rates(
+        [(["a", "b", "c"], [0.2, 3.0, 0.1], ["a", "x", "c"]),  # flips at the 2nd decision
+         (["a"], [0.3], ["b"])],
+        bins=(0.0, 1.0),
+    )
+    # decisions compared: (0.2 same), (3.0 flip) then stop; (0.3 flip)
+    assert fr.n == (2, 1) and fr.flips == (1, 1)
+    assert fr.rates == [0.5, 1.0]
+
+
+def test_episode_metrics_and_accumulator() -> None:
+    recs = [
+        record("t1", 0, calls=[call("nope", Channel.UNKNOWN_TOOL, entity="nope"), call("get")]),
+        record("t1", 1, success=False, calls=[call("nope", Channel.UNKNOWN_TOOL, entity="nope")]),
+        record("t2", 0, termination=TerminationReason.INFRASTRUCTURE_ERROR, success=False),
+        record("t1", 0),  # duplicate key: ignored
+        record("t3", 0, calls=[call("get_order", Channel.WRONG_ENTITY, entity="#W9")],
+               decisions=[Decision(top1="get_order", top2="get_user", margin=1.5)]),
+    ]
+    m = episode_metrics(recs[0])
+    assert m.tool_calls == 2 and m.channel_counts[0] == 1 and m.recovered == 1
+    acc = ArmAccumulator("retail", "int4")
+    data = acc.extend(recs).finish()
+    assert data.n == 3 and data.infrastructure_errors == 1 and data.duplicates == 1
+    assert data.names[Channel.UNKNOWN_TOOL] == {"nope": 2}
+    assert data.names[Channel.WRONG_ENTITY] == {"#W9": 1}
+    assert data.margins.tolist() == [1.5]
+    assert data.terminations == {"user_stop": 3}
+    counts, calls, episodes = channel_counts(recs[:3])
+    assert counts[Channel.UNKNOWN_TOOL] == 2 and calls == 3 and episodes == 2
+    assert failure_profile(recs, Channel.WRONG_ENTITY) == {"#W9": 1}
+    with pytest.raises(ValueError, match="arm='bf16'"):
+        acc.add(record(arm="bf16"))
+    with pytest.raises(ValueError, match="carries no names"):
+        failure_profile(recs, Channel.BAD_ARGUMENTS)
+
+
+def test_empty_arm_is_safe() -> None:
+    data = ArmAccumulator("retail", "int4").finish()
+    assert data.n == 0 and data.channel_counts.shape == (0, 7)
+    assert math.isnan(budget_curve(data.success, data.n_errors, 3)[0])
+    assert np.asarray(data.tokens).size == 0
