@@ -134,9 +134,15 @@ class _CountingReader:
 
 def _parse_error(path: Path, tracker: _Tracker, reader: _CountingReader,
                  exc: Exception) -> DataFileError:
-    truncated = "incomplete" in type(exc).__name__.lower() or "premature" in str(exc).lower()
-    problem = ("truncated JSON (the file ends inside this value)" if truncated
-               else f"invalid JSON ({exc})")
+    if reader.pos == 0:
+        return DataFileError(path, "top level", "empty file: not a tau2-bench results file")
+    # ijson raises IncompleteJSONError for every failure; yajl says "premature EOF" when the
+    # text simply stops (a truncated download or an interrupted write).
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "premature EOF" in first_line:
+        problem = "truncated JSON (the file ends inside this value)"
+    else:
+        problem = f"invalid JSON ({first_line})"
     return DataFileError(path, f"{tracker.location()} (near byte {reader.pos})", problem)
 
 
@@ -191,7 +197,10 @@ def _load_json(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        kind = "truncated JSON" if e.pos >= len(text.rstrip()) else "invalid JSON"
+        # json reports a cut-off file either at its last character or, inside a string,
+        # as an unterminated string.
+        cut = e.pos >= len(text.rstrip()) or e.msg.startswith("Unterminated string")
+        kind = "truncated JSON" if cut else "invalid JSON"
         raise DataFileError(path, f"line {e.lineno} column {e.colno} (byte {e.pos})",
                             f"{kind}: {e.msg}") from None
 
