@@ -350,7 +350,7 @@ OPTIONS_BY_FLAG: dict[str, OptionSpec] = {o.flag: o for o in OPTIONS}
 
 def add_options(parser: pytest.Parser) -> None:
     """Declare the ``quantagent`` group and its ini twins."""
-    group = parser.getgroup("quantagent", "quantization effects on tool-calling agents")
+    group = parser.getgroup("quantagent", "quantagent (what quantization does to tool-calling agents)")
     for o in OPTIONS:
         group.addoption(
             o.flag, dest=o.dest, type=o.parse, default=None, metavar=o.metavar, help=o.help,

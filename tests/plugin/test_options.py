@@ -1,0 +1,186 @@
+"""The option group, ini twins, option parsing and contradictions, from the user's side."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_quantagent.options import OPTIONS, parse_tasks
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestAssertRewriteWarning")
+
+
+def test_help_shows_the_quantagent_group_and_every_option(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["quantagent (what quantization does to tool-calling agents):", "*--quant=ARM?,ARM? *candidate arms*"])
+    out = result.stdout.str()
+    for o in OPTIONS:
+        assert o.flag + "=" in out, f"{o.flag} missing from --help"
+        assert f"  {o.ini} (string)" in out, f"ini key {o.ini} missing from --help"
+
+
+def test_ini_names_follow_one_rule() -> None:
+    names = {o.flag: o.ini for o in OPTIONS}
+    assert names["--quant"] == "quant"
+    assert names["--domain"] == "quant_domain"
+    assert names["--error-budget"] == "quant_error_budget"
+    assert names["--quant-tau2-data"] == "quant_tau2_data"
+    assert len(set(names.values())) == len(OPTIONS) == 18
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--quant-trials=0"], "*--quant-trials: invalid value '0'; allowed: an integer >= 1*"),
+        (["--quant-trials=three"], "*--quant-trials: invalid value 'three'; allowed: an integer >= 1*"),
+        (["--quant-seed=-1"], "*--quant-seed: invalid value '-1'; allowed: an integer >= 0*"),
+        (["--error-budget=0"], "*--error-budget: invalid value '0'; allowed: an integer >= 1*"),
+        (["--quant-concurrency=x"], "*--quant-concurrency: invalid value 'x'; allowed: an integer >= 1*"),
+        (["--quant-backend=tensorrt"],
+         "*--quant-backend: invalid value 'tensorrt'; allowed: mock, openai, replay, transformers, vllm*"),
+        (["--quant-user=robot"], "*--quant-user: invalid value 'robot'; allowed: llm, scripted*"),
+        (["--quant-repair=maybe"], "*--quant-repair: invalid value 'maybe'; allowed: none, reflexive*"),
+        (["--quant=int4,,fp8"], "*--quant: invalid value 'int4,,fp8'; allowed: a comma-separated list*"),
+        (["--quant=int4;rm"], "*--quant: invalid value 'int4;rm'; allowed: names made of letters*"),
+        (["--domain=tele com"], "*--domain: invalid value 'tele com'; allowed: names made of*"),
+        (["--quant-reference=a,b"], "*--quant-reference: invalid value 'a,b'; allowed: one name*"),
+        (["--quant-model="], "*--quant-model: invalid value ''; allowed: a non-empty model name*"),
+        (["--quant-tasks=some"],
+         "*--quant-tasks: invalid value 'some'; allowed: all, N (first N), A:B (slice), split:NAME, ids:ID1,ID2,...*"),
+        (["--quant-tasks=9:3"], "*--quant-tasks: invalid value '9:3'*in A:B, B must be above A*"),
+        (["--quant-report=out.txt"], "*--quant-report: invalid value 'out.txt'; allowed: a file path ending in .json*"),
+        (["--quant-html=out.json"], "*--quant-html: invalid value 'out.json'; allowed: a file path ending in .html*"),
+        (["--quant-config=missing.toml"],
+         "*--quant-config: invalid value 'missing.toml'; allowed: an existing TOML file (no such file)*"),
+        (["--quant-tau2-data=nowhere"],
+         "*--quant-tau2-data: invalid value 'nowhere'; allowed: an existing τ²-bench data directory*"),
+    ],
+)
+def test_bad_option_values_fail_before_collection(
+    pytester: pytest.Pytester, args: list[str], message: str
+) -> None:
+    pytester.makepyfile("def test_never_collected(): raise AssertionError")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_bad_ini_value_names_the_ini_key(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nquant_trials = 0\n")
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*ini key quant_trials (twin of --quant-trials)*--quant-trials: invalid value '0'; allowed: an integer >= 1*"]
+    )
+
+
+def test_ini_twins_are_read_and_the_command_line_wins(pytester: pytest.Pytester) -> None:
+    pytester.makeini(
+        "[pytest]\nquant = int4,fp8\nquant_trials = 3\nquant_error_budget = 7\n"
+        "quant_tasks = split:base\nquant_cache_dir = store\n"
+    )
+    pytester.makepyfile(
+        """
+        from pathlib import Path
+        from pytest_quantagent.fixtures import SESSION_KEY
+
+        def test_config(request):
+            qc = request.config.stash[SESSION_KEY].qc
+            assert qc.arms == ("int4", "fp8")
+            assert qc.trials == 5          # command line beats ini
+            assert qc.error_budget == 7
+            assert str(qc.tasks) == "split:base"
+            assert qc.cache_dir == Path(str(request.config.inipath)).parent / "store"
+            assert qc.active
+        """
+    )
+    result = pytester.runpytest("--quant-trials=5", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+def test_defaults_when_nothing_is_given(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        from pytest_quantagent.fixtures import SESSION_KEY
+
+        def test_config(request):
+            qc = request.config.stash[SESSION_KEY].qc
+            assert not qc.active
+            assert qc.arms == ("int4",) and qc.reference == "bf16"
+            assert qc.error_budget == 10 and qc.trials == 1 and qc.seed == 0
+            assert qc.user == "scripted" and qc.repair == "none"
+            assert qc.domains is None and str(qc.tasks) == "all"
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--quant=bf16"], "*--quant lists the reference arm 'bf16'*pick a candidate arm such as --quant=int4*"),
+        (["--quant=int4,fp8", "--quant-reference=fp8"],
+         "*--quant lists the reference arm 'fp8'*use --quant=int4, or choose another reference*"),
+        (["--quant-user-model=gpt-x"], "*--quant-user-model=gpt-x needs the LLM user simulator*add --quant-user=llm*"),
+        (["--quant-user=llm"], "*--quant-user=llm needs a model for the simulated user; add --quant-user-model*"),
+        (["--quant-backend=replay"], "*--quant-backend=replay reads one τ²-bench results file per arm*--quant-config*"),
+        (["--quant-report=same.json", "--quant-html=same.json.html"], None),
+    ],
+)
+def test_contradictions_say_what_to_do(
+    pytester: pytest.Pytester, args: list[str], message: str | None
+) -> None:
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest(*args)
+    if message is None:  # not a contradiction: two different files
+        result.assert_outcomes(passed=1)
+        return
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_model_and_config_contradict(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".toml", arms='[arms.bf16]\nbackend = "mock"\n[arms.int4]\nbackend = "mock"\n')
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest("--quant-config=arms.toml", "--quant-model=tiny-agent")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--quant-model=tiny-agent and --quant-config=arms.toml both say which model*"])
+
+
+def test_unknown_domain_lists_the_known_ones(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest("--domain=telecom,airline")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--domain: unknown domain 'airline'; known domains: *telecom*"])
+
+
+def test_unknown_arm_lists_the_arms_of_the_config(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".toml", arms='[arms.bf16]\nbackend = "mock"\n[arms.int4]\nbackend = "mock"\n')
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest("--quant-config=arms.toml", "--quant=int3")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--quant: unknown arm 'int3'; arms of the arms config arms.toml: bf16, int4*"])
+
+
+@pytest.mark.parametrize(
+    ("spec", "ids", "expected"),
+    [
+        ("all", ["a", "b", "c"], ["a", "b", "c"]),
+        ("2", ["a", "b", "c"], ["a", "b"]),
+        ("1:3", ["a", "b", "c", "d"], ["b", "c"]),
+        (":2", ["a", "b", "c"], ["a", "b"]),
+        ("ids:c,a", ["a", "b", "c"], ["c", "a"]),
+        ("split:base", ["a", "b", "c"], ["b"]),
+    ],
+)
+def test_task_selection(spec: str, ids: list[str], expected: list[str]) -> None:
+    assert parse_tasks(spec).select(ids, {"base": ["b"]}) == expected
+    assert str(parse_tasks(spec)) == spec if spec != ":2" else str(parse_tasks(spec)) == ":2"
+
+
+def test_task_selection_unknown_names_list_the_known_ones() -> None:
+    with pytest.raises(ValueError, match=r"unknown task split 'test'; known task splits: base, train"):
+        parse_tasks("split:test").select(["a"], {"base": ["a"], "train": []})
+    with pytest.raises(ValueError, match=r"unknown task id 'z'; known task ids: a, b"):
+        parse_tasks("ids:a,z").select(["a", "b"])
