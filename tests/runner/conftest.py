@@ -1,93 +1,26 @@
-"""A tiny real domain (real Domain, Environment, ScriptedUser, evaluation) for runner tests.
-
-It does not depend on the retail/telecom content, so the runner's tests exercise the real
-engine while staying independent of domain data.
-"""
+"""Runner test fixtures: a tiny real domain (real Domain, Environment, ScriptedUser and
+evaluation) independent of the retail/telecom content, loaded through the domain registry."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from pytest_quantagent.env.db import DB
+from pytest_quantagent.env import registry
 from pytest_quantagent.env.domain import Domain
-from pytest_quantagent.env.tasks import Task
-from pytest_quantagent.env.toolkit import EntityNotFoundError, Toolkit, ToolType, is_tool
 
-
-class MiniDB(DB):
-    emails: dict[str, str]
-
-
-class MiniTools(Toolkit):
-    db: MiniDB
-
-    @is_tool(ToolType.READ)
-    def get_user(self, user_id: str) -> str:
-        """Look up a user's email.
-
-        Args:
-            user_id: The user's id, e.g. 'u1'.
-        """
-        if user_id not in self.db.emails:
-            raise EntityNotFoundError(f"User {user_id} not found", entity=user_id)
-        return self.db.emails[user_id]
-
-    @is_tool(ToolType.WRITE)
-    def set_email(self, user_id: str, email: str) -> str:
-        """Change a user's email.
-
-        Args:
-            user_id: The user's id.
-            email: The new email address.
-        """
-        if user_id not in self.db.emails:
-            raise EntityNotFoundError(f"User {user_id} not found", entity=user_id)
-        self.db.emails[user_id] = email
-        return "ok"
-
-
-def _task(i: int) -> dict[str, Any]:
-    uid = f"u{i}"
-    return {
-        "id": f"t{i}",
-        "user_scenario": {
-            "instructions": f"Change the email of {uid} to new{i}@x.org",
-            "script": {
-                "requests": [f"Please change my email to new{i}@x.org"],
-                "identity": {"user_id": uid},
-                "closing": "Thanks, bye.",
-            },
-        },
-        "evaluation_criteria": {
-            "actions": [{"action_id": "a0", "name": "set_email",
-                         "arguments": {"user_id": uid, "email": f"new{i}@x.org"}}],
-            "reward_basis": ["DB"],
-        },
-    }
-
-
-def make_mini_domain(n_tasks: int = 4) -> Domain:
-    db = MiniDB(emails={f"u{i}": f"old{i}@x.org" for i in range(n_tasks)})
-    tasks = [Task.model_validate(_task(i)) for i in range(n_tasks)]
-    return Domain(name="mini", policy="Help users change their email.", db=db, tasks=tasks,
-                  agent_toolkit=MiniTools, splits={"test": [t.id for t in tasks]})
-
-
-def solving_rule(request: Any) -> dict[str, Any]:
-    """A mock-backend rule that solves a mini task: read the user, set the email, stop."""
-    turns = sum(1 for m in request.messages if m["role"] == "assistant")
-    user_text = " ".join(m["content"] or "" for m in request.messages if m["role"] == "user")
-    email = next((w.strip(".,") for w in user_text.split() if "@" in w), "new0@x.org")
-    uid = "u" + email.removeprefix("new").split("@")[0]
-    if turns <= 1:
-        return {"tool_calls": [{"name": "get_user", "arguments": {"user_id": uid}}]}
-    if turns == 2:
-        return {"tool_calls": [{"name": "set_email", "arguments": {"user_id": uid, "email": email}}]}
-    return {"content": "Your email is updated. ###STOP###"}
+MINI_DOMAINS_DIR = Path(__file__).parent / "domains"
 
 
 @pytest.fixture
-def mini_domain() -> Domain:
-    return make_mini_domain()
+def mini_domains_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("QUANTAGENT_DOMAINS_DIR", str(MINI_DOMAINS_DIR))
+    yield MINI_DOMAINS_DIR
+    registry.clear_cache()
+
+
+@pytest.fixture
+def mini_domain(mini_domains_dir: Path) -> Domain:
+    return registry.get_domain("mini")

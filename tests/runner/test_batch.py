@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import solving_rule
+from mini_rules import solving_rule
 
 from pytest_quantagent.backends.mock import FakeOpenAIServer, MockBackend
 from pytest_quantagent.backends.wrapper import ModelClient, RetryPolicy
@@ -21,7 +21,7 @@ from pytest_quantagent.runner.build import ArmRuntime, build_arm
 from pytest_quantagent.store.jsonl import EpisodeStore
 
 FAST = RetryPolicy(max_retries=3, base_delay_s=0.001, max_delay_s=0.005)
-RULE = "conftest:solving_rule"
+RULE = "mini_rules:solving_rule"
 
 
 def _mock_runtime(label: str, **options: Any) -> ArmRuntime:

@@ -1,0 +1,170 @@
+"""``quantagent run``: run (or resume) one domain's episodes for a set of arms and write the
+report JSON.
+
+The first arm of ``--arms`` is the reference; every other arm becomes a cell compared with
+it on the same tasks, trials and seeds. A one-arm run writes its cell with ``reference``
+null. Episodes are stored in ``--out`` (default ``.quantagent``, the same store the pytest
+plugin uses), so re-running resumes and never re-runs a stored episode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pytest_quantagent.errors import QuantAgentError
+
+DEFAULT_OUT = ".quantagent"
+
+
+def _positive(name: str, minimum: int = 1) -> Any:
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {value!r}") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"{name} must be >= {minimum}, got {n}")
+        return n
+
+    return parse
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("run", help="run (or resume) episodes for one domain and a set of arms",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--domain", required=True, help="domain name (see `quantagent domains`)")
+    p.add_argument("--arms", required=True, metavar="A[,B...]",
+                   help="arm labels; the first is the reference (e.g. bf16,int4)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--model", metavar="SPEC", default=None,
+                     help="model spec providing the arms (default: the bundled tiny-agent)")
+    src.add_argument("--config", type=Path, metavar="TOML", default=None,
+                     help="arms config: [arms.<label>] backend=... model=... base_url=...")
+    sel = p.add_mutually_exclusive_group()
+    sel.add_argument("--num-tasks", type=_positive("--num-tasks"), metavar="N", default=None,
+                     help="the first N tasks (of --split when given)")
+    sel.add_argument("--tasks", metavar="IDS", default=None, help="comma-separated task ids")
+    p.add_argument("--split", default=None, help="task split (e.g. test)")
+    p.add_argument("--trials", type=_positive("--trials"), default=1, metavar="T")
+    p.add_argument("--seed", type=_positive("--seed", 0), default=0, metavar="S")
+    p.add_argument("--error-budget", type=_positive("--error-budget"), default=10, metavar="K",
+                   help="end an episode at its K-th failed tool call (tau2-bench: 10)")
+    p.add_argument("--max-steps", type=_positive("--max-steps"), default=200, metavar="N")
+    p.add_argument("--concurrency", type=_positive("--concurrency"), default=8, metavar="C",
+                   help="episodes in flight per arm")
+    p.add_argument("--episode-timeout", type=float, default=900.0, metavar="SECONDS",
+                   help="wall-clock limit per episode attempt (an infrastructure failure)")
+    p.add_argument("--tau2-data", type=Path, default=None, metavar="DIR",
+                   help="run tau2-bench's official task/DB files from DIR/domains/<domain>/")
+    p.add_argument("--out", type=Path, default=Path(DEFAULT_OUT), metavar="DIR",
+                   help=f"episode store directory (default {DEFAULT_OUT})")
+    p.add_argument("--json", metavar="PATH", default=None,
+                   help="write the report JSON to PATH ('-' = stdout)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, no summary")
+
+
+def _run_info(args: argparse.Namespace, specs: list[Any], runtimes: list[Any]) -> dict[str, Any]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("pytest-quantagent")
+    except PackageNotFoundError:  # pragma: no cover
+        ours = "unknown"
+    return {
+        "model": sorted({s.model for s in specs}),
+        "arms": [s.label for s in specs],
+        "reference": specs[0].label if len(specs) > 1 else None,
+        "backend": sorted({s.backend for s in specs}),
+        "backends": {rt.arm.label: rt.backend.describe() for rt in runtimes},
+        "versions": {"pytest-quantagent": ours, "python": sys.version.split()[0]},
+        "domain": args.domain,
+        "seed": args.seed,
+        "trials": args.trials,
+        "budget": args.error_budget,
+        "max_steps": args.max_steps,
+        "store": str(args.out),
+    }
+
+
+def execute(args: argparse.Namespace) -> dict[str, Any]:
+    """Run or resume; returns the report JSON (a dict)."""
+    from pytest_quantagent.env.registry import get_domain
+    from pytest_quantagent.report.model import CellInput, analyze
+    from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_cell
+    from pytest_quantagent.runner.build import build_arm, resolve_arms, select_tasks
+    from pytest_quantagent.runner.progress import RunProgress
+    from pytest_quantagent.store.jsonl import EpisodeStore
+
+    specs = resolve_arms(args.arms, model_spec=args.model, config_path=args.config)
+    domain = get_domain(args.domain, tau2_data=args.tau2_data)
+    task_ids = select_tasks(
+        domain,
+        num_tasks=args.num_tasks,
+        task_ids=[t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None,
+        split=args.split,
+    )
+    plan = plan_episodes(task_ids, args.trials, args.seed)
+    settings = RunSettings(max_errors=args.error_budget, max_steps=args.max_steps,
+                           concurrency=args.concurrency, episode_timeout_s=args.episode_timeout)
+    store = EpisodeStore(args.out)
+
+    async def go() -> tuple[dict[str, list[Any]], dict[str, Any]]:
+        runtimes = [build_arm(s, concurrency=args.concurrency) for s in specs]
+        try:
+            with RunProgress(quiet=args.quiet) as progress:
+                result = await run_cell(domain=domain, runtimes=runtimes, plan=plan,
+                                        settings=settings, store=store, progress=progress.arm)
+            return result, _run_info(args, specs, runtimes)
+        finally:
+            for rt in runtimes:
+                await rt.aclose()
+
+    result, run_info = asyncio.run(go())
+    ref = specs[0].label
+    if len(specs) == 1:
+        inputs = [CellInput(domain=domain.name, arm=ref, records=result[ref])]
+    else:
+        inputs = [
+            CellInput(domain=domain.name, arm=s.label, records=result[s.label],
+                      reference=ref, reference_records=result[ref])
+            for s in specs[1:]
+        ]
+    infra = {label: sum(1 for r in recs if not r.scored) for label, recs in result.items()}
+    run_info["infrastructure_failures"] = infra
+    report: dict[str, Any] = analyze(inputs, run=run_info).model_dump(mode="json")
+    return report
+
+
+def _summary(report: dict[str, Any]) -> str:
+    lines = []
+    for c in report.get("cells", []):
+        s = c.get("success", {})
+        arm = f"{c['arm']:>12} {s.get('arm', float('nan')):.3f}"
+        ref = "" if c.get("reference") is None else f"  vs {c['reference']} {s.get('reference', float('nan')):.3f}"
+        lines.append(f"{c['domain']}: {arm}{ref}  episodes {c.get('episodes')}  verdict {c.get('verdict')}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    t0 = time.monotonic()
+    try:
+        report = execute(args)
+    except (QuantAgentError, ValueError) as e:
+        print(f"quantagent run: error: {e}", file=sys.stderr)
+        return 2
+    text = json.dumps(report, indent=2)
+    if args.json == "-":
+        print(text)
+    elif args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    if not args.quiet and args.json != "-":
+        print(_summary(report))
+        print(f"({time.monotonic() - t0:.1f} s; episodes in {args.out / 'episodes.jsonl'})")
+    return 0

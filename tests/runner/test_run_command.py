@@ -1,0 +1,127 @@
+"""`quantagent run` end to end on the mini domain with mock arms (in-process and as a
+subprocess killed with SIGKILL and resumed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_quantagent.cli import main
+
+HERE = Path(__file__).parent
+ARMS = """
+[arms.bf16]
+backend = "mock"
+model = "scripted"
+rule = "mini_rules:solving_rule"
+
+[arms.int4]
+backend = "mock"
+model = "scripted"
+responses = [
+  {tool_calls = [{name = "get_usr", arguments = {user_id = "u0"}}]},
+  {content = "Done ###STOP###"},
+]
+"""
+
+
+@pytest.fixture
+def arms_toml(tmp_path: Path, mini_domains_dir: Path) -> Path:
+    p = tmp_path / "arms.toml"
+    p.write_text(ARMS)
+    return p
+
+
+def _run(*args: str) -> int:
+    return main(["run", "--domain", "mini", "-q", *args])
+
+
+def test_two_arm_run_writes_report_and_resumes(arms_toml: Path, tmp_path: Path) -> None:
+    out, rep = tmp_path / "store", tmp_path / "report.json"
+    argv = ["--arms", "bf16,int4", "--config", str(arms_toml), "--trials", "2", "--out", str(out),
+            "--json", str(rep)]
+    assert _run(*argv) == 0
+    report = json.loads(rep.read_text())
+    (cell,) = report["cells"]
+    assert (cell["arm"], cell["reference"], cell["episodes"], cell["paired"]) == ("int4", "bf16", 8, 8)
+    assert cell["success"]["reference"] == 1.0 and cell["success"]["arm"] == 0.0
+    assert cell["channels"]["unknown_tool"]["arm_count"] == 8
+    assert report["run"]["arms"] == ["bf16", "int4"] and report["run"]["budget"] == 10
+    lines = (out / "episodes.jsonl").read_text().splitlines()
+    assert len(lines) == 16
+    before = (out / "episodes.jsonl").stat().st_mtime_ns
+    assert _run(*argv) == 0  # resume: nothing to run, nothing appended
+    assert (out / "episodes.jsonl").stat().st_mtime_ns == before
+    assert json.loads(rep.read_text())["cells"][0]["episodes"] == 8
+
+
+def test_one_arm_run_has_null_reference(arms_toml: Path, tmp_path: Path) -> None:
+    rep = tmp_path / "r.json"
+    assert _run("--arms", "int4", "--config", str(arms_toml), "--tasks", "t1,t2",
+                "--out", str(tmp_path / "s"), "--json", str(rep)) == 0
+    (cell,) = json.loads(rep.read_text())["cells"]
+    assert cell["reference"] is None and cell["arm"] == "int4" and cell["episodes"] == 2
+    assert cell["channels"]["unknown_tool"]["arm_count"] == 2
+
+
+@pytest.mark.parametrize("arms,expected", [
+    ("bf16,fp9", r"unknown arm 'fp9'; known arms: bf16, int4"),
+    ("bf16,,int4", r"unknown arm 'bf16,,int4'; known arms: bf16, int4"),
+    ("bf16,bf16", r"arm 'bf16' is listed twice"),
+])
+def test_bad_arms_refused_with_allowed_values(arms_toml: Path, tmp_path: Path, arms: str, expected: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run("--arms", arms, "--config", str(arms_toml), "--out", str(tmp_path)) == 2
+    import re
+    assert re.search(expected, capsys.readouterr().err)
+
+
+def test_unknown_backend_refused_with_known_backends(tmp_path: Path, mini_domains_dir: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "arms.toml"
+    cfg.write_text('[arms.bf16]\nbackend = "vlm"\nmodel = "x"\n')
+    assert _run("--arms", "bf16", "--config", str(cfg), "--out", str(tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert "unknown backend 'vlm'; known backends:" in err
+    assert "mock" in err and "openai" in err
+
+
+def test_unknown_domain_and_task_refused(arms_toml: Path, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--domain", "nope", "--arms", "bf16", "--config", str(arms_toml), "-q"]) == 2
+    assert "unknown domain 'nope'; known domains: mini" in capsys.readouterr().err
+    assert _run("--arms", "bf16", "--config", str(arms_toml), "--tasks", "t9", "--out", str(tmp_path)) == 2
+    assert "unknown mini task id 't9'; known mini task ids: t0, t1, t2, t3" in capsys.readouterr().err
+
+
+def test_sigkill_mid_run_then_resume_gives_exactly_n(tmp_path: Path) -> None:
+    cfg = tmp_path / "arms.toml"
+    # 40 ms per model call, 3 calls per episode, concurrency 2: ~16 s for all 40 episodes.
+    cfg.write_text('[arms.bf16]\nbackend = "mock"\nmodel = "s"\nrule = "mini_rules:solving_rule"\nlatency_s = 0.04\n')
+    out = tmp_path / "store"
+    env = {**os.environ, "QUANTAGENT_DOMAINS_DIR": str(HERE / "domains"), "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-m", "pytest_quantagent.cli", "run", "--domain", "mini", "--arms", "bf16",
+           "--config", str(cfg), "--trials", "10", "--concurrency", "2", "--out", str(out), "-q"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    store = out / "episodes.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not store.exists() or len(store.read_bytes().splitlines()) < 6):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    n_killed = len(store.read_bytes().splitlines())
+    assert 6 <= n_killed < 40, "the kill must land mid-run"
+    done = subprocess.run(cmd, env=env, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    keys = [json.loads(x)["key"] for x in store.read_bytes().splitlines()]
+    assert len(keys) == len(set(keys)) == 40
+    pairs = sorted((json.loads(x)["task_id"], json.loads(x)["trial"]) for x in store.read_bytes().splitlines())
+    assert pairs == sorted((f"t{i}", k) for i in range(4) for k in range(10))
