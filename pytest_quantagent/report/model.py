@@ -96,11 +96,22 @@ class CellInput:
 
     domain: str
     arm: str
-    records: Records
+    records: Records | None = None
     reference: str | None = None
     reference_records: Records | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     """Extra fields copied into the cell (e.g. τ²-bench reader flags)."""
+    arm_records: Records | None = None
+    """Synonym of ``records`` (give one of them)."""
+
+    def __post_init__(self) -> None:
+        if (self.records is None) == (self.arm_records is None):
+            raise ValueError(
+                f"cell {self.domain}/{self.arm}: give exactly one of records= or arm_records="
+            )
+        if self.records is None:
+            self.records = self.arm_records
+            self.arm_records = None
 
 
 # --------------------------------------------------------------------------- report schema
@@ -598,7 +609,10 @@ def analyze(
         raise ValueError("ratio_method='bootstrap' needs rng (a numpy.random.Generator)")
     pending: list[_Pending] = []
     for inp in inputs:
-        a = _as_arm(inp.records, inp.domain, inp.arm)
+        arm_input = inp.records if inp.records is not None else inp.arm_records
+        if arm_input is None:  # unreachable: __post_init__ guarantees one
+            raise ValueError(f"cell {inp.domain}/{inp.arm} has no records")
+        a = _as_arm(arm_input, inp.domain, inp.arm)
         if inp.reference_records is None:
             pending.append(_arm_only(inp, a, cfg))
             continue

@@ -132,3 +132,17 @@ def test_bootstrap_method_is_reproducible() -> None:
     cell_b = analyze([_cell(11)], cfg, rng=np.random.default_rng(0)).cells[0]
     ch_a, ch_b = cell_a.channels["unknown_tool"], cell_b.channels["unknown_tool"]
     assert ch_a.method == "cluster-bootstrap" and ch_a.ratio_ci == ch_b.ratio_ci
+
+
+def test_terminal_table_one_row_per_cell() -> None:
+    from rich.console import Console
+
+    from pytest_quantagent.report.terminal import render_terminal
+
+    rep = analyze([_cell(12, ratio={Channel.UNKNOWN_TOOL: 3.0}), _cell(13, n_tasks=5, trials=1)])
+    console = Console(record=True, width=200)
+    render_terminal(rep, console)
+    text = console.export_text()
+    assert "MASKED_DAMAGE" in text and "INCONCLUSIVE" in text
+    assert "unknown_tool ×" in text and "--quant-trials" in text
+    render_terminal(rep.model_dump(mode="json"), console)  # a saved report re-renders

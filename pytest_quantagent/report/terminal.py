@@ -1,0 +1,104 @@
+"""Rich terminal table of a report: one row per cell.
+
+Columns: success at the run budget and at K=2 (reference → candidate, gap with its CI),
+the largest channel ratios, the verdict and its first reasons. Works on the report JSON
+(a dict) so a saved report re-renders without re-analysing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from pytest_quantagent.report.model import Report
+
+_VERDICT_STYLE = {
+    "LOSSLESS": "bold green",
+    "MASKED_DAMAGE": "bold yellow",
+    "DEGRADED": "bold red",
+    "INCONCLUSIVE": "bold blue",
+}
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def _pts_ci(diff: float | None, ci: list[float] | None) -> str:
+    if diff is None:
+        return ""
+    out = f"{100 * diff:+.1f} pts"
+    if ci and ci[0] is not None and ci[1] is not None:
+        out += f" [{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]"
+    return out
+
+
+def _success_at(cell: dict[str, Any], k: int) -> str:
+    b = cell["budget"]
+    if k not in b["K"]:
+        return "—"
+    i = b["K"].index(k)
+    arm = b["arm"][i]
+    ref = (b.get("reference") or [None] * len(b["K"]))[i]
+    if cell.get("reference") is None:
+        return _pct(arm)
+    gap = (b.get("gap") or [None] * len(b["K"]))[i]
+    gap_ci = (b.get("gap_ci") or [None] * len(b["K"]))[i]
+    return f"{_pct(ref)} → {_pct(arm)}\n{_pts_ci(gap, gap_ci)}"
+
+
+def _channels(cell: dict[str, Any], top: int = 2) -> str:
+    rows = []
+    for name, ch in cell["channels"].items():
+        if cell.get("reference") is None:
+            if ch.get("arm_count"):
+                rows.append((ch.get("arm_rate") or 0.0, f"{name} {_pct(ch.get('arm_rate'))}"))
+            continue
+        ratio = ch.get("ratio")
+        if ratio is None and ch.get("arm_count") and not ch.get("reference_count"):
+            rows.append((float("inf"), f"{name} {ch['arm_count']} vs 0"))
+        elif ratio is not None and (ch.get("arm_count") or ch.get("reference_count")):
+            p = ch.get("p_holm")
+            ptxt = "" if p is None else f" p={p:.1g}"
+            rows.append((ratio, f"{name} ×{ratio:.2f}{ptxt}"))
+    rows.sort(key=lambda r: -r[0])
+    return "\n".join(text for _, text in rows[:top]) or "—"
+
+
+def build_table(report: Report | dict[str, Any], title: str = "pytest-quantagent") -> Table:
+    """The rich table (one row per cell) of ``report``."""
+    data = report.model_dump(mode="json") if isinstance(report, Report) else report
+    table = Table(title=title, show_lines=True)
+    table.add_column("domain / arm")
+    table.add_column("episodes", justify="right")
+    run_k = None
+    for col in ("success @ run budget", "success @ K=2", "largest channel ratios", "verdict"):
+        table.add_column(col)
+    for cell in data.get("cells", []):
+        ks = cell["budget"]["K"]
+        run_k = ks[-1] if ks else None
+        ref = cell.get("reference")
+        name = f"{cell['domain']} / {cell['arm']}" + (f"\nvs {ref}" if ref else "")
+        eps = str(cell["episodes"]) + (f"\n{cell['paired']} paired" if ref else "")
+        s = cell["success"]
+        if ref is None:
+            run = _pct(s.get("arm"))
+        else:
+            run = f"{_pct(s.get('reference'))} → {_pct(s.get('arm'))}\n{_pts_ci(s.get('diff'), s.get('ci'))}"
+        verdict = cell.get("verdict") or "arm only"
+        style = _VERDICT_STYLE.get(verdict, "")
+        reasons = cell.get("reasons") or []
+        vtext = f"[{style}]{verdict}[/]" if style else verdict
+        if reasons:
+            vtext += "\n" + "\n".join(reasons[:3])
+        table.add_row(name, eps, run, _success_at(cell, 2), _channels(cell), vtext)
+    if run_k is not None:
+        table.caption = f"run budget K={run_k}; gaps are candidate − reference with 95% CIs; p are Holm-adjusted"
+    return table
+
+
+def render_terminal(report: Report | dict[str, Any], console: Console | None = None) -> None:
+    """Print the table to ``console`` (a new stdout console by default)."""
+    (console or Console()).print(build_table(report))
