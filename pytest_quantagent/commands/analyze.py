@@ -1,0 +1,213 @@
+"""``quantagent analyze``: analyse episode stores (or τ²-bench results files) into a report.
+
+Stores are read line by line and folded into compact per-(domain, arm) arrays as they are
+read, so large runs never sit in memory twice. A torn last line (a writer killed mid-append)
+is skipped with a warning; a bad line anywhere else is an error naming file and line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from pytest_quantagent.errors import DataFileError, QuantAgentError
+
+STORE_FILE = "episodes.jsonl"
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "analyze",
+        help="analyze episode stores or tau2-bench results files",
+        description="Analyze episode stores (run directories holding episodes.jsonl, or .jsonl "
+        "files) grouped by (domain, arm), each arm against the reference arm; or tau2-bench "
+        "results files with --tau2 (the first file is the reference).",
+    )
+    p.add_argument("paths", nargs="*", type=Path, metavar="STORE_OR_RUN_DIR",
+                   help="run directories (containing episodes.jsonl) or .jsonl store files")
+    p.add_argument("--tau2", nargs="+", type=Path, default=None, metavar="RESULTS_JSON",
+                   help="tau2-bench results files: REF.json CAND.json [...]")
+    p.add_argument("--reference", default=None, metavar="ARM",
+                   help="reference arm label (default: bf16 if present, else the first arm)")
+    p.add_argument("--json", dest="json_path", default=None, metavar="PATH",
+                   help="write the report JSON to PATH ('-' for stdout)")
+    p.add_argument("--html", dest="html_path", type=Path, default=None, metavar="PATH",
+                   help="write the self-contained HTML report to PATH")
+    p.add_argument("--margin", type=float, default=0.075,
+                   help="equivalence margin on success (default 0.075 = 7.5 points)")
+    p.add_argument("--max-ratio", type=float, default=1.2,
+                   help="channel amplification threshold (default 1.2)")
+    p.add_argument("--alpha", type=float, default=0.05, help="family-wise level (default 0.05)")
+    p.add_argument("--budgets", default="2,5,10", metavar="K[,K...]",
+                   help="tight budgets whose success gap is tested (default 2,5,10)")
+    p.add_argument("--ratio-method", choices=("sandwich", "bootstrap"), default="sandwich",
+                   help="rate-ratio CI: cluster-robust sandwich (default) or task bootstrap")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    p.add_argument("--quiet", action="store_true", help="do not print the table")
+
+
+def _store_files(paths: Sequence[Path]) -> list[Path]:
+    files = []
+    for p in paths:
+        if p.is_dir():
+            f = p / STORE_FILE
+            if not f.is_file():
+                raise DataFileError(p, "", f"not a run directory: no {STORE_FILE} inside")
+            files.append(f)
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise DataFileError(p, "", "no such file or directory")
+    return files
+
+
+def iter_store(path: Path, warn: Any = None) -> Iterable[Any]:
+    """Yield the :class:`EpisodeRecord` of each line of a JSONL store (streaming)."""
+    from pytest_quantagent.store.records import EpisodeRecord
+
+    warn = warn or (lambda msg: print(f"quantagent analyze: warning: {msg}", file=sys.stderr))
+    with path.open("rb") as f:
+        pending: tuple[int, str] | None = None
+        for lineno, raw in enumerate(f, start=1):
+            if pending is not None:
+                # the bad line was not the last one: a real error, not a torn append
+                bad_no, problem = pending
+                raise DataFileError(path, f"line {bad_no}", f"not a valid episode record: {problem}")
+            if not raw.strip():
+                continue
+            try:
+                yield EpisodeRecord.model_validate_json(raw)
+            except ValidationError as e:
+                first = e.errors()[0] if e.errors() else {"msg": str(e), "loc": ()}
+                where = ".".join(str(x) for x in first.get("loc", ()))
+                pending = (lineno, f"{where}: {first.get('msg')}" if where else str(first.get("msg")))
+        if pending is not None:
+            warn(f"{path}: skipped a torn last line (line {pending[0]})")
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from pytest_quantagent.report.model import AnalysisConfig
+
+    try:
+        budgets = tuple(int(x) for x in str(args.budgets).split(",") if x.strip())
+    except ValueError:
+        raise ValueError(
+            f"--budgets={args.budgets!r} is not allowed; give comma-separated integers, e.g. 2,5,10"
+        ) from None
+    return AnalysisConfig(margin=args.margin, max_ratio=args.max_ratio, alpha=args.alpha,
+                          budgets=budgets, ratio_method=args.ratio_method)
+
+
+def _pick_reference(arms: Sequence[str], wanted: str | None, domain: str) -> str:
+    from pytest_quantagent.errors import UnknownNameError
+
+    if wanted is not None:
+        if wanted not in arms:
+            raise UnknownNameError("reference arm", wanted, arms, hint=f"(domain {domain})")
+        return wanted
+    return "bf16" if "bf16" in arms else sorted(arms)[0]
+
+
+def build_report(args: argparse.Namespace) -> Any:
+    """Read the inputs, analyse, return the :class:`Report`."""
+    import numpy as np
+
+    from pytest_quantagent.metrics.episode import ArmAccumulator, ArmData
+    from pytest_quantagent.report.model import CellInput, analyze
+
+    cfg = _config(args)
+    if not args.paths and not args.tau2:
+        raise ValueError("nothing to analyze: give STORE_OR_RUN_DIR paths or --tau2 files")
+    acc: dict[tuple[str, str], ArmAccumulator] = {}
+    extra: dict[tuple[str, str], dict[str, Any]] = {}
+    order: list[tuple[str, str]] = []
+    reference = args.reference
+    sources: list[str] = []
+
+    def fold(records: Iterable[Any]) -> None:
+        for r in records:
+            key = (r.domain, r.arm)
+            if key not in acc:
+                acc[key] = ArmAccumulator(*key)
+                order.append(key)
+            acc[key].add(r)
+
+    for f in _store_files(args.paths):
+        sources.append(str(f))
+        fold(iter_store(f))
+    if args.tau2:
+        from pytest_quantagent.tau2.reader import read_results
+
+        for i, path in enumerate(args.tau2):
+            run = read_results(path)
+            sources.append(str(path))
+            if i == 0 and reference is None:
+                reference = run.label
+            fold(run.records)
+            flags = run.flags
+            extra[(run.domain, run.label)] = {
+                "tau2_flags": dataclasses.asdict(flags) if dataclasses.is_dataclass(flags) else flags
+            }
+            del run
+    data: dict[tuple[str, str], ArmData] = {k: a.finish() for k, a in acc.items()}
+    inputs: list[CellInput] = []
+    for domain in dict.fromkeys(d for d, _ in order):
+        arms = [a for d, a in order if d == domain]
+        if len(arms) == 1:
+            inputs.append(CellInput(domain, arms[0], data[(domain, arms[0])],
+                                    extra=extra.get((domain, arms[0]), {})))
+            continue
+        ref = _pick_reference(arms, reference, domain)
+        for arm in arms:
+            if arm == ref:
+                continue
+            inputs.append(CellInput(domain, arm, data[(domain, arm)], ref, data[(domain, ref)],
+                                    extra=extra.get((domain, arm), {})))
+    run_meta = {
+        "sources": sources,
+        "models": sorted({m for d in data.values() for m in d.models}),
+        "backends": sorted({b for d in data.values() for b in d.backends}),
+        "arms": sorted({a for _, a in order}),
+        "budget": min((d.max_errors for d in data.values()), default=None),
+        "seed": args.seed,
+    }
+    return analyze(inputs, cfg, rng=np.random.default_rng(args.seed), run=run_meta)
+
+
+def write_outputs(report: Any, json_path: str | None, html_path: Path | None) -> None:
+    """Write the JSON (``-`` = stdout) and HTML outputs of a report."""
+    from pytest_quantagent.report.json_io import dumps_report, write_report
+
+    data = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
+    if json_path == "-":
+        sys.stdout.write(dumps_report(data))
+    elif json_path:
+        write_report(data, json_path)
+    if html_path is not None:
+        try:
+            from pytest_quantagent.report.html import render_html
+        except ImportError:
+            raise QuantAgentError("HTML rendering (pytest_quantagent.report.html) is not "
+                                  "available in this build") from None
+        html_path.parent.mkdir(parents=True, exist_ok=True)
+        html_path.write_text(render_html(data), encoding="utf-8")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        report = build_report(args)
+        if not args.quiet and args.json_path != "-":
+            from pytest_quantagent.report.terminal import render_terminal
+
+            render_terminal(report)
+        write_outputs(report, args.json_path, args.html_path)
+    except (QuantAgentError, ValueError) as e:
+        print(f"quantagent analyze: error: {e}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,70 @@
+"""``quantagent analyze`` / ``quantagent report`` end to end on synthetic stores."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_quantagent.cli import main
+from pytest_quantagent.env.channels import Channel
+from pytest_quantagent.metrics.synthetic import make_tasks, synthetic_episodes
+
+
+def _write_store(run_dir: Path, *, torn: bool = False) -> Path:
+    rng = np.random.default_rng(3)
+    tasks = make_tasks(rng, 25)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / "episodes.jsonl"
+    with path.open("w") as f:
+        for arm, ratio in (("bf16", None), ("int4", {Channel.UNKNOWN_TOOL: 3.0}), ("fp8", None)):
+            for r in synthetic_episodes(rng, tasks, arm=arm, ratio=ratio):
+                f.write(r.model_dump_json() + "\n")
+        if torn:
+            f.write('{"schema_version": 1, "key": "trunc')
+    return path
+
+
+def test_analyze_store_writes_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _write_store(tmp_path / "run", torn=True)
+    out = tmp_path / "report.json"
+    rc = main(["analyze", str(tmp_path / "run"), "--json", str(out)])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert "torn last line" in captured.err
+    data = json.loads(out.read_text())
+    cells = {(c["domain"], c["arm"]): c for c in data["cells"]}
+    assert set(cells) == {("retail", "int4"), ("retail", "fp8")}
+    assert cells[("retail", "int4")]["reference"] == "bf16"
+    assert cells[("retail", "int4")]["paired"] == 75
+    assert "int4" in captured.out and "verdict" in captured.out
+    # re-render the saved report
+    rc = main(["report", str(out), "--json", "-"])
+    again = json.loads(capsys.readouterr().out)
+    assert rc == 0 and again["cells"] == data["cells"]
+
+
+def test_analyze_reference_choice_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = _write_store(tmp_path / "run")
+    rc = main(["analyze", str(store), "--reference", "fp8", "--json", "-", "--quiet"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and {c["reference"] for c in data["cells"]} == {"fp8"}
+    assert main(["analyze", str(store), "--reference", "int8"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown reference arm 'int8'" in err and "bf16, fp8, int4" in err
+    assert main(["analyze", str(tmp_path / "missing")]) == 2
+    assert "no such file or directory" in capsys.readouterr().err
+    assert main(["analyze", str(store), "--budgets", "2,x"]) == 2
+    assert "--budgets='2,x' is not allowed" in capsys.readouterr().err
+
+
+def test_analyze_bad_middle_line_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = _write_store(tmp_path / "run")
+    lines = store.read_text().splitlines()
+    lines.insert(5, '{"not": "a record"}')
+    store.write_text("\n".join(lines) + "\n")
+    assert main(["analyze", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert "line 6" in err and "not a valid episode record" in err
