@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_quantagent.env.domain import Domain
@@ -34,6 +35,15 @@ class TelecomDomain(Domain):
             intents=self.device_intents,
             user_tool_names=self.user_tool_names,
         )
+
+    def generate_tasks(self, seed: int, n: int, kinds: Sequence[str] | None = None) -> list[Task]:
+        """``n`` fresh tasks over this domain's DB (see :func:`generate.generate_tasks`).
+        Seed 7 drew the bundled tasks: use other seeds for training data."""
+        from .generate import generate_tasks
+
+        if not isinstance(self.db, TelecomDB):
+            raise TypeError(f"telecom DB expected, got {type(self.db).__name__}")
+        return generate_tasks(self.db, seed, n, kinds)
 
 
 def _first_existing(data_dir: Path, names: tuple[str, ...]) -> Path:
