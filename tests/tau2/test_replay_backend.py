@@ -104,9 +104,9 @@ def test_missing_file_fails_at_build_time(tmp_path: Path) -> None:
     cfg = tmp_path / "arms.toml"
     cfg.write_text(f'[arms.int4]\nbackend = "replay"\npath = "{tmp_path / "gone.json"}"\n')
     arm = load_arms_config(cfg)["int4"]
-    with pytest.raises(DataFileError, match="gone.json"):
+    with pytest.raises(DataFileError, match=r"gone\.json"):
         create_backend(arm, BackendOptions())
-    with pytest.raises(DataFileError, match="gone.json"):
+    with pytest.raises(DataFileError, match=r"gone\.json"):
         load_replay_arm(arm)
 
 

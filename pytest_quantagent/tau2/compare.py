@@ -1,0 +1,68 @@
+"""Several τ²-bench results files as reference/candidate groups (``analyze --tau2``).
+
+The first file is the reference; files are grouped by domain (from each file's ``info``),
+and in a domain where the first file is not present, the first file of that domain is its
+reference. Episodes are paired by ``(task_id, trial)`` when both files share them;
+otherwise the comparison is unpaired, and :func:`pairing_note` says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_quantagent.tau2.reader import Tau2Run, read_results
+
+
+@dataclass
+class DomainGroup:
+    """The files of one domain: a reference and its candidates."""
+
+    domain: str
+    reference: Tau2Run
+    candidates: list[Tau2Run] = field(default_factory=list)
+
+
+def read_comparison(paths: Sequence[str | Path],
+                    labels: Sequence[str] | None = None) -> list[DomainGroup]:
+    """Read every file (the first is the reference) and group them by domain.
+
+    Labels default to the file names; a repeated name gets ``#2``, ``#3``... so every arm of
+    a domain has its own label. Raises :class:`DataFileError` for the first bad file.
+    """
+    if len(paths) < 2:
+        raise ValueError(
+            f"--tau2 needs a reference file and at least one candidate file, got {len(paths)}"
+        )
+    if labels is not None and len(labels) != len(paths):
+        raise ValueError(f"{len(labels)} labels given for {len(paths)} files; give one per file")
+    groups: dict[str, DomainGroup] = {}
+    used: dict[str, set[str]] = {}
+    for i, p in enumerate(paths):
+        run = read_results(p, label=labels[i] if labels is not None else None)
+        taken = used.setdefault(run.domain, set())
+        base, n = run.label, 1
+        while run.label in taken:
+            n += 1
+            run.label = f"{base}#{n}"
+        if run.label != base:
+            for r in run.records:
+                r.arm = run.label
+        taken.add(run.label)
+        if run.domain not in groups:
+            groups[run.domain] = DomainGroup(run.domain, run)
+        else:
+            groups[run.domain].candidates.append(run)
+    return list(groups.values())
+
+
+def pairing_note(reference: Tau2Run, candidate: Tau2Run) -> str:
+    """One line stating how ``candidate`` is compared with ``reference``."""
+    common = reference.keys() & candidate.keys()
+    if not common:
+        return (f"{candidate.label} vs {reference.label}: unpaired (no common (task_id, trial); "
+                f"{len(candidate.records)} vs {len(reference.records)} episodes)")
+    return (f"{candidate.label} vs {reference.label}: paired by (task_id, trial) on "
+            f"{len(common)} episodes ({len(candidate.records)} candidate, "
+            f"{len(reference.records)} reference)")
