@@ -17,6 +17,7 @@ Each refusal raises the :mod:`pytest_quantagent.env.toolkit` error class of its 
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import operator
 import unicodedata
@@ -59,6 +60,7 @@ _CALC_CHARS = frozenset("0123456789+-*/(). ")
 _MAX_EXPRESSION_CHARS = 1000
 
 
+@functools.lru_cache(maxsize=4096)
 def _fold(text: str) -> str:
     """Case- and accent-insensitive form of a name or email, for identification lookups."""
     decomposed = unicodedata.normalize("NFKD", text)
@@ -121,6 +123,13 @@ class RetailTools(Toolkit):
             raise EntityNotFoundError("Order not found", entity=order_id)
         return order
 
+    def _order_for_update(self, order_id: str) -> Order:
+        """The order (and its user) as this DB's own copies, ready to be changed."""
+        order = self._get_order(order_id)
+        self.db.own_order(order_id)
+        self.db.own_user(order.user_id)
+        return self.db.orders[order_id]
+
     def _get_user(self, user_id: str) -> User:
         user = self.db.users.get(user_id)
         if user is None:
@@ -173,7 +182,7 @@ class RetailTools(Toolkit):
             order_id: The order id, such as '#W0000000' (it starts with '#').
             reason: Why the order is cancelled: either 'no longer needed' or 'ordered by mistake'.
         """
-        order = self._get_order(order_id)
+        order = self._order_for_update(order_id)
         if order.status != "pending":
             raise PolicyViolationError("Non-pending order cannot be cancelled", entity=order_id)
         if reason not in CANCEL_REASONS:
@@ -207,7 +216,7 @@ class RetailTools(Toolkit):
             new_item_ids: The new item ids, each such as '1008292230', in the same positions as item_ids and of the same product. May contain duplicates.
             payment_method_id: The payment method that pays or receives the price difference, such as 'gift_card_0000000' or 'credit_card_0000000' (see the user or order details).
         """
-        order = self._get_order(order_id)
+        order = self._order_for_update(order_id)
         if order.status != "delivered":
             raise PolicyViolationError("Non-delivered order cannot be exchanged", entity=order_id)
         missing = self._first_missing(item_ids, order)
@@ -338,7 +347,7 @@ class RetailTools(Toolkit):
             country: The country, such as 'USA'.
             zip: The zip code, such as '12345'.
         """
-        order = self._get_order(order_id)
+        order = self._order_for_update(order_id)
         if "pending" not in order.status:
             raise PolicyViolationError("Non-pending order cannot be modified", entity=order_id)
         order.address = UserAddress(
@@ -358,7 +367,7 @@ class RetailTools(Toolkit):
             new_item_ids: The new item ids, each such as '1008292230', in the same positions as item_ids and of the same product. May contain duplicates.
             payment_method_id: The payment method that pays or receives the price difference, such as 'gift_card_0000000' or 'credit_card_0000000' (see the user or order details).
         """
-        order = self._get_order(order_id)
+        order = self._order_for_update(order_id)
         if order.status != "pending":
             raise PolicyViolationError("Non-pending order cannot be modified", entity=order_id)
         missing = self._first_missing(item_ids, order)
@@ -413,7 +422,7 @@ class RetailTools(Toolkit):
             order_id: The order id, such as '#W0000000' (it starts with '#').
             payment_method_id: The new payment method, such as 'gift_card_0000000' or 'credit_card_0000000' (see the user or order details).
         """
-        order = self._get_order(order_id)
+        order = self._order_for_update(order_id)
         if "pending" not in order.status:
             raise PolicyViolationError("Non-pending order cannot be modified", entity=order_id)
         method = self._get_payment_method(order.user_id, payment_method_id)
@@ -468,7 +477,9 @@ class RetailTools(Toolkit):
             country: The country, such as 'USA'.
             zip: The zip code, such as '12345'.
         """
-        user = self._get_user(user_id)
+        self._get_user(user_id)
+        self.db.own_user(user_id)
+        user = self.db.users[user_id]
         user.address = UserAddress(
             address1=address1, address2=address2, city=city, state=state, country=country, zip=zip
         )
@@ -485,7 +496,7 @@ class RetailTools(Toolkit):
             item_ids: The item ids to return, each such as '1008292230'. May contain duplicates.
             payment_method_id: The payment method that receives the refund: the original payment method or a gift card, such as 'gift_card_0000000' or 'credit_card_0000000'.
         """
-        order = self._get_order(order_id)
+        order = self._order_for_update(order_id)
         if order.status != "delivered":
             raise PolicyViolationError("Non-delivered order cannot be returned", entity=order_id)
         method = self._get_payment_method(order.user_id, payment_method_id)

@@ -1,0 +1,66 @@
+"""The retail domain: our generated data, or τ²-bench's official files with the same tools.
+
+Loaded by :func:`pytest_quantagent.env.registry.get_domain` (``get_domain("retail")``,
+``get_domain("retail", tau2_data=DIR)``). Besides the engine's :class:`Domain` interface,
+:class:`RetailDomain` offers :meth:`RetailDomain.generate_tasks` (extra tasks for training
+without writing files) and :meth:`RetailDomain.id_pool` (every id-like string episodes can
+show, for a domain tokenizer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytest_quantagent.env.domain import Domain
+from pytest_quantagent.env.tasks import Task, load_splits, load_tasks
+from pytest_quantagent.errors import DataFileError
+
+from . import generate
+from .data_model import RetailDB
+from .tools import RetailTools
+
+DEFAULT_TASKS_FILE = "tasks.json"
+
+
+class RetailDomain(Domain):
+    """The retail :class:`Domain` plus task generation over its DB."""
+
+    db: RetailDB
+
+    def generate_tasks(
+        self, seed: int, n: int, kinds: Sequence[str] | None = None, *, id_prefix: str = "gen_"
+    ) -> list[Task]:
+        """``n`` fresh tasks over this domain's DB (see :func:`generate.generate_tasks`);
+        ``kinds`` from :data:`generate.TASK_KINDS`. They are not added to ``self.tasks``."""
+        return generate.generate_tasks(self.db, seed, n, kinds, id_prefix=id_prefix)
+
+    def id_pool(self) -> set[str]:
+        """Every id-like string episodes over this DB can contain (see :func:`generate.id_pool`)."""
+        return generate.id_pool(self.db)
+
+
+def make_domain(data_dir: Path, tasks_file: str | None, official: bool) -> RetailDomain:
+    """Build the retail domain from ``data_dir`` (``db.json``, ``policy.md``, the task file
+    and, when present, its ``split_<stem>.json``)."""
+    data_dir = Path(data_dir)
+    db_path = data_dir / "db.json"
+    if not db_path.is_file():
+        raise DataFileError(db_path, "", "retail DB file not found")
+    db = RetailDB.load(db_path)
+    policy_path = data_dir / "policy.md"
+    if not policy_path.is_file():
+        raise DataFileError(policy_path, "", "retail policy file not found")
+    tasks_name = tasks_file or DEFAULT_TASKS_FILE
+    tasks = load_tasks(data_dir / tasks_name)
+    split_path = data_dir / f"split_{Path(tasks_name).stem}.json"
+    splits = load_splits(split_path, [t.id for t in tasks]) if split_path.is_file() else {}
+    return RetailDomain(
+        name="retail",
+        policy=policy_path.read_text(encoding="utf-8"),
+        db=db,
+        tasks=tasks,
+        agent_toolkit=RetailTools,
+        splits=splits,
+        official=official,
+    )
