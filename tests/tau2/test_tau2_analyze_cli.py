@@ -1,0 +1,83 @@
+"""``quantagent analyze --tau2 REF.json CAND.json`` end to end on the reader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tau2_builders import Conversation, results, simulation, write_json
+
+from pytest_quantagent.cli import main
+
+
+def _run(tmp_path: Path, *files: Path) -> dict[str, Any]:
+    out = tmp_path / "report.json"
+    rc = main(["analyze", "--quiet", "--json", str(out), "--tau2", *map(str, files)])
+    assert rc == 0
+    data: dict[str, Any] = json.loads(out.read_text())
+    return data
+
+
+def _file(path: Path, tasks: list[str], hallucinated: int, *,
+          infra: int = 0) -> Path:
+    sims = []
+    for i, t in enumerate(tasks):
+        conv = Conversation()
+        for _ in range(hallucinated):
+            conv.call("get_order_status", "Error: Tool 'get_order_status' not found.",
+                      error=True)
+        conv.call("get_order_details", '{"status": "ok"}').say("user", "###STOP###")
+        term = "infrastructure_error" if i < infra else "user_stop"
+        sims.append(simulation(t, conv.messages, termination=term))
+    return write_json(path, results(sims, domain="retail"))
+
+
+def test_paired_cell_with_channel_counts_and_flags(tmp_path: Path) -> None:
+    tasks = [str(i) for i in range(20)]
+    ref = _file(tmp_path / "bf16.json", tasks, hallucinated=0)
+    cand = _file(tmp_path / "int4.json", tasks, hallucinated=2, infra=3)
+    report = _run(tmp_path, ref, cand)
+    (cell,) = report["cells"]
+    assert (cell["domain"], cell["arm"], cell["reference"]) == ("retail", "int4", "bf16")
+    assert cell["paired"] == 17  # the 3 infrastructure errors are excluded, as in τ²-bench
+    ch = cell["channels"]["unknown_tool"]
+    assert (ch["arm_count"], ch["reference_count"]) == (34, 0)
+    # the report model copies the reader's flags into the cell (``CellInput.extra``)
+    flags = cell.get("tau2_flags") or cell["extra"]["tau2_flags"]
+    assert flags["infrastructure_errors"] == 3
+    assert flags["episodes"] == 20
+
+
+def test_no_common_tasks_is_stated_unpaired(tmp_path: Path) -> None:
+    ref = _file(tmp_path / "bf16.json", [str(i) for i in range(10)], hallucinated=0)
+    cand = _file(tmp_path / "int4.json", [str(i) for i in range(50, 60)], hallucinated=1)
+    (cell,) = _run(tmp_path, ref, cand)["cells"]
+    assert cell["paired"] == 0
+    assert any("could not be paired" in r for r in cell["reasons"])
+
+
+def test_real_file_against_itself(tmp_path: Path, tau2_data: Path) -> None:
+    real = tau2_data / "results" / "gpt-4.1_retail_1trial_feature-gym.json"
+    if not real.is_file():
+        pytest.skip(f"{real} not present")
+    copy = tmp_path / "again.json"
+    copy.write_bytes(real.read_bytes())
+    (cell,) = _run(tmp_path, real, copy)["cells"]
+    assert cell["episodes"] == cell["reference_episodes"] == cell["paired"] == 40
+    assert cell["tool_calls"] == {"arm": 300, "reference": 300}
+    assert cell["success"]["diff"] == 0
+
+
+def test_bad_file_is_refused_with_path_and_location(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    ref = _file(tmp_path / "bf16.json", ["1", "2"], hallucinated=0)
+    text = ref.read_text()
+    bad = tmp_path / "cut.json"
+    bad.write_text(text[: text.index('"task_id": "2"')])
+    rc = main(["analyze", "--quiet", "--tau2", str(ref), str(bad)])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err
+    assert "simulations[1]" in err and "truncated" in err
