@@ -29,7 +29,7 @@ def _extract_mode(text: str) -> dict[str, Any]:
     for mode, groups in _MODES.items():
         if matches(text, groups):
             return {"mode": mode}
-    return {"mode": "4g_5g_preferred"}
+    return {}
 
 
 def _extract_app(text: str) -> dict[str, Any]:
@@ -65,13 +65,14 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
     _intent("check_network_status", "Could you check your phone's network status?",
             ("network", "status"), ("connection", "status"), ("cellular", "connection"),
             ("check", "signal"), ("check", "network", "connection")),
-    _intent("check_network_mode_preference", "Which network mode preference is your phone currently set to?",
+    _intent("check_network_mode_preference", "Which network mode does your phone currently prefer?",
             ("check", "network", "mode"), ("which", "network", "mode"), ("what", "network", "mode"),
             ("current", "network", "mode"), ("check", "preferred", "network")),
     _intent("set_network_mode_preference", "Please change the preferred network mode of your phone to {mode}.",
             ("change", "network", "mode"), ("set", "network", "mode"), ("switch", "network", "mode"),
             ("change", "preferred", "network"), ("set", "preferred", "network"),
             ("network", "mode", "to"), ("preferred", "network", "to"), ("network", "preference", "to"),
+            ("switch", "to", "4g"), ("switch", "to", "5g"), ("switch", "to", "lte"),
             extract=_extract_mode),
     _intent("run_speed_test", "Could you run a speed test on your phone?",
             ("speed", "test"), ("speedtest",), ("test", "speed"), ("internet", "speed"), ("check", "speed")),
@@ -86,7 +87,7 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
             ("take", "sim", "out"), ("sim", "back", "in"), ("sim", "out", "and")),
     _intent("toggle_data", "Please switch the mobile data of your phone on.",
             ("mobile", "data", "on"), ("mobile", "data", "off"), ("cellular", "data", "on"),
-            ("toggle", "mobile", "data"), ("toggle", "data"), ("turn", "on", "data"),
+            ("toggle", "mobile", "data"), ("toggle", "data"),
             ("enable", "mobile", "data"), ("enable", "cellular", "data"), ("switch", "mobile", "data"),
             ("turn", "mobile", "data"), ("turn", "cellular", "data")),
     _intent("toggle_roaming", "Please switch data roaming on in your phone's settings.",
@@ -122,7 +123,8 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
     _intent("check_vpn_status", "Could you check whether a VPN is active on your phone?",
             ("vpn", "status"), ("check", "vpn"), ("using", "vpn"), ("vpn", "active"), ("vpn", "connected")),
     _intent("connect_vpn", "Please connect your VPN.",
-            ("connect", "vpn"), ("connect", "to", "vpn"), ("turn", "on", "vpn"), ("vpn", "on")),
+            ("connect", "to", "vpn"), ("connect", "your", "vpn"), ("connect", "the", "vpn"),
+            ("turn", "on", "vpn"), ("turn", "vpn", "on"), ("enable", "vpn")),
     _intent("disconnect_vpn", "Please disconnect the VPN on your phone.",
             ("disconnect", "vpn"), ("vpn", "off"), ("turn", "off", "vpn"), ("disable", "vpn")),
     _intent("check_installed_apps", "Which apps are installed on your phone?",
@@ -217,6 +219,10 @@ class TelecomUser(ScriptedUser):
             for weaker, stronger in _EXCLUSIVE.items():
                 if weaker in seen and stronger in seen:
                     found = [f for f in found if f[1] != weaker]
+            if not re.search(r"\b(?:connect|enable|turn)\b", low):  # "is it connected?"
+                found = [f for f in found if f[1] != "connect_vpn"]
+            if "roaming" in low and not re.search(r"\b(?:mobile|cellular) data\b", low):
+                found = [f for f in found if f[1] != "toggle_data"]
             resolved = []
             for pos, name, _ in found:
                 args = self._script_args(name)
@@ -225,6 +231,9 @@ class TelecomUser(ScriptedUser):
                     args = dict(intent.defaults)
                     if intent.extract is not None:
                         args.update(intent.extract(sentence))
+                    if name == "set_network_mode_preference" and "mode" not in args:
+                        # "What is your network mode set to?" names no mode: a question.
+                        name, args = "check_network_mode_preference", {}
                 resolved.append((pos, name, args))
             found = resolved
         found.sort(key=lambda x: x[0])

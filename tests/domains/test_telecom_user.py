@@ -1,0 +1,160 @@
+"""The telecom scripted user: device actions asked for in ordinary words; the oracle on our
+tasks and on τ²-bench's; the seeded task generator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from telecom_helpers import telecom_module
+
+from pytest_quantagent.env.messages import AssistantMessage, ToolMessage
+from pytest_quantagent.env.registry import get_domain
+from pytest_quantagent.runner.oracle import run_oracle
+
+generate = telecom_module("generate")
+_DIR = Path(generate.__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def domain():  # type: ignore[no-untyped-def]
+    return get_domain("telecom")
+
+
+@pytest.fixture
+def user(domain):  # type: ignore[no-untyped-def]
+    return domain.make_user(domain.tasks[0], seed=0)
+
+
+def _asked(user, text):  # type: ignore[no-untyped-def]
+    return [(c.name, c.arguments) for c in user.device_calls(text)]
+
+
+def test_every_oracle_phrase_means_its_tool_only(domain, user) -> None:  # type: ignore[no-untyped-def]
+    samples = {"mode": "4g_only", "app_name": "browser", "permission": "network"}
+    assert {i.tool for i in domain.device_intents} == set(domain.user_tool_names) - {"set_apn_settings"}
+    for intent in domain.device_intents:
+        args = {k: v for k, v in samples.items() if "{" + k + "}" in intent.phrase}
+        names = [name for name, _ in _asked(user, intent.ask(args))]
+        if intent.tool == "make_payment":  # paying also shows the request: a harmless read
+            assert names == ["make_payment", "check_payment_request"]
+        else:
+            assert names == [intent.tool], intent.phrase
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Could you please turn off airplane mode?", [("toggle_airplane_mode", {})]),
+    ("Let's try removing the SIM card and putting it back in.", [("reseat_sim_card", {})]),
+    ("Can you restart your device and then check the status bar?",
+     [("reboot_device", {}), ("check_status_bar", {})]),
+    ("Please go to settings and enable mobile data.", [("toggle_data", {})]),
+    ("Please disable Data Saver.", [("toggle_data_saver_mode", {})]),
+    ("Try switching your network mode to 4G/5G preferred.",
+     [("set_network_mode_preference", {"mode": "4g_5g_preferred"})]),
+    ("Could you grant the messaging app the SMS permission?",
+     [("grant_app_permission", {"app_name": "messaging", "permission": "sms"})]),
+    ("Please check whether you can send an MMS now.", [("can_send_mms", {})]),
+    ("Please run toggle_data_saver_mode", [("toggle_data_saver_mode", {})]),
+    ("I've enabled roaming on your line. Now please turn on data roaming on your phone.",
+     [("toggle_roaming", {})]),
+    ("Please check whether your VPN is connected.", [("check_vpn_status", {})]),
+    ("What is your network mode set to?", [("check_network_mode_preference", {})]),
+])
+def test_paraphrases(user, text, expected) -> None:  # type: ignore[no-untyped-def]
+    assert _asked(user, text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "Is airplane mode on?",
+    "I have resumed your line.",
+    "Your line is suspended because of an overdue bill.",
+    "Thanks for waiting while I look up your account.",
+])
+def test_statements_and_state_questions_trigger_nothing(user, text) -> None:  # type: ignore[no-untyped-def]
+    assert _asked(user, text) == []
+
+
+def test_user_performs_and_reports(domain) -> None:  # type: ignore[no-untyped-def]
+    task = next(t for t in domain.tasks if "airplane_mode" in (t.description.purpose or ""))
+    user = domain.make_user(task, seed=0)
+    env = domain.make_environment(task)
+    msg = user.respond([AssistantMessage(content="Please switch airplane mode off.")])
+    (call,) = msg.tool_calls
+    assert call.name == "toggle_airplane_mode" and call.requestor == "user"
+    result = env.get_response(call)
+    reply = user.respond([ToolMessage(id=call.id, content=result.content, requestor="user")])
+    assert "Airplane Mode is now OFF." in reply.content
+
+
+def test_script_arguments_win_over_guesses(domain) -> None:  # type: ignore[no-untyped-def]
+    task = next(t for t in domain.tasks if "mms_permission" in (t.description.purpose or ""))
+    perm = task.user_scenario.script["device_actions"]
+    wanted = next(a for a in perm if a["tool"] == "grant_app_permission")["arguments"]
+    user = domain.make_user(task, seed=0)
+    assert _asked(user, "Please grant the messaging app the needed permission.") == [
+        ("grant_app_permission", wanted)]
+
+
+def test_oracle_solves_every_bundled_task(domain) -> None:  # type: ignore[no-untyped-def]
+    results = run_oracle(domain)
+    assert len(results) >= 100
+    assert [(r.task_id, r.reason) for r in results if not r.success] == []
+
+
+def test_oracle_on_tau2_base_tasks(tau2_data) -> None:  # type: ignore[no-untyped-def]
+    dom = get_domain("telecom", tau2_data=tau2_data, tasks_file="tasks_base_2025-06-10.json")
+    assert dom.official and len(dom.tasks) == 114
+    results = run_oracle(dom)
+    failed = [(r.task_id, r.reason) for r in results if not r.success]
+    assert len(failed) <= 0.03 * len(results), failed
+
+
+def test_tau2_default_task_file_and_policy(tau2_data) -> None:  # type: ignore[no-untyped-def]
+    dom = get_domain("telecom", tau2_data=tau2_data, tasks_file="tasks_small.json")
+    assert dom.policy.startswith("<main_policy>") and "<tech_support_policy>" in dom.policy
+    assert len(dom.user_tool_names) == 30 and len(dom.agent_tool_names) == 13
+
+
+def test_a_do_nothing_agent_fails_every_bundled_task(domain) -> None:  # type: ignore[no-untyped-def]
+    from pytest_quantagent.env.channels import TerminationReason
+    from pytest_quantagent.env.evaluate import evaluate
+
+    passed = [t.id for t in domain.tasks
+              if evaluate(domain, t, [], TerminationReason.USER_STOP).reward > 0]
+    assert passed == []
+
+
+def test_bundled_files_are_the_generator_output(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    generate.write_all(tmp_path)
+    for name in ("db.json", "user_db.json", "tasks.json", "split_tasks.json"):
+        assert json.loads((tmp_path / name).read_text()) == json.loads((_DIR / name).read_text()), name
+
+
+def test_bundled_tasks_cover_every_kind_and_split(domain) -> None:  # type: ignore[no-untyped-def]
+    kinds = {t.id.rsplit("_", 2)[0] for t in domain.tasks}
+    assert kinds == set(generate.KINDS)
+    assert len(domain.splits["train"]) >= 100 and len(domain.splits["test"]) >= 50
+    assert not set(domain.splits["train"]) & set(domain.splits["test"])
+    purposes = " ".join(t.description.purpose or "" for t in domain.tasks)
+    for fault in ("airplane_mode", "sim_missing", "apn_broken", "overdue_bill", "locked_sim",
+                  "contract_ended", "data_off", "roaming", "data_used_up", "data_saver",
+                  "mode_3g", "slow_vpn", "mode_2g", "no_mmsc", "mms_permission",
+                  "wifi_calling_mms"):
+        assert fault in purposes, fault
+
+
+def test_generate_tasks_is_deterministic_and_filters_kinds(domain) -> None:  # type: ignore[no-untyped-def]
+    a = generate.generate_tasks(domain.db, 11, 30)
+    b = generate.generate_tasks(domain.db, 11, 30)
+    assert [t.model_dump() for t in a] == [t.model_dump() for t in b]
+    assert a[0].model_dump() != generate.generate_tasks(domain.db, 12, 1)[0].model_dump()
+    only = domain.generate_tasks(5, 20, kinds=["mms"])
+    assert all(t.id.startswith("mms_5_") for t in only)
+    with pytest.raises(ValueError, match=r"unknown task kind\(s\) 'wifi'; allowed: data, human"):
+        generate.generate_tasks(domain.db, 1, 1, kinds=["wifi"])
+
+
+def test_generated_tasks_from_other_seeds_are_solvable(domain) -> None:  # type: ignore[no-untyped-def]
+    tasks = domain.generate_tasks(2026, 60)
+    assert [(r.task_id, r.reason) for r in run_oracle(domain, tasks) if not r.success] == []
