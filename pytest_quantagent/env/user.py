@@ -150,7 +150,7 @@ _IDENTITY: dict[str, Keywords] = {
     "customer_id": (("customer", "id"),),
 }
 _ASKING: Keywords = (
-    ("?",), ("please",), ("provide",), ("could", "you"), ("can", "you"), ("may", "i"),
+    ("please",), ("provide",), ("could", "you"), ("can", "you"), ("may", "i"),
     ("what",), ("share",), ("tell",), ("need",), ("verify",), ("confirm",),
 )
 _CONFIRM: Keywords = (
@@ -175,7 +175,7 @@ _DONE: Keywords = (
 )
 _GREETING: Keywords = (("how", "can", "i", "help"), ("how", "may", "i", "help"), ("what", "can", "i", "do"))
 
-_NAME_RE = re.compile(r"\byou are ([A-Z][a-z]+) ([A-Z][a-z]+)")
+_NAME_RE = re.compile(r"\b(?i:you are|your name is|name is) ([A-Z][a-z]+) ([A-Z][a-z]+)")
 _ZIP_RE = re.compile(r"\bzip(?: code)?(?: is)? (\d{5})")
 _EMAIL_RE = re.compile(r"[\w.+\-]+@[\w\-]+\.[\w.]+")
 _PHONE_RE = re.compile(r"\b\d{3}-\d{3}-\d{4}\b")
@@ -396,7 +396,7 @@ class ScriptedUser:
             return self.script.requests[0]
         if matches(_last_sentence(text), _DONE):
             return self._done()
-        asking = matches(text, _ASKING)
+        asking = "?" in text or matches(text, _ASKING)
         action_words = any(w in text.lower() for w in _ACTION_WORDS)
         if asking and not (action_words and matches(text, _CONFIRM)):
             ident = self._identity_answer(text)

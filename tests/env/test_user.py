@@ -1,0 +1,133 @@
+"""The scripted user: intents, paraphrase, device actions, stop/transfer, determinism."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_quantagent.env.domain import Domain
+from pytest_quantagent.env.messages import AssistantMessage, Message, ToolMessage
+from pytest_quantagent.env.tasks import Task
+from pytest_quantagent.env.user import DeviceIntent, ScriptedUser, UserScript, matches, script_from_instructions
+
+SCRIPT = UserScript(
+    requests=["I want to cancel order #W1.", "I also want to change my address."],
+    identity={"first_name": "Ada", "last_name": "Lovelace", "zip": "12345"},
+    facts={"order_id": "#W1", "reason": "no longer needed"},
+    answers=[{"keywords": [["gift", "card", "balance"]], "say": "I don't know my balance."}],
+)
+
+
+def variant(changes: dict[str, object]) -> UserScript:
+    return UserScript.model_validate({**SCRIPT.model_dump(), **changes})
+
+
+def say(user: ScriptedUser, text: str) -> str:
+    msg = user.respond([AssistantMessage(content=text)])
+    assert msg.content is not None and not msg.tool_calls
+    return msg.content
+
+
+def opened(script: UserScript = SCRIPT, **kw: object) -> ScriptedUser:
+    u = ScriptedUser(script, **kw)  # type: ignore[arg-type]
+    assert say(u, "Hi! How can I help you today?") == script.requests[0]
+    return u
+
+
+def test_keyword_matching_is_word_prefix_and_case_insensitive() -> None:
+    assert matches("Your order was CANCELLED.", [["cancel"]])
+    assert not matches("I can't help", [["help", "cancel"]])
+    assert not matches("notcancel", [["cancel"]])
+
+
+@pytest.mark.parametrize("question", [
+    "Could you please provide your email address?",
+    "To verify your identity, what's the email on your account?",
+    "May I have your e-mail?",
+])
+def test_unknown_email_offers_name_and_zip(question: str) -> None:
+    u = opened()
+    ans = say(u, question)
+    assert "don't remember my email" in ans and "Ada Lovelace" in ans and "12345" in ans
+
+
+@pytest.mark.parametrize("question", [
+    "Please give me your full name and zip code.",
+    "Can you tell me your name and the zip code?",
+    "I need your name and postal code to look you up.",
+])
+def test_name_and_zip_paraphrases(question: str) -> None:
+    ans = say(opened(), question)
+    assert "My name is Ada Lovelace." in ans and "My zip code is 12345." in ans
+
+
+def test_confirm_refuse_and_facts() -> None:
+    u = opened()
+    assert say(u, "Which order would you like to cancel? Please give the order id.") == "#W1"
+    assert say(u, "What is the reason for the cancellation?") == "no longer needed"
+    assert say(u, "I will cancel order #W1 for reason 'no longer needed'. Do you confirm (yes/no)?").startswith("Yes")
+    refuser = opened(variant({"confirm": False, "refusal": "No, keep it."}))
+    assert say(refuser, "Shall I proceed with cancelling order #W1?") == "No, keep it."
+    assert say(u, "Would you also like to know your gift card balance?") == "I don't know my balance."
+
+
+def test_follow_up_requests_then_stop() -> None:
+    u = opened()
+    assert say(u, "Your order has been cancelled. Is there anything else I can help you with?") == SCRIPT.requests[1]
+    last = say(u, "Done. Anything else?")
+    assert last.endswith("###STOP###")
+
+
+def test_transfer_and_expected_transfer_end() -> None:
+    u = opened()
+    assert say(u, "I'm transferring you to a human agent now.") == "###TRANSFER###"
+    t = opened(variant({"requests": ["x"], "end": "transfer"}))
+    assert say(t, "Is there anything else?").endswith("###TRANSFER###")
+
+
+def test_fallbacks_end_the_conversation() -> None:
+    u = opened(variant({"max_fallbacks": 2}))
+    first = say(u, "Lorem ipsum dolor sit amet.")
+    assert SCRIPT.requests[0] in first
+    assert say(u, "Lorem ipsum dolor sit amet.").endswith("###STOP###")
+
+
+def test_deterministic_given_seed() -> None:
+    texts = ["Hi! How can I help?", "Please confirm you want to cancel (yes/no)?", "Okay, shall I proceed?"]
+
+    def run(seed: int) -> list[str]:
+        u = ScriptedUser(SCRIPT, seed=seed)
+        return [say(u, t) for t in texts]
+
+    assert run(1) == run(1)
+    assert any(run(s) != run(1) for s in range(2, 12)), "seeds should vary the phrasing"
+
+
+def test_device_action_by_intent_then_report() -> None:
+    intents = [DeviceIntent(tool="toggle_wifi", keywords=(("turn", "wifi"),))]
+    u = opened(variant({"device_actions": [{"tool": "toggle_wifi", "arguments": {"on": True}}]}),
+               intents=intents, user_tool_names={"toggle_wifi", "check_wifi"})
+    view: list[Message] = [AssistantMessage(content="Could you turn on your WiFi and then check_wifi for me?")]
+    m1 = u.respond(view)
+    assert m1.tool_calls and [m1.tool_calls[0].name, m1.tool_calls[0].arguments] == ["toggle_wifi", {"on": True}]
+    assert m1.tool_calls[0].requestor == "user"
+    view += [m1, ToolMessage(id=m1.tool_calls[0].id, content="wifi on", requestor="user")]
+    m2 = u.respond(view)
+    assert m2.tool_calls and m2.tool_calls[0].name == "check_wifi"
+    view += [m2, ToolMessage(id=m2.tool_calls[0].id, content="wifi on", requestor="user")]
+    m3 = u.respond(view)
+    assert m3.content is not None and m3.content.count("wifi on") == 2
+
+
+def test_script_from_tau2_instructions(toy: Domain) -> None:
+    task = Task.model_validate({
+        "id": "x", "user_scenario": {"instructions": {
+            "reason_for_call": "You want to return things.",
+            "known_info": "You are Yusuf Rossi in zip code 19122. Your email is yusuf.rossi@example.com.",
+        }},
+        "evaluation_criteria": {"actions": [{"action_id": "a", "name": "transfer_to_human_agents", "arguments": {}},
+                                            {"action_id": "b", "requestor": "user", "name": "toggle_data", "arguments": {}}]},
+    })
+    s = script_from_instructions(task)
+    assert s.requests == ["You want to return things."]
+    assert s.identity == {"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122", "email": "yusuf.rossi@example.com"}
+    assert s.end == "transfer" and [a.tool for a in s.device_actions] == ["toggle_data"]
