@@ -1,0 +1,316 @@
+"""``vllm`` backend: offline ``vllm.LLM`` per arm, on a GPU.
+
+- **Quantization** is taken from the checkpoint (compressed-tensors AWQ W4A16 / FP8 written
+  by ``quantagent quantize`` or llm-compressor). ``quantization = "fp8-dynamic"`` on an arm
+  whose checkpoint is bf16 asks vLLM for dynamic FP8 (``quantization="fp8"``).
+- **Chat with tools** goes through the model's own chat template (``LLM.chat(...,
+  tools=...)``); tool calls are read from the output text in the Hermes/Qwen form
+  (``<tool_call>{json}</tool_call>``) or a bare JSON object. A call that cannot be read comes
+  back with an empty name and the raw text, so the agent records ``malformed_call``.
+- **Margins**: ``SamplingParams(logprobs=2)`` gives the top-2 logprobs of every generated
+  token; a :class:`~pytest_quantagent.env.messages.Decision` is recorded at the first token
+  of each tool name.
+- **Batching**: concurrent episodes' ``generate`` calls are gathered and sent to vLLM as one
+  ``LLM.chat`` batch (vLLM schedules them with continuous batching), in a worker thread so
+  the event loop keeps running.
+- **Memory**: ``aclose`` releases the engine and the GPU memory before the next arm's
+  engine is built (the runner closes each arm's backend when the arm is done).
+
+vLLM is an optional extra with its own torch/transformers pins: install it in its own
+environment with ``pip install 'pytest-quantagent[vllm]'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import itertools
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pytest_quantagent.backends.base import (
+    Backend,
+    BackendOptions,
+    GenerateRequest,
+    Generation,
+    RawToolCall,
+)
+from pytest_quantagent.backends.openai_compat import tool_name_decisions
+from pytest_quantagent.errors import MissingDependencyError
+
+if TYPE_CHECKING:
+    from pytest_quantagent.quant.arms import ArmSpec
+
+#: ArmSpec.quantization values → what vLLM's ``quantization=`` gets (None: from checkpoint).
+_VLLM_QUANTIZATION: dict[str, str | None] = {
+    "fp8-dynamic": "fp8",
+    "fp8": "fp8",
+}
+
+_ALLOWED_OPTIONS = frozenset(
+    {
+        "max_model_len",
+        "gpu_memory_utilization",
+        "dtype",
+        "max_tokens",
+        "enforce_eager",
+        "tensor_parallel_size",
+        "chat_template_kwargs",
+    }
+)
+
+
+def _import_vllm() -> Any:
+    try:
+        import vllm
+    except ImportError as e:
+        raise MissingDependencyError("the vLLM backend", "vllm", ["vllm"]) from e
+    return vllm
+
+
+def vllm_quantization(scheme: str | None) -> str | None:
+    """The ``quantization=`` argument for vLLM given an arm's scheme (None: checkpoint's)."""
+    if scheme is None:
+        return None
+    return _VLLM_QUANTIZATION.get(scheme)
+
+
+def logprobs_to_tokens(
+    logprobs: list[dict[int, Any]] | None, token_ids: list[int] | None = None
+) -> list[dict[str, Any]]:
+    """vLLM per-token logprob dicts → OpenAI ``logprobs.content`` entries.
+
+    Each vLLM entry maps token id → ``Logprob(logprob, rank, decoded_token)`` and holds the
+    top-k tokens plus the sampled one (which, under sampling, need not be in the top-k).
+    ``token_ids`` (the generated ids) say which entry was sampled; without them the most
+    likely token is taken, which is right under greedy decoding.
+    """
+    out: list[dict[str, Any]] = []
+    for i, entry in enumerate(logprobs or ()):
+        if not entry:
+            continue
+        top = sorted(entry.values(), key=lambda lp: -lp.logprob)
+        sampled = entry.get(token_ids[i]) if token_ids is not None and i < len(token_ids) else None
+        chosen = sampled if sampled is not None else top[0]
+        out.append(
+            {
+                "token": chosen.decoded_token or "",
+                "logprob": float(chosen.logprob),
+                "top_logprobs": [
+                    {"token": lp.decoded_token or "", "logprob": float(lp.logprob)} for lp in top[:2]
+                ],
+            }
+        )
+    return out
+
+
+def output_to_generation(text: str, token_entries: list[dict[str, Any]], prompt_tokens: int | None,
+                         completion_tokens: int | None) -> Generation:
+    """One vLLM completion (text + top-2 token entries) → :class:`Generation`."""
+    from pytest_quantagent.reference.chat import parse_tool_calls
+
+    turn = parse_tool_calls(text)
+    calls = [
+        RawToolCall(id=f"call_{i}", name=c.name, arguments=c.arguments)
+        for i, c in enumerate(turn.calls)
+    ]
+    decisions = tool_name_decisions(token_entries, [c.name for c in calls]) if token_entries else []
+    return Generation(
+        content=turn.content,
+        tool_calls=calls,
+        raw_text=text,
+        decisions=decisions,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+    )
+
+
+@dataclass
+class _Job:
+    request: GenerateRequest
+    future: asyncio.Future[Generation]
+    loop: asyncio.AbstractEventLoop = field(repr=False)
+
+
+class VLLMBackend(Backend):
+    """One offline vLLM engine serving one arm."""
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        quantization: str | None = None,
+        revision: str | None = None,
+        max_model_len: int = 16384,
+        gpu_memory_utilization: float = 0.85,
+        dtype: str = "auto",
+        enforce_eager: bool = False,
+        tensor_parallel_size: int = 1,
+        chat_template_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        vllm = _import_vllm()
+        self._vllm = vllm
+        self.model = model
+        self.quantization = quantization
+        self._llm: Any = vllm.LLM(
+            model=model,
+            revision=revision,
+            quantization=quantization,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            dtype=dtype,
+            enforce_eager=enforce_eager,
+            tensor_parallel_size=tensor_parallel_size,
+        )
+        self._chat_template_kwargs = chat_template_kwargs or {}
+        self._pending: list[_Job] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closed = False
+        self._worker = threading.Thread(target=self._serve, name="vllm-batcher", daemon=True)
+        self._worker.start()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": self.name,
+            "version": self.version(),
+            "model": self.model,
+            "quantization": self.quantization,
+            "vllm": getattr(self._vllm, "__version__", "?"),
+        }
+
+    def version(self) -> str:
+        return f"1/vllm-{getattr(self._vllm, '__version__', '?')}"
+
+    def is_retryable(self, exc: BaseException) -> bool:
+        return False  # in-process: a failure is a bug or OOM, not a transient fault
+
+    async def generate(self, request: GenerateRequest) -> Generation:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Generation] = loop.create_future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("vLLM backend is closed")
+            self._pending.append(_Job(request, fut, loop))
+        self._wake.set()
+        return await fut
+
+    def _serve(self) -> None:
+        while True:
+            self._wake.wait()
+            with self._lock:
+                jobs, self._pending = self._pending, []
+                self._wake.clear()
+                if self._closed and not jobs:
+                    return
+            if not jobs:
+                continue
+            # One LLM.chat call per distinct tool list (all episodes of a domain share one).
+            for _, group_iter in itertools.groupby(
+                sorted(jobs, key=lambda j: id(j.request.tools)), key=lambda j: id(j.request.tools)
+            ):
+                group = list(group_iter)
+                try:
+                    results = self._run(group)
+                except BaseException as e:  # noqa: BLE001 - delivered to every waiting caller
+                    for job in group:
+                        job.loop.call_soon_threadsafe(_set_exception, job.future, e)
+                    continue
+                for job, gen in zip(group, results):
+                    job.loop.call_soon_threadsafe(_set_result, job.future, gen)
+
+    def _run(self, jobs: list[_Job]) -> list[Generation]:
+        params = [
+            self._vllm.SamplingParams(
+                temperature=j.request.temperature,
+                max_tokens=j.request.max_tokens,
+                seed=j.request.seed,
+                logprobs=2 if j.request.want_margins else None,
+            )
+            for j in jobs
+        ]
+        outputs = self._llm.chat(
+            [j.request.messages for j in jobs],
+            params,
+            tools=jobs[0].request.tools,
+            use_tqdm=False,
+            chat_template_kwargs=self._chat_template_kwargs or None,
+        )
+        gens = []
+        for out in outputs:
+            comp = out.outputs[0]
+            gens.append(
+                output_to_generation(
+                    comp.text,
+                    logprobs_to_tokens(comp.logprobs, list(comp.token_ids or ())),
+                    len(out.prompt_token_ids or ()),
+                    len(comp.token_ids or ()),
+                )
+            )
+        return gens
+
+    async def aclose(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._wake.set()
+        await asyncio.to_thread(self._worker.join, 60)
+        self._llm = None
+        gc.collect()
+        try:  # free the GPU before the next arm's engine is built
+            from vllm.distributed.parallel_state import (
+                destroy_distributed_environment,
+                destroy_model_parallel,
+            )
+
+            destroy_model_parallel()
+            destroy_distributed_environment()
+        except Exception:  # noqa: BLE001 - best effort across vLLM versions
+            pass
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except ImportError:
+            pass
+
+
+def _set_result(fut: asyncio.Future[Generation], gen: Generation) -> None:
+    if not fut.done():
+        fut.set_result(gen)
+
+
+def _set_exception(fut: asyncio.Future[Generation], exc: BaseException) -> None:
+    if not fut.done():
+        fut.set_exception(exc)
+
+
+def create_backend(arm: ArmSpec, options: BackendOptions) -> VLLMBackend:
+    """Factory for ``backend = "vllm"``: ``path`` (or ``model``) is the checkpoint."""
+    unknown = set(arm.options) - _ALLOWED_OPTIONS
+    if unknown:
+        raise ValueError(
+            f"arm {arm.label!r}: unknown vllm option(s) {', '.join(sorted(unknown))}; "
+            f"allowed: {', '.join(sorted(_ALLOWED_OPTIONS))}"
+        )
+    _import_vllm()  # fail with the install line before anything else
+    opts = dict(arm.options)
+    ctk = opts.pop("chat_template_kwargs", None)
+    if ctk is not None and not isinstance(ctk, dict):
+        raise ValueError(f"arm {arm.label!r}: chat_template_kwargs must be a table, got {ctk!r}")
+    opts.pop("max_tokens", None)
+    return VLLMBackend(
+        arm.path or arm.model,
+        quantization=vllm_quantization(arm.quantization),
+        revision=arm.revision,
+        chat_template_kwargs=ctk,
+        **opts,
+    )
+
+
+__all__ = ["VLLMBackend", "create_backend", "logprobs_to_tokens", "output_to_generation", "vllm_quantization"]
