@@ -215,11 +215,11 @@ class VLLMBackend(Backend):
                 group = list(group_iter)
                 try:
                     results = self._run(group)
-                except BaseException as e:  # noqa: BLE001 - delivered to every waiting caller
+                except BaseException as e:
                     for job in group:
                         job.loop.call_soon_threadsafe(_set_exception, job.future, e)
                     continue
-                for job, gen in zip(group, results):
+                for job, gen in zip(group, results, strict=True):
                     job.loop.call_soon_threadsafe(_set_result, job.future, gen)
 
     def _run(self, jobs: list[_Job]) -> list[Generation]:
@@ -269,7 +269,7 @@ class VLLMBackend(Backend):
 
             destroy_model_parallel()
             destroy_distributed_environment()
-        except Exception:  # noqa: BLE001 - best effort across vLLM versions
+        except Exception:
             pass
         try:
             import torch

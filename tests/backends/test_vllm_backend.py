@@ -29,7 +29,7 @@ def test_missing_vllm_gives_the_exact_pip_line() -> None:
 
 def test_unknown_option_is_refused_with_allowed_list() -> None:
     arm = ArmSpec(label="int4", backend="vllm", model="m", options={"gpu_mem": 0.5})
-    with pytest.raises(ValueError, match="unknown vllm option.*gpu_mem.*allowed: .*gpu_memory_utilization"):
+    with pytest.raises(ValueError, match=r"unknown vllm option.*gpu_mem.*allowed: .*gpu_memory_utilization"):
         create_backend(arm)
 
 
