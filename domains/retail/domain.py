@@ -14,11 +14,13 @@ from pathlib import Path
 
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.env.tasks import Task, load_splits, load_tasks
+from pytest_quantagent.env.user import script_for_task
 from pytest_quantagent.errors import DataFileError
 
 from . import generate
 from .data_model import RetailDB
 from .tools import RetailTools
+from .user import RetailUser
 
 DEFAULT_TASKS_FILE = "tasks.json"
 
@@ -28,12 +30,25 @@ class RetailDomain(Domain):
 
     db: RetailDB
 
-    def generate_tasks(
-        self, seed: int, n: int, kinds: Sequence[str] | None = None, *, id_prefix: str = "gen_"
-    ) -> list[Task]:
-        """``n`` fresh tasks over this domain's DB (see :func:`generate.generate_tasks`);
-        ``kinds`` from :data:`generate.TASK_KINDS`. They are not added to ``self.tasks``."""
-        return generate.generate_tasks(self.db, seed, n, kinds, id_prefix=id_prefix)
+    def make_user(self, task: Task, seed: int) -> RetailUser:
+        """The retail scripted user for ``task`` (deterministic given ``seed``)."""
+        notes = task.description.notes if task.description is not None else None
+        kind = notes.removeprefix("kind=") if notes and notes.startswith("kind=") else ""
+        return RetailUser(
+            script_for_task(task),
+            seed=seed,
+            intents=self.device_intents,
+            user_tool_names=self.user_tool_names,
+            expect_refusal=kind.startswith("refuse_"),
+        )
+
+    def generate_tasks(self, seed: int, n: int, kinds: Sequence[str] | None = None) -> list[Task]:
+        """``n`` fresh tasks over this domain's DB (see :func:`generate.generate_tasks`),
+        ``kinds`` from :data:`generate.TASK_KINDS`, never a scenario of this domain's
+        ``test`` split. They are not added to ``self.tasks``."""
+        test_ids = set(self.splits.get("test", []))
+        test = [t for t in self.tasks if t.id in test_ids]
+        return generate.generate_tasks(self.db, seed, n, kinds, exclude=test)
 
     def id_pool(self) -> set[str]:
         """Every id-like string episodes over this DB can contain (see :func:`generate.id_pool`)."""

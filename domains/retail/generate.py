@@ -794,20 +794,54 @@ def _signature(d: _Draft) -> str:
     return json.dumps([d.kind, d.actions[-1] if d.actions else None, d.communicate], sort_keys=True)
 
 
+def _scenario_key(last_action: Any, communicate: Sequence[str]) -> str:
+    """What makes two tasks the same scenario: their final gold action and the information
+    to communicate (the kind is left out on purpose: it over-excludes, never under)."""
+    return json.dumps([last_action, list(communicate)], sort_keys=True)
+
+
+def _draft_key(d: _Draft) -> str:
+    name, args = d.actions[-1] if d.actions else (None, None)
+    return _scenario_key([name, args], d.communicate)
+
+
+def _task_key(task: Task) -> str:
+    actions = task.gold_actions
+    last = [actions[-1].name, actions[-1].arguments] if actions else [None, None]
+    ec = task.evaluation_criteria
+    return _scenario_key(last, (ec.communicate_info or []) if ec is not None else [])
+
+
+def bundled_test_tasks(data_dir: Path | None = None) -> list[Task]:
+    """The ``test`` split of the bundled task file (empty when the files are absent)."""
+    from pytest_quantagent.env.tasks import load_tasks
+
+    d = data_dir or Path(__file__).resolve().parent
+    tasks_path, split_path = d / "tasks.json", d / "split_tasks.json"
+    if not (tasks_path.is_file() and split_path.is_file()):
+        return []
+    test_ids = set(json.loads(split_path.read_text(encoding="utf-8")).get("test", []))
+    return [t for t in load_tasks(tasks_path) if t.id in test_ids]
+
+
 def generate_tasks(
     db: RetailDB,
     seed: int,
     n: int,
     kinds: Sequence[str] | None = None,
     *,
-    id_prefix: str = "",
+    id_prefix: str | None = None,
+    exclude: Iterable[Task] | None = None,
 ) -> list[Task]:
     """Draw ``n`` tasks over ``db`` (deterministic given ``seed``), cycling through ``kinds``
     (default: every kind of :data:`TASK_KINDS`) so each kind gets its share.
 
-    Task ids are ``<id_prefix><kind>_<number>``. Tasks are distinct as long as the DB
-    offers enough distinct entities; beyond that, duplicates are allowed rather than
-    looping forever (useful for training data).
+    Task ids are ``<id_prefix><kind>_<number>``; the default prefix ``gen<seed>_`` keeps
+    them apart from the bundled ids and from other seeds' (the engine caches gold states by
+    task id). Scenarios of ``exclude`` (default: the bundled ``test`` split, so training
+    data drawn here never contains a test scenario) are never drawn. Within one call tasks
+    are distinct as long as the DB offers enough entities; beyond that duplicates are
+    allowed rather than looping forever.
     """
     chosen = list(TASK_KINDS if kinds is None else kinds)
     unknown = [k for k in chosen if k not in _BUILDERS]
@@ -817,6 +851,8 @@ def generate_tasks(
         )
     if n < 0:
         raise ValueError(f"n={n} must be >= 0")
+    prefix = f"gen{seed}_" if id_prefix is None else id_prefix
+    excluded = {_task_key(t) for t in (bundled_test_tasks() if exclude is None else exclude)}
     rng = random.Random(seed)
     index = _Index(db)
     seen: set[str] = set()
@@ -824,17 +860,20 @@ def generate_tasks(
     for i in range(n):
         kind = chosen[i % len(chosen)]
         draft: _Draft | None = None
+        fresh = False
         for _attempt in range(30):
             candidate = _BUILDERS[kind](index, rng)
-            if candidate is None:
+            if candidate is None or _draft_key(candidate) in excluded:
                 continue
             draft = candidate
             if _signature(candidate) not in seen:
+                fresh = True
                 break
         if draft is None:
             raise ValueError(f"the DB has no entity suitable for a {kind!r} task")
-        seen.add(_signature(draft))
-        tasks.append(_to_task(draft, f"{id_prefix}{kind}_{i:03d}"))
+        if fresh:
+            seen.add(_signature(draft))
+        tasks.append(_to_task(draft, f"{prefix}{kind}_{i:03d}"))
     return tasks
 
 
@@ -895,7 +934,7 @@ def id_pool(db: RetailDB) -> set[str]:
 def write_files(out_dir: Path, seed: int = DEFAULT_SEED, n_tasks: int = DEFAULT_N_TASKS) -> None:
     """Write ``db.json``, ``tasks.json`` and ``split_tasks.json`` into ``out_dir``."""
     db = generate_db(seed)
-    tasks = generate_tasks(db, seed + 1, n_tasks)
+    tasks = generate_tasks(db, seed + 1, n_tasks, id_prefix="", exclude=())
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "db.json").write_text(db.model_dump_json(indent=1, exclude_none=True) + "\n", encoding="utf-8")
     task_json = [t.model_dump(mode="json", exclude_none=True) for t in tasks]
