@@ -146,19 +146,39 @@ def _parse_error(path: Path, tracker: _Tracker, reader: _CountingReader,
     return DataFileError(path, f"{tracker.location()} (near byte {reader.pos})", problem)
 
 
-def _stream_info(path: Path) -> dict[str, Any]:
+def _scan(path: Path) -> tuple[_Tracker, DataFileError | None]:
+    """Walk the whole document with the position tracker.
+
+    Slow (a Python step per JSON event), so it runs only to diagnose a file the fast C
+    path refused: it finds the top-level shape and the JSON location of a parse error.
+    """
     ijson = _ijson()
     with path.open("rb") as f:
         reader = _CountingReader(f)
         tracker = _Tracker(ijson.parse(reader, use_float=True))
         try:
-            for info in ijson.items(tracker, "info"):
+            for _ in tracker:
+                pass
+        except ijson.JSONError as e:
+            return tracker, _parse_error(path, tracker, reader, e)
+    return tracker, None
+
+
+def _stream_info(path: Path) -> dict[str, Any]:
+    ijson = _ijson()
+    try:
+        with path.open("rb") as f:
+            for info in ijson.items(f, "info", use_float=True):
                 if not isinstance(info, dict):
                     raise DataFileError(path, "info", f"expected an object, got "
                                         f"{type(info).__name__}")
+                # τ²-bench writes info before simulations: stop reading here
                 return info
-        except ijson.JSONError as e:
-            raise _parse_error(path, tracker, reader, e) from None
+    except ijson.JSONError:
+        pass  # diagnosed by the scan below
+    tracker, error = _scan(path)
+    if error is not None:
+        raise error
     if tracker.top_is_map is False:
         raise DataFileError(path, "top level", "not a tau2-bench results file: expected a "
                             "JSON object with 'info' and 'simulations'")
@@ -170,20 +190,24 @@ def _stream_info(path: Path) -> dict[str, Any]:
 
 def _stream_simulations(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     ijson = _ijson()
-    with path.open("rb") as f:
-        reader = _CountingReader(f)
-        tracker = _Tracker(ijson.parse(reader, use_float=True))
-        i = 0
-        try:
-            for sim in ijson.items(tracker, "simulations.item"):
+    i = 0
+    try:
+        with path.open("rb") as f:
+            for sim in ijson.items(f, "simulations.item", use_float=True):
                 loc = f"simulations[{i}]"
                 if not isinstance(sim, dict):
                     raise DataFileError(path, loc, "expected a simulation object, got "
                                         f"{type(sim).__name__}")
                 yield loc, sim
                 i += 1
-        except ijson.JSONError as e:
-            raise _parse_error(path, tracker, reader, e) from None
+    except ijson.JSONError as e:
+        _, error = _scan(path)
+        raise (error or DataFileError(path, f"simulations[{i}]", f"invalid JSON ({e})")) \
+            from None
+    if i == 0:
+        tracker, error = _scan(path)
+        if error is not None:
+            raise error
         if "simulations" not in tracker.top_keys:
             raise DataFileError(path, "simulations", "not a tau2-bench results file: no "
                                 "top-level 'simulations' list (and no simulations/ folder)")
