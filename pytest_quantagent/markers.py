@@ -6,6 +6,9 @@
 - ``@pytest.mark.domain("telecom", ...)``: run the test only on these domains.
 - ``@pytest.mark.precision("int4", ...)``: run the test only on these candidate arms.
 
+A known domain or arm that the run does not include narrows the test to nothing: it is
+skipped with the reason, so one suite serves runs with different ``--quant``/``--domain``.
+
 Markers take positional arguments only; any keyword is refused, naming it.
 """
 
@@ -89,7 +92,8 @@ def parse_markers(
     ------
     MarkerError
         For keyword arguments, a budget that is not an integer in ``0..run_budget``, an unknown
-        domain or an arm that is not among the run's candidate arms.
+        domain or an unknown arm. A known domain or arm that this run does not include is no
+        error: the grid simply has no cell for it (the test is skipped).
     """
     budget: int | None = None
     domains: tuple[str, ...] | None = None
@@ -115,9 +119,8 @@ def parse_markers(
             for p in precisions:
                 if p not in known_arms:
                     raise MarkerError(
-                        f"{test}: @pytest.mark.precision: arm {p!r} is not a candidate arm of "
-                        f"this run; candidate arms: {', '.join(sorted(known_arms))} "
-                        "(add it with --quant)"
+                        f"{test}: @pytest.mark.precision: unknown arm {p!r}; known arms: "
+                        f"{', '.join(sorted(known_arms))}"
                     )
     return MarkerArgs(budget, domains, precisions)
 

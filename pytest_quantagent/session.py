@@ -162,8 +162,19 @@ class QuantAgentSession:
             marks,
             run_budget=self.qc.error_budget,
             known_domains=known_domains(),
-            known_arms=self.qc.arms,
+            known_arms=self.known_arms(),
         )
+
+    def known_arms(self) -> tuple[str, ...]:
+        """Arm labels a ``precision`` marker may name: the run's arms, the project's
+        precisions, and the arms of ``--quant-config`` (with their ``+repair`` variants)."""
+        from pytest_quantagent.quant import arms as arms_mod
+
+        labels = {*self.qc.arms, self.qc.reference, *arms_mod.KNOWN_PRECISIONS}
+        if self.qc.config_path is not None:
+            labels.update(arms_mod.load_arms_config(self.qc.config_path))
+        labels.update([f"{a}{arms_mod.REPAIR_SUFFIX}" for a in labels])
+        return tuple(sorted(labels))
 
     def cells_for(self, args: MarkerArgs) -> list[CellKey]:
         """Grid cells of a test, narrowed by its markers (domain-major order)."""
@@ -363,12 +374,30 @@ class QuantAgentSession:
             tr.write_line(f"could not build the quantagent report: {self.report_error}")
             return
         assert self.report is not None
-        from pytest_quantagent.report.terminal import render_summary
+        verbosity = self.config.get_verbosity()
+        if verbosity <= -2:
+            # -qq: one line per cell, no table.
+            for c in self.report["cells"]:
+                tr.write_line(f"quantagent {c['domain']}-{c['arm']}: {c['verdict']}")
+            return
+        import io
 
-        render_summary(self.report, tr)
-        for flag, path in (("JSON", self.qc.report_path), ("HTML", self.qc.html_path)):
-            if path is not None and self.config.get_verbosity() >= 0:
-                tr.write_line(f"quantagent {flag} report: {path}")
+        from rich.console import Console
+
+        from pytest_quantagent.report.terminal import render_terminal
+
+        markup = bool(tr.hasmarkup)
+        buf = io.StringIO()
+        console = Console(file=buf, force_terminal=markup, no_color=not markup,
+                          color_system="standard" if markup else None,
+                          width=self.config.get_terminal_writer().fullwidth, soft_wrap=False)
+        tr.write_sep("=", "quantagent")
+        render_terminal(self.report, console)
+        tr.write(buf.getvalue())
+        if verbosity >= 0:
+            for flag, path in (("JSON", self.qc.report_path), ("HTML", self.qc.html_path)):
+                if path is not None:
+                    tr.write_line(f"quantagent {flag} report: {path}")
 
 
 def needed_trials(half_width: float, diff: float, margin: float, trials: int) -> int | None:

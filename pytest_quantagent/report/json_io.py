@@ -150,6 +150,10 @@ def write_report(report: dict[str, Any], path: str | Path) -> Path:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        # mkstemp creates the file 0600; a report is meant to be read by others (CI artifacts).
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
