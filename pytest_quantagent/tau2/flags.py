@@ -97,6 +97,11 @@ class Tau2Flags:
                 f"{self.hidden_malformed} malformed turns silently retried by tau2-bench "
                 "(counted here as malformed_call, not in its error budget)"
             )
+        if self.infrastructure_errors and self.tau2_version is None:
+            out.append(
+                "the file does not record its tau2-bench version: if written by 1.0.0 to "
+                "1.0.1, its infrastructure errors may be episodes with hallucinated tool names"
+            )
         if self.drops_hallucinated:
             out.append(
                 f"written by tau2-bench {self.tau2_version}: versions 1.0.0 to 1.0.1 binned "

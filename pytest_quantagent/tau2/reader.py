@@ -170,10 +170,15 @@ def _domain_name(path: Path, info: Mapping[str, Any]) -> str:
 
 
 def _version(info: Mapping[str, Any]) -> str | None:
-    for key in VERSION_KEYS:
-        v = info.get(key)
-        if isinstance(v, str) and v:
-            return v
+    # Results files have no version field; post-processors and leaderboard submissions
+    # record it under one of these keys (a submission under "methodology").
+    for where in (info, info.get("methodology")):
+        if not isinstance(where, Mapping):
+            continue
+        for key in VERSION_KEYS:
+            v = where.get(key)
+            if isinstance(v, str) and v:
+                return v
     return None
 
 

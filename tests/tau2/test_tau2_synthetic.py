@@ -191,6 +191,19 @@ def test_version_flag(tmp_path: Path, version: str | None, drops: bool) -> None:
     assert any("hallucinated" in line for line in run.flags.lines()) is drops
 
 
+def test_version_under_methodology_and_unknown_version_note(tmp_path: Path) -> None:
+    ok = Conversation().call("get_order_details", '{"status": "ok"}').messages
+    sims = [simulation("1", ok, termination="infrastructure_error"), simulation("2", ok)]
+    p = write_json(tmp_path / "r.json",
+                   results(sims, methodology={"tau2_version": "1.0.0"}))
+    assert read_results(p).flags.drops_hallucinated
+    unknown = read_results(write_json(tmp_path / "u.json", results(sims))).flags
+    assert unknown.tau2_version is None and not unknown.drops_hallucinated
+    assert any("does not record its tau2-bench version" in line for line in unknown.lines())
+    clean = read_results(write_json(tmp_path / "c.json", results(sims[1:]))).flags
+    assert not any("version" in line or "infrastructure" in line for line in clean.lines())
+
+
 def test_missing_trial_numbers_repeats_per_task(tmp_path: Path) -> None:
     ok = Conversation().call("get_order_details", '{"status": "ok"}').messages
     sims = [simulation("1", ok, trial=None, sim_id="a"), simulation("2", ok, trial=None,
