@@ -9,7 +9,7 @@ system prompt and tool list are *not* rendered — only their presence is marked
     <|tool|>sara_doe_496<|end|>
     <|assistant|>Your order is cancelled.<|end|>
 
-Tool results are re-serialised as compact JSON when they parse as JSON. Generation starts
+Tool results are re-serialised as compact JSON (null fields dropped) when they parse as JSON. Generation starts
 after ``<|assistant|>`` and stops at ``<|end|>``.
 
 :func:`parse_tool_calls` reads the calls out of a model's text for the bundled format
@@ -37,8 +37,17 @@ from pytest_quantagent.reference.tokenizer import (
 )
 
 
+def _drop_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_nulls(v) for v in value]
+    return value
+
+
 def compact_json(text: str) -> str:
-    """``text`` re-serialised as compact JSON when it parses as JSON, else unchanged."""
+    """``text`` re-serialised as compact JSON (keys with null values left out: the small
+    model's context is short) when it parses as a JSON object or list, else unchanged."""
     s = text.strip()
     if not s or s[0] not in "{[":
         return text
@@ -46,7 +55,7 @@ def compact_json(text: str) -> str:
         value = json.loads(s)
     except json.JSONDecodeError:
         return text
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(_drop_nulls(value), ensure_ascii=False, separators=(",", ":"))
 
 
 def render_call(name: str, arguments: Mapping[str, Any] | str) -> str:

@@ -24,7 +24,7 @@ from pytest_quantagent.env.messages import Message, ToolMessage, UserMessage
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.env.tasks import Task
 from pytest_quantagent.reference.chat import render_messages
-from pytest_quantagent.reference.expert import ExpertAgent, NoiseConfig, enum_arguments
+from pytest_quantagent.reference.expert import ExpertAgent, NoiseConfig, decoy_ids, enum_arguments
 from pytest_quantagent.reference.tokenizer import is_id_like, split_pieces
 from pytest_quantagent.runner.agent import message_to_openai
 from pytest_quantagent.runner.episode import run_episode
@@ -102,9 +102,10 @@ class CorpusStats:
 
 async def _expert_episode(
     domain: Domain, task: Task, noise: NoiseConfig, seed: int, pool: Sequence[str],
-    enums: dict[tuple[str, str], list[str]],
+    enums: dict[tuple[str, str], list[str]], decoys: dict[str, list[str]],
 ) -> tuple[bool, list[Message], ExpertAgent, Any]:
-    agent = ExpertAgent(domain, task, noise, random.Random(seed), id_pool=pool, enum_values=enums)
+    agent = ExpertAgent(domain, task, noise, random.Random(seed), id_pool=pool, enum_values=enums,
+                        decoys=decoys)
     outcome = await run_episode(
         domain=domain, task=task, agent=agent, user=domain.make_user(task, seed),
         max_steps=200, max_errors=10,
@@ -117,26 +118,35 @@ def build_corpus(
     noise: NoiseConfig,
     *,
     n_episodes: int,
-    n_extra_tasks: int,
     seed: int,
+    repeats: int = 1,
     log: Callable[[str], None] = print,
 ) -> tuple[list[str], CorpusStats, list[str]]:
-    """Expert episodes for one domain: (texts, stats, id pool)."""
+    """Expert episodes for one domain: (texts, stats, id pool).
+
+    ``repeats`` episodes are played per task with different seeds (the gold end state is
+    computed once per task, which is most of an episode's cost on the retail DB).
+    """
     domain = get_domain(domain_name)
-    tasks = training_tasks(domain, n_extra_tasks, seed)
+    tasks = training_tasks(domain, max(0, n_episodes // max(1, repeats)), seed)
     if not tasks:
         raise ValueError(f"domain {domain_name!r} has no training tasks")
     pool = id_pool(domain, tasks)
+    decoys = decoy_ids(id_pool(domain))
+    pool = sorted(set(pool) | {d for ds in decoys.values() for d in ds})
     enums = enum_arguments(domain)
     rng = random.Random(seed)
     stats = CorpusStats()
     texts: list[str] = []
 
     async def run_all() -> None:
+        order = [t for t in tasks for _ in range(repeats)]
+        rng.shuffle(order)
         for k in range(n_episodes):
-            task = tasks[k % len(tasks)] if k < len(tasks) else rng.choice(tasks)
+            task = order[k % len(order)]
             ep_seed = rng.randrange(2**31)
-            ok, messages, agent, outcome = await _expert_episode(domain, task, noise, ep_seed, pool, enums)
+            ok, messages, agent, outcome = await _expert_episode(
+                domain, task, noise, ep_seed, pool, enums, decoys)
             stats.episodes += 1
             stats.tempted_calls += agent.tempted_calls
             stats.tool_calls += len(outcome.calls)

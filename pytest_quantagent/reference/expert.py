@@ -95,6 +95,85 @@ MIXED = NoiseConfig(name="mixed", p_base=0.05, p_primed=0.25, primed_share=0.35)
 NOISE_CONFIGS: dict[str, NoiseConfig] = {c.name: c for c in (ROBUST, PRONE, MIXED)}
 
 
+#: Telecom troubleshooting checklists: complaint kind → (device check, gold tools it covers).
+#: The expert walks the checklist in order, asks the user to run each check, and applies
+#: the gold fixes the check covers right after it; so the model sees a check's output
+#: before every fix *and* checks that show nothing wrong, and learns to read the output
+#: (the faults themselves are hidden device state it cannot know otherwise).
+TELECOM_CHECKLISTS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "service": (
+        ("check_network_status", ("toggle_airplane_mode",)),
+        ("check_sim_status", ("reseat_sim_card",)),
+        ("__lookup__", ("send_payment_request", "make_payment", "resume_line")),
+        ("check_apn_settings", ("reset_apn_settings",)),
+    ),
+    "data": (
+        ("check_network_status", ("toggle_airplane_mode", "toggle_data", "enable_roaming", "toggle_roaming")),
+        ("check_data_restriction_status", ("toggle_data_saver_mode",)),
+        ("check_network_mode_preference", ("set_network_mode_preference",)),
+        ("check_vpn_status", ("disconnect_vpn",)),
+        ("__lookup__", ("refuel_data",)),
+    ),
+    "mms": (
+        ("check_network_status", ("toggle_airplane_mode", "toggle_data")),
+        ("check_network_mode_preference", ("set_network_mode_preference",)),
+        ("check_apn_settings", ("reset_apn_settings",)),
+        ("check_wifi_calling_status", ("toggle_wifi_calling",)),
+        ("check_app_permissions", ("grant_app_permission",)),
+    ),
+}
+TELECOM_LAST = ("reboot_device",)
+
+
+def _telecom_ids(task: Task, db: Any) -> tuple[str, str] | None:
+    """(customer id, line id) of the phone the task's user calls about."""
+    phone = None
+    for act in task.initial_state.initialization_actions or [] if task.initial_state else []:
+        if act.func_name == "set_user_info":
+            phone = act.arguments.get("phone_number")
+    if phone is None or db is None:
+        return None
+    for line in db.lines:
+        if line.phone_number == phone:
+            for c in db.customers:
+                if line.line_id in c.line_ids:
+                    return c.customer_id, line.line_id
+    return None
+
+
+def telecom_plan(task: Task, db: Any = None) -> list[Action]:
+    """The gold actions of a telecom troubleshooting task in checklist order, with the
+    device checks inserted (other tasks: the gold actions unchanged)."""
+    gold = task.gold_actions
+    kind = task.id.split("_")[0] if "_" in task.id else ""
+    if task.id.startswith("service_transfer"):
+        kind = "service"
+    checklist = TELECOM_CHECKLISTS.get(kind)
+    if checklist is None:
+        return list(gold)
+    used: set[int] = set()
+    plan: list[Action] = []
+    ids = _telecom_ids(task, db)
+    for check, covers in checklist:
+        if check == "__lookup__":
+            if ids is not None:
+                plan.append(Action(action_id="lookup", requestor="assistant", name="__lookup__",
+                                   arguments={"customer_id": ids[0], "line_id": ids[1]}))
+        elif check:
+            args = {"app_name": "messaging"} if check == "check_app_permissions" else {}
+            for a in gold:
+                if a.name == "grant_app_permission" and check == "check_app_permissions":
+                    args = {"app_name": a.arguments.get("app_name", "messaging")}
+            plan.append(Action(action_id=f"check_{check}", requestor="user", name=check, arguments=args))
+        for i, a in enumerate(gold):
+            if i not in used and a.name in covers:
+                used.add(i)
+                plan.append(a)
+    rest = [a for i, a in enumerate(gold) if i not in used and a.name not in TELECOM_LAST]
+    last = [a for i, a in enumerate(gold) if i not in used and a.name in TELECOM_LAST]
+    return plan + rest + last
+
+
 def _stable_unit(*parts: str) -> float:
     h = hashlib.sha256("\x1f".join(parts).encode()).digest()
     return int.from_bytes(h[:8], "big") / 2**64
@@ -110,28 +189,24 @@ def task_kind(task: Task) -> str:
     return "transfer" if TRANSFER_TOOL in names else "read_only"
 
 
-#: Argument name → a question the scripted user answers (its identity/fact keywords).
+#: Argument name → a question the scripted user answers (its identity/fact keywords). Other
+#: values (item ids, line ids, ...) come from tool results, so the expert never asks for them.
 _QUESTIONS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("email",), "Could you please provide your email address?"),
     (("first_name", "last_name", "zip"), "Could you please provide your first name, last name and zip code?"),
-    (("phone_number", "phone"), "Could you please provide your phone number?"),
-    (("user_id",), "Could you please provide your user id?"),
-    (("customer_id",), "Could you please provide your customer id?"),
+    (("phone_number",), "Could you please provide your phone number?"),
     (("order_id",), "Could you please tell me the order id?"),
     (("reason",), "What is the reason?"),
-    (("payment_method_id",), "Which payment method would you like to use?"),
     (("address1", "address2", "city", "state", "country"), "What is the new address?"),
-    (("item_ids", "new_item_ids", "item_id", "product_id"), "Which item do you mean?"),
-    (("line_id",), "Which line is it about?"),
 )
 
 
-def question_for(arg: str) -> str:
-    """The question to ask for a missing argument value."""
+def question_for(arg: str) -> str | None:
+    """The question to ask for a missing argument value (None: not the user's to give)."""
     for keys, q in _QUESTIONS:
         if arg in keys:
             return q
-    return f"Could you please tell me the {arg.replace('_', ' ')}?"
+    return None
 
 
 def _leaf_values(value: Any) -> Iterable[str]:
@@ -161,6 +236,55 @@ def _visible_text(view: Sequence[Message]) -> str:
 
 
 _ID_LIKE = re.compile(r"\d")
+_PHONE = re.compile(r"\b\d{3}-\d{3,4}(?:-\d{4})?\b")
+_LINE_IDS = re.compile(r'"line_ids":\[([^\]]*)\]')
+
+
+def _compact(text: str) -> str:
+    return text.replace(" ", "")
+
+
+def _user_text(view: Sequence[Message]) -> str:
+    return "\n".join(m.content for m in view if isinstance(m, UserMessage) and m.content)
+
+
+def _customer_lines(visible: str) -> list[str]:
+    m = _LINE_IDS.search(_compact(visible))
+    if m is None:
+        return []
+    return [x.strip('"') for x in m.group(1).split(",") if x.strip('"')]
+
+
+def id_shape(value: str) -> str:
+    """An id with every digit replaced by 0 (ids of one kind share a shape)."""
+    return re.sub(r"\d", "0", value)
+
+
+def decoy_ids(pool: Sequence[str], *, per_shape: int = 40, min_members: int = 20) -> dict[str, list[str]]:
+    """For each id shape with at least ``min_members`` ids in ``pool``: ``per_shape`` ids of
+    the same shape that are not in the pool (so a call with one fails with "not found").
+    Deterministic; the decoys go into the tokenizer's vocabulary as single tokens, so a
+    model that picks a wrong id picks a whole one, as a larger model would."""
+    by_shape: dict[str, list[str]] = {}
+    for p in sorted(set(pool)):
+        if sum(c.isdigit() for c in p) >= 3:
+            by_shape.setdefault(id_shape(p), []).append(p)
+    existing = set(pool)
+    out: dict[str, list[str]] = {}
+    for shape, members in sorted(by_shape.items()):
+        if len(members) < min_members:
+            continue
+        rng = random.Random(shape)
+        found: list[str] = []
+        tries = 0
+        while len(found) < per_shape and tries < per_shape * 50:
+            tries += 1
+            base = rng.choice(members)
+            cand = "".join(str(rng.randrange(10)) if c.isdigit() else c for c in base)
+            if cand not in existing and cand not in found:
+                found.append(cand)
+        out[shape] = found
+    return out
 
 
 @dataclass
@@ -173,11 +297,15 @@ class ExpertAgent:
     rng: random.Random
     id_pool: Sequence[str] = ()
     enum_values: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    decoys: dict[str, list[str]] = field(default_factory=dict)
+    """Id shape → ids of that shape that exist nowhere (see :func:`decoy_ids`)."""
     _i: int = 0
     _asked: set[str] = field(default_factory=set)
     _confirmed: set[int] = field(default_factory=set)
     _tempted: set[tuple[int, str]] = field(default_factory=set)
     _transferred: bool = False
+    _done_reads: set[str] = field(default_factory=set)
+    _plan: list[Action] | None = None
     _n: int = 0
     tempted_calls: int = 0
 
@@ -231,8 +359,7 @@ class ExpertAgent:
         return None
 
     def _wrong_id(self, value: str) -> str | None:
-        shape = re.sub(r"\d", "0", value)
-        same = [p for p in self.id_pool if p != value and re.sub(r"\d", "0", p) == shape]
+        same = self.decoys.get(id_shape(value))
         if not same:
             return None
         return self.rng.choice(same)
@@ -246,31 +373,82 @@ class ExpertAgent:
             return "not " + words[-1]
         return value + "s"
 
+    # -- discovery (telecom) --------------------------------------------------------------
+    def _discover(self, action: Action, view: Sequence[Message], visible: str) -> AssistantMessage | None:
+        """Reads a careful agent makes before a call whose ids it has not seen yet.
+
+        Telecom's gold actions start at the fix (``resume_line(C02, L02)``); a real agent
+        first finds the customer by the phone number, reads the lines until the one with
+        that number, and lists the bills before asking for a payment.
+        """
+        if self.domain.name != "telecom":
+            return None
+        args = action.arguments
+        cid = args.get("customer_id")
+        if isinstance(cid, str) and f'"customer_id":"{cid}"' not in _compact(visible):
+            phone = _PHONE.search(_user_text(view))
+            if phone is None:
+                q = "Could you please provide your phone number?"
+                if q not in self._asked:
+                    self._asked.add(q)
+                    return AssistantMessage(content=q)
+                return None
+            if "get_customer_by_phone" not in self._done_reads:
+                self._done_reads.add("get_customer_by_phone")
+                return self._call("get_customer_by_phone", {"phone_number": phone.group(0)})
+        lid = args.get("line_id")
+        if isinstance(lid, str) and f"line:{lid}" not in self._done_reads:
+            listed = _customer_lines(visible)
+            for other in listed:
+                if f"line:{other}" not in self._done_reads:
+                    self._done_reads.add(f"line:{other}")
+                    return self._call("get_details_by_id", {"id": other})
+                if other == lid:
+                    break
+        bid = args.get("bill_id")
+        if isinstance(bid, str) and isinstance(cid, str) and "bills" not in self._done_reads:
+            self._done_reads.add("bills")
+            return self._call("get_bills_for_customer", {"customer_id": cid})
+        return None
+
     # -- policy -----------------------------------------------------------------------
     def respond(self, view: list[Message]) -> AssistantMessage:
         """The expert's next message given the agent's view."""
         visible = _visible_text(view)
-        while self._i < len(self.task.gold_actions):
-            action = self.task.gold_actions[self._i]
+        if self._plan is None:
+            self._plan = (
+                telecom_plan(self.task, self.domain.db) if self.domain.name == "telecom"
+                else list(self.task.gold_actions)
+            )
+        while self._i < len(self._plan):
+            action = self._plan[self._i]
             if action.requestor == "user":
                 self._i += 1
                 return AssistantMessage(content=self.domain.describe_user_action(action))
+            if action.name == "__lookup__":
+                lookup = self._discover(action, view, visible)
+                if lookup is not None:
+                    return lookup
+                self._i += 1
+                continue
             missing = [
                 k for k, v in action.arguments.items()
                 if any(val not in visible for val in _leaf_values(v))
             ]
             for k in missing:
                 q = question_for(k)
-                if q not in self._asked:
+                if q is not None and q not in self._asked:
                     self._asked.add(q)
                     return AssistantMessage(content=q)
+            lookup = self._discover(action, view, visible)
+            if lookup is not None:
+                return lookup
             is_write = self.domain.tool_type(action.name) == ToolType.WRITE
             if is_write and self._i not in self._confirmed:
                 self._confirmed.add(self._i)
-                return AssistantMessage(
-                    content=f"I will now {action.name.replace('_', ' ')} with the details above. "
-                    "Do you confirm that I should proceed?"
-                )
+                # Generic words only: naming the action ("payment", "data") would read as a
+                # device request to the telecom user.
+                return AssistantMessage(content="Do you confirm that I should proceed?")
             tempted = self._temptation(action)
             if tempted is not None:
                 return tempted
@@ -286,9 +464,19 @@ class ExpertAgent:
         return AssistantMessage(content=f"{said} {DONE_TEXT}".strip())
 
 
+#: Closed value sets that a domain checks inside the tool rather than in the schema.
+_CHECKED_IN_TOOL: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {
+    "retail": {("cancel_pending_order", "reason"): ("no longer needed", "ordered by mistake")},
+}
+
+
 def enum_arguments(domain: Domain) -> dict[tuple[str, str], list[str]]:
-    """(tool, argument) → allowed values, for every argument with a JSON-schema enum."""
-    out: dict[tuple[str, str], list[str]] = {}
+    """(tool, argument) → allowed values, for every argument with a JSON-schema enum (and
+    the closed sets our bundled domains check inside the tool)."""
+    out: dict[tuple[str, str], list[str]] = {
+        k: list(v) for k, v in _CHECKED_IN_TOOL.get(domain.name, {}).items()
+        if k[0] in domain.agent_tool_names
+    }
     for schema in domain.agent_tool_schemas():
         fn = schema.get("function", schema)
         props = (fn.get("parameters") or {}).get("properties") or {}

@@ -1,0 +1,201 @@
+"""Train the bundled reference agents (``tiny-agent`` and ``tiny-agent-prone``) on CPU.
+
+Three phases, each resumable from the files of the previous one::
+
+    python scripts/train_reference.py corpus  --work /tmp/qa_train      # expert episodes + tokenizer
+    python scripts/train_reference.py base    --work /tmp/qa_train --seconds 1800
+    python scripts/train_reference.py finetune --work /tmp/qa_train --variant robust --seconds 480 \
+        --out pytest_quantagent/reference/models/tiny-agent
+    python scripts/train_reference.py finetune --work /tmp/qa_train --variant prone  --seconds 480 \
+        --out pytest_quantagent/reference/models/tiny-agent-prone
+
+The base model learns both domains (retail and telecom: one vocabulary, one 30-minute run;
+the domains' tool names are disjoint, and the conversation says which domain it is) on
+"mixed" expert episodes; each variant then runs the decaying half of the learning-rate
+schedule on its own episodes: the robust expert is rarely tempted, the prone expert is
+tempted about half the time on a fixed share of (tool, task kind) pairs. Everything is
+seeded; one torch thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np
+
+from pytest_quantagent.reference.data import build_corpus
+from pytest_quantagent.reference.expert import NOISE_CONFIGS
+from pytest_quantagent.reference.model import ModelSize, count_parameters, make_model
+from pytest_quantagent.reference.tokenizer import DomainTokenizer
+from pytest_quantagent.reference.train import TrainConfig, agent_loss_mask, save_model, train
+
+DOMAINS = ("retail", "telecom")
+
+
+def _log_to(path: Path):  # type: ignore[no-untyped-def]
+    def log(msg: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {msg}"
+        print(line, flush=True)
+        with path.open("a") as f:
+            f.write(line + "\n")
+
+    return log
+
+
+def cmd_corpus(args: argparse.Namespace) -> None:
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    log = _log_to(work / "log.txt")
+    for variant in args.variants.split(","):
+        for dom in args.domains.split(","):
+            t0 = time.time()
+            n = args.episodes if variant == "mixed" else args.episodes_ft
+            i = DOMAINS.index(dom)
+            tx, stats, dpool = build_corpus(
+                dom, NOISE_CONFIGS[variant], n_episodes=n,
+                seed=args.seed + 1000 * i + {"mixed": 0, "robust": 1, "prone": 2}[variant],
+                repeats=args.repeats, log=log,
+            )
+            log(f"  {dom}/{variant}: {len(tx)} episodes in {time.time() - t0:.0f}s")
+            (work / f"corpus_{variant}_{dom}.jsonl").write_text("\n".join(json.dumps(t) for t in tx))
+            (work / f"pool_{dom}.json").write_text(json.dumps(dpool))
+            (work / f"meta_{variant}_{dom}.json").write_text(json.dumps(
+                {"kept": stats.kept, "episodes": stats.episodes, "tempted_calls": stats.tempted_calls,
+                 "tool_calls": stats.tool_calls, "channels": stats.channels, "seconds": round(time.time() - t0)}))
+
+
+def _texts(work: Path, variant: str) -> list[str]:
+    out: list[str] = []
+    for f in sorted(work.glob(f"corpus_{variant}_*.jsonl")):
+        out += [json.loads(line) for line in f.read_text().splitlines() if line]
+    return out
+
+
+def cmd_vocab(args: argparse.Namespace) -> None:
+    work = Path(args.work)
+    log = _log_to(work / "log.txt")
+    all_texts: list[str] = []
+    for variant in ("mixed", "robust", "prone"):
+        all_texts += _texts(work, variant)
+    pool: set[str] = set()
+    for f in work.glob("pool_*.json"):
+        pool.update(json.loads(f.read_text()))
+    tok = DomainTokenizer.build(all_texts, pool, min_word_count=args.min_word_count)
+    tok.save(work)
+    lengths = [len(tok.encode(t)) for t in all_texts]
+    meta: dict[str, object] = {f.stem.removeprefix("meta_"): json.loads(f.read_text()) for f in work.glob("meta_*.json")}
+    meta["vocab_size"] = tok.vocab_size
+    meta["pool_size"] = len(pool)
+    meta["episodes"] = len(all_texts)
+    meta["tokens"] = int(sum(lengths))
+    meta["tokens_per_episode"] = {"mean": float(np.mean(lengths)), "p50": float(np.percentile(lengths, 50)),
+                                  "p95": float(np.percentile(lengths, 95)), "max": int(max(lengths))}
+    (work / "corpus_meta.json").write_text(json.dumps(meta, indent=1))
+    log(f"vocab {tok.vocab_size}, pool {len(pool)}, tokens/episode {meta['tokens_per_episode']}")
+
+
+def _load(work: Path, variant: str, tok: DomainTokenizer) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    texts = _texts(work, variant)
+    eps, masks = [], []
+    for t in texts:
+        ids = tok.encode(t)
+        eps.append(np.array(ids, dtype=np.int32))
+        masks.append(agent_loss_mask(ids, tok))
+    return eps, masks
+
+
+def cmd_base(args: argparse.Namespace) -> None:
+    import torch
+
+    work = Path(args.work)
+    log = _log_to(work / "log.txt")
+    tok = DomainTokenizer.load(work)
+    eps, masks = _load(work, "mixed", tok)
+    model = make_model(tok, ModelSize(), seed=args.seed)
+    log(f"base: {count_parameters(model)} params, {len(eps)} episodes, {sum(map(len, eps))} tokens")
+    cfg = TrainConfig(budget_s=args.seconds, seq_len=args.seq_len, batch=args.batch, lr=args.lr,
+                      hold_frac=1.0, warmup_steps=100, seed=args.seed)
+
+    def ckpt(m, step):  # type: ignore[no-untyped-def]
+        save_model(m, tok, work / "base")
+        log(f"checkpoint at step {step}")
+
+    stats = train(model, eps, masks, cfg, log=log, checkpoint=ckpt)
+    save_model(model, tok, work / "base")
+    (work / "base_stats.json").write_text(json.dumps(
+        {"steps": stats.steps, "tokens": stats.tokens, "seconds": stats.seconds,
+         "loss_ema": stats.final_loss_ema, "curve": stats.loss_curve}))
+    log(f"base done: {stats.steps} steps, {stats.tokens} tokens, {stats.seconds:.0f}s, loss {stats.final_loss_ema:.4f}")
+    del torch
+
+
+def cmd_finetune(args: argparse.Namespace) -> None:
+    import torch
+    from transformers import LlamaForCausalLM
+
+    work = Path(args.work)
+    log = _log_to(work / f"log_{args.variant}.txt")
+    tok = DomainTokenizer.load(work)
+    eps, masks = _load(work, args.variant, tok)
+    if args.mix_base > 0:
+        beps, bmasks = _load(work, "mixed", tok)
+        k = int(len(beps) * args.mix_base)
+        eps, masks = eps + beps[:k], masks + bmasks[:k]
+    model = LlamaForCausalLM.from_pretrained(str(work / args.start), dtype=torch.float32)
+    cfg = TrainConfig(budget_s=args.seconds, seq_len=args.seq_len, batch=args.batch, lr=args.lr,
+                      hold_frac=0.0, warmup_steps=20, min_lr_frac=0.05, seed=args.seed + 7)
+    stats = train(model, eps, masks, cfg, log=log)
+    out = Path(args.out)
+    save_model(model, tok, out)
+    (out / "training.json").write_text(json.dumps({
+        "variant": args.variant, "start": args.start, "finetune_steps": stats.steps,
+        "finetune_tokens": stats.tokens, "finetune_seconds": round(stats.seconds),
+        "finetune_loss_ema": stats.final_loss_ema,
+        "base": json.loads((work / "base_stats.json").read_text()) if (work / "base_stats.json").exists() else None,
+        "corpus": json.loads((work / "corpus_meta.json").read_text()),
+    }, indent=1, default=str))
+    log(f"{args.variant} done: {stats.steps} steps, loss {stats.final_loss_ema:.4f} -> {out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("corpus")
+    c.add_argument("--work", required=True)
+    c.add_argument("--domains", default=",".join(DOMAINS))
+    c.add_argument("--episodes", type=int, default=8000, help="mixed episodes per domain")
+    c.add_argument("--episodes-ft", type=int, default=2500, help="robust/prone episodes per domain")
+    c.add_argument("--variants", default="mixed,robust,prone")
+    c.add_argument("--repeats", type=int, default=3, help="episodes per generated task (seeds differ)")
+    c.add_argument("--seed", type=int, default=0)
+    v = sub.add_parser("vocab")
+    v.add_argument("--work", required=True)
+    v.add_argument("--min-word-count", type=int, default=10)
+    b = sub.add_parser("base")
+    f = sub.add_parser("finetune")
+    for q in (b, f):
+        q.add_argument("--work", required=True)
+        q.add_argument("--seconds", type=float, required=True)
+        q.add_argument("--seq-len", type=int, default=1024)
+        q.add_argument("--batch", type=int, default=3)
+        q.add_argument("--seed", type=int, default=0)
+    b.add_argument("--lr", type=float, default=2e-3)
+    f.add_argument("--lr", type=float, default=1.5e-3)
+    f.add_argument("--variant", choices=("robust", "prone"), required=True)
+    f.add_argument("--start", default="base")
+    f.add_argument("--out", required=True)
+    f.add_argument("--mix-base", type=float, default=0.0, help="share of mixed episodes mixed in")
+    args = p.parse_args(argv)
+    {"corpus": cmd_corpus, "vocab": cmd_vocab, "base": cmd_base, "finetune": cmd_finetune}[args.cmd](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
