@@ -11,8 +11,9 @@ A release gate can then run on files produced elsewhere (a GPU cluster, another 
     backend = "replay"
     paths = ["results/int4_retail.json", "results/int4_telecom.json"]   # several domains
 
-Relative paths are resolved against the current working directory. ``model`` is optional
-(default: the agent model named in each file's ``info``).
+``results`` is accepted as an alias of ``path``/``paths``. Relative paths are resolved
+against the current working directory. ``model`` is optional (default: the agent model
+named in each file's ``info``).
 
 Contract for the runner and the pytest session: an arm with ``backend == "replay"`` is not
 run. Its records are ``load_replay_arm(spec, domain)``; the backend object returned by the
@@ -43,15 +44,20 @@ class ReplayArmError(QuantAgentError, ValueError):
 
 
 def replay_paths(spec: ArmSpec) -> list[Path]:
-    """The results paths of a replay arm: ``path`` and/or the ``paths`` list."""
+    """The results paths of a replay arm: ``path`` and/or the ``paths`` list (``results``:
+    an alias of either)."""
     raw: list[Any] = []
     if spec.path:
         raw.append(spec.path)
-    extra = spec.options.get("paths")
-    if extra is not None:
+    if isinstance(spec.options.get("results"), str):  # alias of ``path``
+        raw.append(spec.options["results"])
+    for key in ("paths", "results"):
+        extra = spec.options.get(key)
+        if extra is None or (key == "results" and isinstance(extra, str)):
+            continue
         if isinstance(extra, str) or not isinstance(extra, Sequence):
             raise ReplayArmError(
-                f"arm {spec.label!r}: 'paths' must be a list of results paths, got {extra!r}"
+                f"arm {spec.label!r}: {key!r} must be a list of results paths, got {extra!r}"
             )
         raw.extend(extra)
     if not raw:

@@ -90,6 +90,20 @@ def test_registered_backend_refuses_to_generate(config: Path) -> None:
         asyncio.run(backend.generate(request))
 
 
+def test_results_key_is_an_alias(tmp_path: Path) -> None:
+    a = _file(tmp_path / "a.json", "retail", errors=0)
+    b = _file(tmp_path / "b.json", "telecom", errors=1)
+    cfg = tmp_path / "arms.toml"
+    cfg.write_text(f'[arms.x]\nbackend = "replay"\nresults = "{a}"\n'
+                   f'[arms.y]\nbackend = "replay"\nresults = ["{a}", "{b}"]\n'
+                   '[arms.z]\nbackend = "replay"\npaths = 3\n')
+    arms = load_arms_config(cfg)
+    assert len(load_replay_arm(arms["x"])) == 3
+    assert [r.domain for r in load_replay_arm(arms["y"])] == ["retail"] * 3 + ["telecom"] * 3
+    with pytest.raises(ReplayArmError, match="'paths' must be a list of results paths, got 3"):
+        load_replay_arm(arms["z"])
+
+
 def test_arm_without_path(tmp_path: Path) -> None:
     cfg = tmp_path / "arms.toml"
     cfg.write_text('[arms.int4]\nbackend = "replay"\n')
