@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,11 +30,15 @@ class TelecomDomain(Domain):
 
     def make_user(self, task: Task, seed: int) -> ScriptedUser:
         """The telecom scripted user for ``task`` (deterministic given ``seed``)."""
+        # The user's private view of its own phone (see TelecomUser): the device right after
+        # the task's initial state.
+        phone = self.make_environment(task).user_tools
         return TelecomUser(
             script_for_task(task),
             seed=seed,
             intents=self.device_intents,
             user_tool_names=self.user_tool_names,
+            phone=phone,
         )
 
     def generate_tasks(self, seed: int, n: int, kinds: Sequence[str] | None = None) -> list[Task]:
@@ -65,6 +70,25 @@ def _load_db(cls: type[TelecomDB] | type[TelecomUserDB], path: Path) -> TelecomD
         raise DataFileError(path, f"field {loc!r}", first["msg"]) from None
 
 
+def _contained_splits(path: Path, ids: list[str]) -> dict[str, list[str]]:
+    """The splits of ``path`` whose every id is one of ``ids`` (τ²-bench's
+    ``split_tasks.json`` also describes ``tasks_base_*.json``: its base/train/test/small)."""
+    if not path.is_file():
+        return {}
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise DataFileError(path, f"line {e.lineno} column {e.colno}", f"invalid JSON: {e.msg}") from None
+    known = set(ids)
+    if not isinstance(raw, dict):
+        return {}
+    return {
+        name: [str(x) for x in members]
+        for name, members in raw.items()
+        if isinstance(members, list) and members and {str(x) for x in members} <= known
+    }
+
+
 def make_domain(data_dir: Path, tasks_file: str | None, official: bool) -> Domain:
     """Build the telecom domain from ``data_dir`` (ours, or τ²-bench's when ``official``)."""
     data_dir = Path(data_dir)
@@ -84,7 +108,11 @@ def make_domain(data_dir: Path, tasks_file: str | None, official: bool) -> Domai
     tasks = load_tasks(tasks_path)
     # τ²-bench's convention: tasks_X.json has its splits in split_X.json.
     split_path = tasks_path.with_name(f"split_{tasks_path.stem}.json")
-    splits = load_splits(split_path, [t.id for t in tasks]) if split_path.is_file() else {}
+    ids = [t.id for t in tasks]
+    if split_path.is_file():
+        splits = load_splits(split_path, ids)
+    else:
+        splits = _contained_splits(data_dir / "split_tasks.json", ids)
     return TelecomDomain(
         name="telecom",
         policy=policy,

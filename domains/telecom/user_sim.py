@@ -10,10 +10,12 @@ something ("Please turn on data roaming on your phone.") triggers only the reque
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pytest_quantagent.env.messages import ToolCall
-from pytest_quantagent.env.user import DeviceIntent, ScriptedUser, matches
+from pytest_quantagent.env.messages import AssistantMessage, Message, ToolCall, UserMessage
+from pytest_quantagent.env.toolkit import Toolkit, ToolError
+from pytest_quantagent.env.user import DeviceIntent, ScriptedUser, UserScript, matches
 
 _MODES = {
     "4g_5g_preferred": (("4g_5g",), ("5g", "preferred"), ("4g", "5g"), ("5g",), ("lte", "5g")),
@@ -176,9 +178,77 @@ _STATE_QUESTION = re.compile(
     re.IGNORECASE,
 )
 
+#: Toggle tools → (device attribute, name the user says).
+_SWITCHES = {
+    "toggle_airplane_mode": ("airplane_mode", "Airplane mode"),
+    "toggle_data": ("data_enabled", "Mobile data"),
+    "toggle_roaming": ("roaming_enabled", "Data roaming"),
+    "toggle_data_saver_mode": ("data_saver_mode", "Data saver"),
+    "toggle_wifi": ("wifi_enabled", "Wi-Fi"),
+    "toggle_wifi_calling": ("wifi_calling_enabled", "Wi-Fi calling"),
+}
+_WANT_ON = re.compile(r"\b(?:on|enable|enabled|activate|reactivate)\b")
+_WANT_OFF = re.compile(r"\b(?:off|disable|disabled|deactivate)\b")
+_NOT_A_DIRECTION = re.compile(
+    r"\bon (?:your|the|my) (?:phone|device|screen|settings|handset)\b|\bon and off\b|"
+    r"\boff and on\b|\bon or off\b|\boff or on\b"
+)
+
+
+def wanted_state(sentence: str) -> bool | None:
+    """True/False when the sentence asks for a switch to end ON/OFF; None when it does not say
+    ("toggle it", "switch it off and on again", "on your phone" is not a direction)."""
+    low = _NOT_A_DIRECTION.sub(" ", sentence.lower())
+    on, off = bool(_WANT_ON.search(low)), bool(_WANT_OFF.search(low))
+    if on == off:
+        return None
+    return on
+
 
 class TelecomUser(ScriptedUser):
-    """Scripted user that performs device actions requested sentence by sentence."""
+    """Scripted user that performs device actions requested sentence by sentence.
+
+    With ``phone`` (a private copy of the episode's device after the initial state), a
+    request for a switch to end in the state it is already in ("please turn mobile data on"
+    when it is on) is answered in words instead of toggling the switch the wrong way; every
+    call the user makes is mirrored on that copy. Switch states depend on the user's own
+    actions only, so the copy stays exact for them.
+    """
+
+    def __init__(
+        self,
+        script: UserScript,
+        *,
+        seed: int = 0,
+        intents: Sequence[DeviceIntent] = (),
+        user_tool_names: Iterable[str] = (),
+        phone: Toolkit | None = None,
+    ) -> None:
+        super().__init__(script, seed=seed, intents=intents, user_tool_names=user_tool_names)
+        self.phone = phone
+        self._already: list[str] = []
+
+    def respond(self, view: list[Message]) -> UserMessage:
+        """As :meth:`ScriptedUser.respond`, saying so when a switch is already as asked."""
+        self._already = []
+        last = view[-1] if view else None
+        if isinstance(last, AssistantMessage) and last.content and not last.tool_calls:
+            calls = self.device_calls(last.content)
+            if not calls and self._already:
+                return UserMessage(content=" ".join(self._already))
+            if calls:
+                self._pending = calls[1:]
+                return self._call(calls[0])
+            return UserMessage(content=self.respond_text(last.content))
+        return super().respond(view)
+
+    def _call(self, call: ToolCall) -> UserMessage:
+        if self.phone is not None and self.phone.has_tool(call.name):
+            try:
+                self.phone.call(call.name, call.arguments)
+            except ToolError:
+                pass  # the real environment reports the same failure
+        return super()._call(call)
 
     def device_calls(self, text: str) -> list[ToolCall]:
         """The user tool calls an agent message asks for, in the order asked."""
@@ -235,6 +305,17 @@ class TelecomUser(ScriptedUser):
                         # "What is your network mode set to?" names no mode: a question.
                         name, args = "check_network_mode_preference", {}
                 resolved.append((pos, name, args))
-            found = resolved
+            found = [f for f in resolved if not self._already_as_asked(f[1], sentence)]
         found.sort(key=lambda x: x[0])
         return [(name, args) for _, name, args in found]
+
+    def _already_as_asked(self, tool: str, sentence: str) -> bool:
+        if self.phone is None or tool not in _SWITCHES:
+            return False
+        want = wanted_state(sentence)
+        attr, label = _SWITCHES[tool]
+        state = getattr(self.phone.db.device, attr)
+        if want is None or state != want:
+            return False
+        self._already.append(f"{label} is already {'ON' if state else 'OFF'} on my phone.")
+        return True

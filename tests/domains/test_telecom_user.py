@@ -32,6 +32,7 @@ def _asked(user, text):  # type: ignore[no-untyped-def]
 
 
 def test_every_oracle_phrase_means_its_tool_only(domain, user) -> None:  # type: ignore[no-untyped-def]
+    user.phone = None  # no "already on" answers: only the wording is under test
     samples = {"mode": "4g_only", "app_name": "browser", "permission": "network"}
     assert {i.tool for i in domain.device_intents} == set(domain.user_tool_names) - {"set_apn_settings"}
     for intent in domain.device_intents:
@@ -62,6 +63,7 @@ def test_every_oracle_phrase_means_its_tool_only(domain, user) -> None:  # type:
     ("What is your network mode set to?", [("check_network_mode_preference", {})]),
 ])
 def test_paraphrases(user, text, expected) -> None:  # type: ignore[no-untyped-def]
+    user.phone = None
     assert _asked(user, text) == expected
 
 
@@ -158,3 +160,23 @@ def test_generate_tasks_is_deterministic_and_filters_kinds(domain) -> None:  # t
 def test_generated_tasks_from_other_seeds_are_solvable(domain) -> None:  # type: ignore[no-untyped-def]
     tasks = domain.generate_tasks(2026, 60)
     assert [(r.task_id, r.reason) for r in run_oracle(domain, tasks) if not r.success] == []
+
+
+@pytest.mark.parametrize(("sentence", "want"), [
+    ("Please turn on your mobile data.", True), ("Please switch airplane mode on your phone off.", False),
+    ("Disable data saver.", False), ("Toggle Wi-Fi calling.", None),
+    ("Turn it off and on again.", None), ("Enable data roaming on the phone.", True),
+])
+def test_wanted_switch_state(sentence, want) -> None:  # type: ignore[no-untyped-def]
+    assert telecom_module("user_sim").wanted_state(sentence) is want
+
+
+def test_a_switch_already_as_asked_is_not_flipped(domain) -> None:  # type: ignore[no-untyped-def]
+    task = next(t for t in domain.tasks if "data_off" in (t.description.purpose or ""))
+    user = domain.make_user(task, seed=0)
+    reply = user.respond([AssistantMessage(content="Please make sure airplane mode is off.")])
+    assert reply.content == "Airplane mode is already OFF on my phone." and not reply.tool_calls
+    first = user.respond([AssistantMessage(content="Please turn on your mobile data.")])
+    assert [c.name for c in first.tool_calls] == ["toggle_data"]
+    again = user.respond([AssistantMessage(content="Please turn on your mobile data.")])
+    assert again.content == "Mobile data is already ON on my phone."
