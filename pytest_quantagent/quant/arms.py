@@ -99,7 +99,7 @@ class ArmSpec:
 
 
 #: Options that affect speed or plumbing only, never the model's output.
-_NON_OUTCOME_OPTIONS = frozenset({"timeout_s", "concurrency", "max_connections"})
+_NON_OUTCOME_OPTIONS = frozenset({"timeout_s", "concurrency", "max_connections", "http_client"})
 
 _SPEC_FIELDS = frozenset(
     {"backend", "model", "path", "base_url", "api_key_env", "quantization", "revision", "repair"}
