@@ -68,8 +68,10 @@ def _store_files(paths: Sequence[Path]) -> list[Path]:
 
 
 def iter_store(path: Path, warn: Any = None) -> Iterable[Any]:
-    """Yield the :class:`EpisodeRecord` of each line of a JSONL store (streaming)."""
-    from pytest_quantagent.store.records import EpisodeRecord
+    """Yield each line of a JSONL store as a validated
+    :class:`~pytest_quantagent.metrics.episode.LeanRecord` dict (streaming; only the fields
+    the analysis reads are validated, messages are skipped)."""
+    from pytest_quantagent.metrics.episode import LEAN_RECORD
 
     warn = warn or (lambda msg: print(f"quantagent analyze: warning: {msg}", file=sys.stderr))
     with path.open("rb") as f:
@@ -82,7 +84,7 @@ def iter_store(path: Path, warn: Any = None) -> Iterable[Any]:
             if not raw.strip():
                 continue
             try:
-                yield EpisodeRecord.model_validate_json(raw)
+                yield LEAN_RECORD.validate_json(raw)
             except ValidationError as e:
                 first = e.errors()[0] if e.errors() else {"msg": str(e), "loc": ()}
                 where = ".".join(str(x) for x in first.get("loc", ()))
@@ -130,17 +132,20 @@ def build_report(args: argparse.Namespace) -> Any:
     reference = args.reference
     sources: list[str] = []
 
+    def get(key: tuple[str, str]) -> ArmAccumulator:
+        if key not in acc:
+            acc[key] = ArmAccumulator(*key)
+            order.append(key)
+        return acc[key]
+
     def fold(records: Iterable[Any]) -> None:
         for r in records:
-            key = (r.domain, r.arm)
-            if key not in acc:
-                acc[key] = ArmAccumulator(*key)
-                order.append(key)
-            acc[key].add(r)
+            get((r.domain, r.arm)).add(r)
 
     for f in _store_files(args.paths):
         sources.append(str(f))
-        fold(iter_store(f))
+        for d in iter_store(f):
+            get((d["domain"], d["arm"])).add_raw(d)
     if args.tau2:
         from pytest_quantagent.tau2.reader import read_results
 

@@ -11,14 +11,74 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
+from pydantic import TypeAdapter
+from typing_extensions import NotRequired, TypedDict
 
 from pytest_quantagent.env.channels import ALL_CHANNELS, NAMED_CHANNELS, Channel, TerminationReason
-from pytest_quantagent.metrics.recovery import recovery_events
+from pytest_quantagent.metrics.recovery import count_recoveries, recovery_events
 from pytest_quantagent.store.records import EpisodeRecord
 
 CHANNEL_INDEX: dict[Channel, int] = {c: i for i, c in enumerate(ALL_CHANNELS)}
+_CHANNEL_POS: dict[str, int] = {c.value: i for i, c in enumerate(ALL_CHANNELS)}
+_CHANNEL_OF: dict[str, Channel] = {c.value: c for c in ALL_CHANNELS}
+_NAMED = frozenset(c.value for c in NAMED_CHANNELS)
+_WRONG_ENTITY = Channel.WRONG_ENTITY.value
+_INFRA = TerminationReason.INFRASTRUCTURE_ERROR.value
+
+ChannelName = Literal[
+    "unknown_tool", "cross_role_tool", "malformed_call", "bad_arguments", "wrong_entity",
+    "policy_violation", "user_tool_error",
+]
+TerminationName = Literal[
+    "user_stop", "agent_stop", "max_steps", "too_many_errors", "agent_error", "user_error",
+    "timeout", "infrastructure_error",
+]
+
+
+class LeanCall(TypedDict):
+    """The fields of a stored ``CallRecord`` the analysis reads."""
+
+    requestor: Literal["assistant", "user"]
+    name: str
+    error: bool
+    channel: NotRequired[ChannelName | None]
+    entity: NotRequired[str | None]
+
+
+class LeanDecision(TypedDict):
+    kind: NotRequired[Literal["tool_name", "argument"]]
+    top1: str
+    margin: float
+    chosen: NotRequired[str | None]
+
+
+class LeanRecord(TypedDict):
+    """The fields of a stored ``EpisodeRecord`` the analysis reads (others are ignored, so
+    messages are never materialised)."""
+
+    domain: str
+    arm: str
+    task_id: str
+    trial: int
+    termination: TerminationName
+    success: bool
+    n_errors: int
+    steps: int
+    max_errors: int
+    model: NotRequired[str]
+    backend: NotRequired[str]
+    tokens: NotRequired[int | None]
+    duration_s: NotRequired[float | None]
+    calls: NotRequired[list[LeanCall]]
+    decisions: NotRequired[list[LeanDecision]]
+
+
+#: Validates one store line (JSON) into a :class:`LeanRecord` dict — about 2x faster than
+#: building the full ``EpisodeRecord`` (no messages, no model instances).
+LEAN_RECORD: TypeAdapter[LeanRecord] = TypeAdapter(LeanRecord)
 
 
 @dataclass(frozen=True)
@@ -135,41 +195,75 @@ class ArmAccumulator:
 
     def add(self, record: EpisodeRecord) -> None:
         """Fold one record in (infrastructure errors are only counted)."""
-        if record.domain != self.domain or record.arm != self.arm:
+        calls = record.calls
+        self._fold(
+            record.domain, record.arm, record.termination.value, record.task_id, record.trial,
+            record.success, record.n_errors, record.steps, record.max_errors, record.model,
+            record.backend, record.tokens, record.duration_s,
+            [c.requestor for c in calls], [c.name for c in calls], [c.error for c in calls],
+            [c.channel.value if c.channel is not None else None for c in calls],
+            [c.entity for c in calls],
+            [(d.chosen or d.top1, d.margin) for d in record.decisions if d.kind == "tool_name"],
+        )
+
+    def add_raw(self, d: LeanRecord) -> None:
+        """Fold one record given as the dict of :data:`LEAN_RECORD` (the fast store path)."""
+        calls = d.get("calls", [])
+        self._fold(
+            d["domain"], d["arm"], d["termination"], d["task_id"], d["trial"], d["success"],
+            d["n_errors"], d["steps"], d["max_errors"], d.get("model", ""),
+            d.get("backend", ""), d.get("tokens"), d.get("duration_s"),
+            [c.get("requestor", "assistant") for c in calls], [c["name"] for c in calls],
+            [c["error"] for c in calls], [c.get("channel") for c in calls],
+            [c.get("entity") for c in calls],
+            [(x.get("chosen") or x["top1"], x["margin"]) for x in d.get("decisions", [])
+             if x.get("kind", "tool_name") == "tool_name"],
+        )
+
+    def _fold(
+        self, domain: str, arm: str, termination: str, task_id: str, trial: int,
+        success: bool, n_errors: int, steps: int, max_errors: int, model: str, backend: str,
+        tokens: int | None, duration_s: float | None, requestors: list[str], names: list[str],
+        errors: list[bool], channels: list[str | None], entities: list[str | None],
+        decisions: list[tuple[str, float]],
+    ) -> None:
+        if domain != self.domain or arm != self.arm:
             raise ValueError(
-                f"record of (domain={record.domain!r}, arm={record.arm!r}) added to the "
+                f"record of (domain={domain!r}, arm={arm!r}) added to the "
                 f"accumulator of (domain={self.domain!r}, arm={self.arm!r})"
             )
-        if record.termination == TerminationReason.INFRASTRUCTURE_ERROR:
+        if termination == _INFRA:
             self._infra += 1
             return
-        key = (record.task_id, record.trial)
+        key = (task_id, trial)
         if key in self._seen:
             self._dups += 1
             return
         self._seen.add(key)
-        self._models.add(record.model)
-        self._backends.add(record.backend)
-        m = episode_metrics(record)
-        self._task.append(m.task_id)
-        self._trial.append(m.trial)
+        self._models.add(model)
+        self._backends.add(backend)
+        counts = [0] * len(ALL_CHANNELS)
+        for i, ch in enumerate(channels):
+            if ch is not None:
+                counts[_CHANNEL_POS[ch]] += 1
+                if ch in _NAMED:
+                    value = entities[i] if ch == _WRONG_ENTITY else (entities[i] or names[i])
+                    if value:
+                        self._names[_CHANNEL_OF[ch]][value] += 1
+        rec = count_recoveries(requestors, names, errors, channels)
+        self._task.append(task_id)
+        self._trial.append(trial)
         self._ints.append(
-            (int(m.success), m.n_errors, m.steps, m.tool_calls, m.failures, m.recovered,
-             *m.channel_counts)
+            (int(success), n_errors, steps, len(names), rec.failures, rec.recovered, *counts)
         )
-        self._tokens.append(math.nan if m.tokens is None else float(m.tokens))
-        self._dur.append(math.nan if m.duration_s is None else float(m.duration_s))
-        self._terms[m.termination] += 1
-        me = record.max_errors
-        self._max_errors = me if self._max_errors is None else min(self._max_errors, me)
-        for ch in NAMED_CHANNELS:
-            if m.channel_counts[CHANNEL_INDEX[ch]]:
-                self._names[ch].update(failure_names(record, ch))
-        tool_decisions = [d for d in record.decisions if d.kind == "tool_name"]
-        if tool_decisions:
-            margins = tuple(float(d.margin) for d in tool_decisions)
+        self._tokens.append(math.nan if tokens is None else float(tokens))
+        self._dur.append(math.nan if duration_s is None else float(duration_s))
+        self._terms[termination] += 1
+        self._max_errors = max_errors if self._max_errors is None else min(self._max_errors, max_errors)
+        if decisions:
+            margins = tuple(float(m) for _, m in decisions)
             self._margins.extend(margins)
-            self._decisions[key] = (tuple(d.chosen or d.top1 for d in tool_decisions), margins)
+            self._decisions[key] = (tuple(c for c, _ in decisions), margins)
 
     def extend(self, records: Iterable[EpisodeRecord]) -> ArmAccumulator:
         for r in records:

@@ -20,7 +20,7 @@ from pytest_quantagent.env.channels import Channel
 from pytest_quantagent.store.records import CallRecord
 
 _NAME_IS_THE_MISTAKE = frozenset(
-    {Channel.UNKNOWN_TOOL, Channel.CROSS_ROLE_TOOL, Channel.MALFORMED_CALL}
+    {Channel.UNKNOWN_TOOL.value, Channel.CROSS_ROLE_TOOL.value, Channel.MALFORMED_CALL.value}
 )
 
 
@@ -34,23 +34,36 @@ class RecoveryCount:
 
 def recovery_events(calls: Sequence[CallRecord]) -> RecoveryCount:
     """Count failed calls and recovered failed calls in one episode's ordered calls (O(n))."""
+    return count_recoveries(
+        [c.requestor for c in calls], [c.name for c in calls], [c.error for c in calls],
+        [c.channel.value if c.channel is not None else None for c in calls],
+    )
+
+
+def count_recoveries(
+    requestors: Sequence[str], names: Sequence[str], errors: Sequence[bool],
+    channels: Sequence[str | None],
+) -> RecoveryCount:
+    """:func:`recovery_events` over parallel per-call lists (channel as its string value)."""
+    n = len(requestors)
     last_ok: dict[tuple[str, str], int] = {}
-    next_ok: list[bool] = [False] * len(calls)
+    next_ok: list[bool] = [False] * n
     pending: dict[str, int] = {}
-    for i, c in enumerate(calls):
-        if not c.error:
-            last_ok[(c.requestor, c.name)] = i
-        prev = pending.get(c.requestor)
+    for i in range(n):
+        req = requestors[i]
+        if not errors[i]:
+            last_ok[(req, names[i])] = i
+        prev = pending.get(req)
         if prev is not None:
-            next_ok[prev] = not c.error
-        pending[c.requestor] = i
+            next_ok[prev] = not errors[i]
+        pending[req] = i
     failures = recovered = 0
-    for i, c in enumerate(calls):
-        if not c.error:
+    for i in range(n):
+        if not errors[i]:
             continue
         failures += 1
-        if c.channel in _NAME_IS_THE_MISTAKE:
+        if channels[i] in _NAME_IS_THE_MISTAKE:
             recovered += next_ok[i]
-        elif last_ok.get((c.requestor, c.name), -1) > i:
+        elif last_ok.get((requestors[i], names[i]), -1) > i:
             recovered += 1
     return RecoveryCount(failures, recovered)

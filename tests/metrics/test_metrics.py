@@ -153,3 +153,24 @@ def test_empty_arm_is_safe() -> None:
     assert data.n == 0 and data.channel_counts.shape == (0, 7)
     assert math.isnan(budget_curve(data.success, data.n_errors, 3)[0])
     assert np.asarray(data.tokens).size == 0
+
+
+def test_raw_store_path_equals_record_path() -> None:
+    # the fast JSON path (LEAN_RECORD + add_raw) must give the same arrays as add(record)
+    from pytest_quantagent.metrics.episode import LEAN_RECORD
+    from pytest_quantagent.metrics.synthetic import make_tasks, synthetic_episodes
+
+    rng = np.random.default_rng(0)
+    recs = list(synthetic_episodes(rng, make_tasks(rng, 8), arm="int4", decisions=True))
+    recs.append(record("t9", 0, arm="int4", calls=[call("x", Channel.CROSS_ROLE_TOOL, requestor="user")]))
+    recs.append(record("t9", 1, arm="int4", termination=TerminationReason.INFRASTRUCTURE_ERROR, success=False))
+    slow = ArmAccumulator("retail", "int4").extend(recs).finish()
+    fast_acc = ArmAccumulator("retail", "int4")
+    for r in recs:
+        fast_acc.add_raw(LEAN_RECORD.validate_json(r.model_dump_json()))
+    fast = fast_acc.finish()
+    for name in ("success", "n_errors", "steps", "tool_calls", "channel_counts", "failures",
+                 "recovered", "margins"):
+        assert np.array_equal(getattr(slow, name), getattr(fast, name)), name
+    assert slow.names == fast.names and slow.decisions == fast.decisions
+    assert slow.terminations == fast.terminations and slow.infrastructure_errors == 1
