@@ -56,7 +56,9 @@ def _first_existing(data_dir: Path, names: tuple[str, ...]) -> Path:
         path = data_dir / name
         if path.is_file():
             return path
-    raise DataFileError(data_dir / names[0], "", f"file not found (also tried: {', '.join(names[1:])})")
+    raise DataFileError(
+        data_dir / names[0], "", f"file not found (also tried: {', '.join(names[1:])})"
+    )
 
 
 def _load_db(cls: type[TelecomDB] | type[TelecomUserDB], path: Path) -> TelecomDB | TelecomUserDB:
@@ -78,7 +80,9 @@ def _contained_splits(path: Path, ids: list[str]) -> dict[str, list[str]]:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
-        raise DataFileError(path, f"line {e.lineno} column {e.colno}", f"invalid JSON: {e.msg}") from None
+        raise DataFileError(
+            path, f"line {e.lineno} column {e.colno}", f"invalid JSON: {e.msg}"
+        ) from None
     known = set(ids)
     if not isinstance(raw, dict):
         return {}

@@ -10,6 +10,7 @@ impossible values (a non-positive refuel amount) raise :class:`ArgumentError`. M
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from typing import Any
 
 from pytest_quantagent.env.toolkit import (
@@ -177,7 +178,7 @@ class TelecomTools(Toolkit):
         Args:
             id: The ID of the object to retrieve.
         """
-        lookups = {
+        lookups: dict[str, Callable[[str], Customer | Line | Device | Bill | Plan]] = {
             "L": self._line,
             "D": self._device,
             "B": self._bill,

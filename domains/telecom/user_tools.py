@@ -364,9 +364,7 @@ class TelecomUserTools(Toolkit):
         """Toggles Data Saver mode ON or OFF. When ON, it reduces data usage, which may affect
         data speed."""
         self.device.data_saver_mode = not self.device.data_saver_mode
-        return self._with_status(
-            f"Data Saver Mode is now {_on_off(self.device.data_saver_mode)}."
-        )
+        return self._with_status(f"Data Saver Mode is now {_on_off(self.device.data_saver_mode)}.")
 
     # -- tools: APN -------------------------------------------------------------------------------
 
@@ -549,9 +547,7 @@ class TelecomUserTools(Toolkit):
                 entity=permission,
             )
         setattr(app.permissions, permission, True)
-        return self._with_status(
-            f"Success. Permission '{permission}' granted to app '{app_name}'."
-        )
+        return self._with_status(f"Success. Permission '{permission}' granted to app '{app_name}'.")
 
     @is_tool(ToolType.READ)
     def can_send_mms(self) -> str:
@@ -581,10 +577,7 @@ class TelecomUserTools(Toolkit):
         request = self.surroundings.payment_request
         if request is None:
             return "No payment request has been made."
-        return (
-            f"You have a payment request for bill {request.bill_id} "
-            f"of {request.amount_due} USD."
-        )
+        return f"You have a payment request for bill {request.bill_id} of {request.amount_due} USD."
 
     @is_tool(ToolType.WRITE)
     def make_payment(self) -> str:
@@ -730,7 +723,9 @@ class TelecomUserTools(Toolkit):
         """Data saver is as expected."""
         return self.device.data_saver_mode == expected_status
 
-    def assert_internet_speed(self, expected_speed: float, expected_desc: str | None = None) -> bool:
+    def assert_internet_speed(
+        self, expected_speed: float, expected_desc: str | None = None
+    ) -> bool:
         """The speed test gives at least ``expected_speed`` Mbps (and the given description)."""
         speed, desc = self._speed()
         ok = (speed or 0.0) >= expected_speed

@@ -141,9 +141,9 @@ def test_set_apn_settings(phone) -> None:  # type: ignore[no-untyped-def]
     out = phone.set_apn_settings({"apn_name": "internet", "mmsc_url": None})
     assert out.startswith("APN settings set to: internet")
     assert "MMSC URL (for picture messages): Not Set" in phone.check_apn_settings()
-    with pytest.raises(ArgumentError, match="apn_settings.apn_name"):
+    with pytest.raises(ArgumentError, match=r"apn_settings\.apn_name"):
         phone.set_apn_settings({"apn_name": "nonsense"})
-    with pytest.raises(ArgumentError, match="apn_settings.colour"):
+    with pytest.raises(ArgumentError, match=r"apn_settings\.colour"):
         phone.set_apn_settings({"colour": "red"})
 
 
