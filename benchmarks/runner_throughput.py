@@ -77,7 +77,7 @@ _POLICY = (
 
 def synthetic_domain() -> Domain:
     db = BenchDB(records={f"r{i:04d}": {"id": f"r{i:04d}", "status": "pending", "total": str(i)}
-                          for i in range(200)})
+                          for i in range(20)})
     task = Task.model_validate({
         "id": "bench-0",
         "user_scenario": {"instructions": "Look up record r0001.",
@@ -89,7 +89,7 @@ def synthetic_domain() -> Domain:
 
 def synthetic_script(n_calls: int) -> list[dict[str, Any]]:
     calls = [{"tool_calls": [{"name": f"get_record_{i % 16:02d}",
-                              "arguments": {"record_id": f"r{i % 200:04d}"}}]} for i in range(n_calls - 1)]
+                              "arguments": {"record_id": f"r{i % 20:04d}"}}]} for i in range(n_calls - 1)]
     return [*calls, STOP]
 
 

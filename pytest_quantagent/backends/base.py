@@ -26,7 +26,9 @@ class GenerateRequest:
     """One model call.
 
     ``messages`` and ``tools`` are in OpenAI chat format; the system message comes first.
-    The lists are shared with the caller (built once per domain/turn) and must not be mutated.
+    The lists and the message dicts are shared with the caller (tool schemas built once per
+    domain, history messages reused by every later turn) and must not be mutated: backends
+    may cache their encodings by identity.
     """
 
     messages: list[dict[str, Any]]

@@ -227,6 +227,7 @@ class OpenAICompatBackend(Backend):
             )
         self._strict_tools_cache: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None
         self._enc_cache: dict[int, tuple[Any, bytes]] = {}
+        self._msg_cache: dict[int, tuple[dict[str, Any], bytes]] = {}
 
     def is_retryable(self, exc: BaseException) -> bool:
         if isinstance(exc, BackendHTTPError):
@@ -292,12 +293,23 @@ class OpenAICompatBackend(Backend):
         messages = body.pop("messages")
         tools = body.pop("tools", None)
         parts = []
+        cache = self._msg_cache
+        if len(cache) > 50_000:
+            cache.clear()
         for m in messages:
+            hit = cache.get(id(m))
+            if hit is not None and hit[0] is m:
+                parts.append(hit[1])
+                continue
             content = m.get("content")
             if m.get("role") == "system" and isinstance(content, str) and len(m) == 2:
-                parts.append(b'{"role":"system","content":' + self._encoded(content) + b"}")
+                data = b'{"role":"system","content":' + self._encoded(content) + b"}"
             else:
-                parts.append(_dumps(m))
+                data = _dumps(m)
+            # History messages recur in every later request of the episode; the caller never
+            # mutates a message it has sent (see GenerateRequest).
+            cache[id(m)] = (m, data)
+            parts.append(data)
         out = b'{"messages":[' + b",".join(parts) + b"]"
         if tools is not None:
             out += b',"tools":' + self._encoded(tools)
