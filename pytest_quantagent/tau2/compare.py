@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_quantagent.tau2.reader import Tau2Run, read_results
+from pytest_quantagent.tau2.reader import Tau2Run, default_label, read_results
 
 
 @dataclass
@@ -28,8 +28,8 @@ def read_comparison(paths: Sequence[str | Path],
                     labels: Sequence[str] | None = None) -> list[DomainGroup]:
     """Read every file (the first is the reference) and group them by domain.
 
-    Labels default to the file names; a repeated name gets ``#2``, ``#3``... so every arm of
-    a domain has its own label. Raises :class:`DataFileError` for the first bad file.
+    Labels default to :func:`unique_labels` (file names, a repeated one suffixed ``#2``...).
+    Raises :class:`DataFileError` for the first bad file.
     """
     if len(paths) < 2:
         raise ValueError(
@@ -37,24 +37,36 @@ def read_comparison(paths: Sequence[str | Path],
         )
     if labels is not None and len(labels) != len(paths):
         raise ValueError(f"{len(labels)} labels given for {len(paths)} files; give one per file")
+    names = unique_labels(paths) if labels is None else list(labels)
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"labels must differ; repeated: {', '.join(repeated)}")
     groups: dict[str, DomainGroup] = {}
-    used: dict[str, set[str]] = {}
-    for i, p in enumerate(paths):
-        run = read_results(p, label=labels[i] if labels is not None else None)
-        taken = used.setdefault(run.domain, set())
-        base, n = run.label, 1
-        while run.label in taken:
-            n += 1
-            run.label = f"{base}#{n}"
-        if run.label != base:
-            for r in run.records:
-                r.arm = run.label
-        taken.add(run.label)
+    for p, name in zip(paths, names, strict=True):
+        run = read_results(p, label=name)
         if run.domain not in groups:
             groups[run.domain] = DomainGroup(run.domain, run)
         else:
             groups[run.domain].candidates.append(run)
     return list(groups.values())
+
+
+def unique_labels(paths: Sequence[str | Path]) -> list[str]:
+    """One arm label per path (:func:`default_label`), a repeated one suffixed ``#2``,
+    ``#3``... (``runs/a/retail.json`` and ``runs/b/retail.json`` are two arms, not one).
+
+    >>> unique_labels(["a/int4.json", "b/int4.json", "bf16.json"])
+    ['int4', 'int4#2', 'bf16']
+    """
+    out: list[str] = []
+    for p in paths:
+        base = label = default_label(p)
+        n = 1
+        while label in out:
+            n += 1
+            label = f"{base}#{n}"
+        out.append(label)
+    return out
 
 
 def pairing_note(reference: Tau2Run, candidate: Tau2Run) -> str:

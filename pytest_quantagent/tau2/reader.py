@@ -43,7 +43,7 @@ from pytest_quantagent.tau2.classify import (
 )
 from pytest_quantagent.tau2.flags import VERSION_KEYS, Tau2Flags
 from pytest_quantagent.tau2.messages import convert_messages
-from pytest_quantagent.tau2.source import Format, open_results
+from pytest_quantagent.tau2.source import RESULTS_FILE, SIMULATIONS_DIR, Format, open_results
 
 #: τ²-bench termination strings that our taxonomy names differently. Both are scored 0 by
 #: τ²-bench; ``context_window_exceeded`` is, like an infrastructure error, excluded from its
@@ -141,8 +141,7 @@ def read_results(
     if note:
         flags.notes.append(note)
 
-    run_label = label or (p.name if fmt == "dir" and p.is_dir() else
-                          (meta_path.parent.name if fmt == "dir" else meta_path.stem))
+    run_label = label or default_label(p)
     agent = info.get("agent_info") or {}
     model = str(agent.get("llm") or agent.get("implementation") or "unknown")
     ctx = _Context(path=meta_path, label=run_label, model=model, backend=backend,
@@ -155,6 +154,17 @@ def read_results(
         flags.notes.append("the file holds no simulations")
     return Tau2Run(path=meta_path, label=run_label, domain=domain, model=model, format=fmt,
                    info=_summary(info), records=records, flags=flags)
+
+
+def default_label(path: str | Path) -> str:
+    """The arm label of a results path: the file name without ``.json``; for the directory
+    format (a folder, or a ``results.json`` beside ``simulations/``) the folder's name."""
+    p = Path(path)
+    if p.is_dir():
+        return p.resolve().name
+    if p.name == RESULTS_FILE and (p.parent / SIMULATIONS_DIR).is_dir():
+        return p.resolve().parent.name
+    return p.stem
 
 
 # --------------------------------------------------------------------------- info

@@ -48,6 +48,8 @@ def test_explicit_labels(tmp_path: Path) -> None:
     assert [group.reference.label, group.candidates[0].label] == ["bf16", "int4"]
     with pytest.raises(ValueError, match="3 labels given for 2 files"):
         read_comparison([a, b], labels=["bf16", "int4", "fp8"])
+    with pytest.raises(ValueError, match="repeated: int4"):
+        read_comparison([a, b], labels=["int4", "int4"])
 
 
 def test_needs_two_files_and_refuses_bad_ones(tmp_path: Path) -> None:
