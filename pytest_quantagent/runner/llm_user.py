@@ -1,0 +1,275 @@
+"""An LLM user simulator, pinned and cached, shared identically by every arm.
+
+The user simulator is the largest confound of agent benchmarks (a different user model has
+moved τ²-bench scores by tens of points), so for a precision comparison it must be *the same
+user* in every arm:
+
+- **Pinned.** The user model, its decoding settings (temperature 0 by default), its seed and
+  the prompt version form :attr:`LLMUserSpec.identity`, which goes into every episode's cache
+  key and the report header.
+- **Cached by transcript.** A user turn is looked up by (user identity, task, trial, seed,
+  the user's view of the transcript so far). When two arms' transcripts agree up to a point,
+  the user's replies up to that point are the *same bytes*, not a second sample. The cache is
+  in memory, shared by every arm of the process, and optionally appended to a JSONL file
+  (``user_turns.jsonl`` in the store) so resumed runs and pytest-xdist workers reuse it.
+- **Failures are the user's.** A user tool call that does not parse becomes a
+  ``ToolCall(requestor="user", parse_error=...)``, answered by the engine as a
+  ``malformed_call`` *of the user* (``CallRecord.requestor == "user"``). An empty turn is
+  re-asked once, then ends the episode with ``user_error``. Server errors are retried by the
+  model client and, when retries are exhausted, surface as infrastructure failures (the episode
+  is retried by the batch layer, never scored as the agent's fault).
+
+The prompt follows τ²-bench's protocol in our own words: global guidelines, then the task's
+scenario (persona, instructions: reason for the call, known and unknown information, task
+instructions, or τ²-bench's free-text instructions), the stop tokens ``###STOP###``,
+``###TRANSFER###`` and ``###OUT-OF-SCOPE###``, and — in telecom — the device tools offered as
+tool calls that run in the user's environment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from pytest_quantagent.backends.base import GenerateRequest
+from pytest_quantagent.backends.wrapper import ModelClient
+from pytest_quantagent.env.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
+from pytest_quantagent.env.tasks import StructuredUserInstructions, Task
+
+USER_PROMPT_VERSION = "1"
+
+GUIDELINES = """\
+# How to play the customer
+You are a customer contacting a customer-service agent. Play the customer described in the
+scenario below, one message at a time, in your own words.
+- Follow the scenario's instructions strictly. Never invent information the scenario does not
+  give you: what it does not say, you do not know.
+- Reveal information progressively: give a piece of information when the agent asks for it,
+  not all at once.
+- Do not repeat the scenario's wording verbatim; paraphrase naturally.
+- When your goal is met, or nothing more can be done, end the conversation with a message that
+  contains only ###STOP###.
+- If the agent transfers you to another agent or a human, reply with only ###TRANSFER###.
+- If the scenario does not tell you how to continue, reply with only ###OUT-OF-SCOPE###.
+"""
+
+DEVICE_GUIDELINES = """\
+# Your device
+You can act on your own phone with the tools offered to you. When the agent asks you to check
+or change something on your device, call the matching tool and report what it returned.
+Always ground what you say about your device on the results of your tool calls; never make up
+a result.
+"""
+
+
+def scenario_text(task: Task) -> str:
+    """The task's user scenario as the user model reads it."""
+    us = task.user_scenario
+    parts: list[str] = []
+    if us.persona:
+        parts.append(f"Persona:\n{us.persona}")
+    ins = us.instructions
+    if isinstance(ins, StructuredUserInstructions):
+        if ins.domain:
+            parts.append(f"Domain: {ins.domain}")
+        parts.append(f"Reason for the call:\n{ins.reason_for_call}")
+        if ins.known_info:
+            parts.append(f"What you know:\n{ins.known_info}")
+        if ins.unknown_info:
+            parts.append(f"What you do not know:\n{ins.unknown_info}")
+        if ins.task_instructions:
+            parts.append(f"Instructions:\n{ins.task_instructions}")
+    else:
+        parts.append(f"Instructions:\n{ins}")
+    return "\n\n".join(parts)
+
+
+def user_system_prompt(task: Task, *, with_device: bool) -> str:
+    """Guidelines + (device guidelines) + the scenario."""
+    head = GUIDELINES + ("\n" + DEVICE_GUIDELINES if with_device else "")
+    return f"{head}\n<scenario>\n{scenario_text(task)}\n</scenario>"
+
+
+def view_to_openai(view: Sequence[Message]) -> list[dict[str, Any]]:
+    """The user's view with roles flipped: the agent speaks as ``user``, the simulated user's
+    own turns are ``assistant`` (with their device tool calls), device results are ``tool``."""
+    out: list[dict[str, Any]] = []
+    for m in view:
+        if isinstance(m, AssistantMessage):
+            if m.content:
+                out.append({"role": "user", "content": m.content})
+        elif isinstance(m, UserMessage):
+            msg: dict[str, Any] = {"role": "assistant", "content": m.content}
+            if m.tool_calls:
+                msg["tool_calls"] = [
+                    {"id": tc.id, "type": "function",
+                     "function": {"name": tc.name, "arguments": json.dumps(tc.arguments)}}
+                    for tc in m.tool_calls
+                ]
+            out.append(msg)
+        elif isinstance(m, ToolMessage):
+            out.append({"role": "tool", "tool_call_id": m.id, "content": m.content})
+        elif isinstance(m, SystemMessage):
+            continue  # the user has its own system prompt
+    return out
+
+
+@dataclass(frozen=True)
+class LLMUserSpec:
+    """What pins the user simulator: model, decoding, seed policy, prompt version."""
+
+    model: str
+    """The user model's spec as given (e.g. an arm-like description ``openai:gpt-4.1``)."""
+    backend: str
+    temperature: float = 0.0
+    max_tokens: int = 512
+    prompt_version: str = USER_PROMPT_VERSION
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"user temperature must be >= 0, got {self.temperature!r}")
+        if self.max_tokens < 1:
+            raise ValueError(f"user max_tokens must be >= 1, got {self.max_tokens!r}")
+
+    @property
+    def identity(self) -> str:
+        """The user simulator's name in cache keys and reports (``user_sim``)."""
+        return (
+            f"llm:{self.backend}:{self.model}:t={self.temperature:g}:"
+            f"max={self.max_tokens}:p{self.prompt_version}"
+        )
+
+
+@dataclass
+class UserTurnCache:
+    """User turns by transcript key: in memory, optionally mirrored to a JSONL file.
+
+    The file is append-only (one ``{"key", "message"}`` per line) under a file lock, so
+    concurrent processes can share it; a torn last line is ignored on load.
+    """
+
+    path: Path | None = None
+    _mem: dict[str, dict[str, Any]] = field(default_factory=dict)
+    hits: int = 0
+    misses: int = 0
+
+    def __post_init__(self) -> None:
+        if self.path is not None:
+            self.path = Path(self.path)
+            self._load(self.path)
+
+    def _load(self, path: Path) -> None:
+        if not path.exists():
+            return
+        with path.open(encoding="utf-8") as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                    self._mem[row["key"]] = row["message"]
+                except (ValueError, KeyError, TypeError):
+                    continue  # torn or foreign line: the turn will simply be asked again
+
+    def get(self, key: str) -> UserMessage | None:
+        row = self._mem.get(key)
+        if row is None and self.path is not None:
+            self._load(self.path)  # another process may have answered it meanwhile
+            row = self._mem.get(key)
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return UserMessage.model_validate(row)
+
+    def put(self, key: str, message: UserMessage) -> None:
+        row = message.model_dump(mode="json", exclude={"turn_idx"})
+        self._mem[key] = row
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with FileLock(str(self.path) + ".lock"):
+                with self.path.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps({"key": key, "message": row}, sort_keys=True) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+
+
+def transcript_key(identity: str, task_id: str, trial: int, seed: int,
+                   messages: Sequence[dict[str, Any]]) -> str:
+    """SHA-256 over the user's identity, the episode's identity and the user's view."""
+    blob = json.dumps(
+        {"u": identity, "task": task_id, "trial": trial, "seed": seed, "view": messages},
+        sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+    )
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class LLMUser:
+    """Implements the episode ``User`` protocol with a model behind a :class:`ModelClient`."""
+
+    def __init__(
+        self,
+        client: ModelClient,
+        spec: LLMUserSpec,
+        task: Task,
+        *,
+        trial: int,
+        seed: int,
+        tools: list[dict[str, Any]] | None = None,
+        cache: UserTurnCache | None = None,
+    ) -> None:
+        self.client = client
+        self.spec = spec
+        self.task = task
+        self.trial = trial
+        self.seed = seed
+        self.tools = tools or []
+        self.cache = cache if cache is not None else UserTurnCache()
+        self.system_prompt = user_system_prompt(task, with_device=bool(self.tools))
+        self._turn = 0
+
+    async def act(self, view: list[Message]) -> UserMessage:
+        from pytest_quantagent.runner.agent import generation_to_message
+
+        messages = [{"role": "system", "content": self.system_prompt}, *view_to_openai(view)]
+        key = transcript_key(self.spec.identity, self.task.id, self.trial, self.seed, messages)
+        cached = self.cache.get(key)
+        if cached is not None:
+            self._turn += 1
+            return cached
+        msg: UserMessage | None = None
+        for attempt in range(2):  # an empty turn is asked once more, then it is the user's error
+            turn = self._turn
+            self._turn += 1
+            gen = await self.client.generate(
+                GenerateRequest(
+                    messages=messages,
+                    tools=self.tools,
+                    seed=(self.seed * 1_000_003 + 7919 * (turn + 1) + attempt) & ((1 << 31) - 1),
+                    temperature=self.spec.temperature,
+                    max_tokens=self.spec.max_tokens,
+                    want_margins=False,
+                )
+            )
+            am = generation_to_message(gen, turn)
+            calls = [c.model_copy(update={"requestor": "user", "id": f"user_{c.id}"})
+                     for c in am.tool_calls or () if c.parse_error != "empty turn: no text and no tool call"]
+            if calls or am.content:
+                msg = UserMessage(content=am.content, tool_calls=calls or None, raw=am.raw)
+                break
+        if msg is None:
+            # The episode loop ends an empty user message with user_error.
+            return UserMessage(content=None, tool_calls=None, raw="")
+        self.cache.put(key, msg)
+        return msg
