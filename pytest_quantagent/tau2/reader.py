@@ -278,6 +278,7 @@ class _Context:
             raise DataFileError(self.path, f"{loc}.reward_info",
                                 f"expected an object, got {type(reward_info).__name__}")
         reward = float((reward_info or {}).get("reward") or 0.0)
+        messages = _flatten(messages)
         calls, n_errors = self._calls(loc, messages)
         self.flags.count(str(raw_term), task_id, int(trial))
         seed = sim.get("seed", self.info.get("seed"))
@@ -383,6 +384,20 @@ class _Context:
                     new = classify_error(c.detail, tool_name=c.name, requestor=c.requestor,
                                          tools=names, arguments=c.arguments)
                     c.channel, c.entity = new.channel, new.entity
+
+
+def _flatten(messages: list[Any]) -> list[Any]:
+    # τ²-bench's MultiToolMessage (role "tool", ``tool_messages``) bundles the results of
+    # one turn's parallel calls; trajectories normally store them one by one.
+    if not any(isinstance(m, dict) and "tool_messages" in m for m in messages):
+        return messages
+    out: list[Any] = []
+    for m in messages:
+        if isinstance(m, dict) and isinstance(m.get("tool_messages"), list):
+            out.extend(m["tool_messages"])
+        else:
+            out.append(m)
+    return out
 
 
 def _take(pending: deque[_PendingCall], call_id: Any) -> _PendingCall | None:

@@ -129,6 +129,24 @@ def test_trimmed_tool_results_pair_in_order(tmp_path: Path) -> None:
     assert calls[1].entity == "C404"
 
 
+def test_bundled_tool_messages_are_read_one_by_one(tmp_path: Path) -> None:
+    msgs = [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "a", "name": "get_order_details", "arguments": {}, "requestor": "assistant"},
+            {"id": "b", "name": "get_order_status", "arguments": {}, "requestor": "assistant"}]},
+        {"role": "tool", "tool_messages": [
+            {"role": "tool", "id": "a", "content": "{}", "requestor": "assistant",
+             "error": False},
+            {"role": "tool", "id": "b", "content": "Error: Tool 'get_order_status' not found.",
+             "requestor": "assistant", "error": True}]},
+    ]
+    run = read_results(write_json(tmp_path / "m.json", results([simulation("1", msgs)])))
+    rec = run.records[0]
+    assert rec.n_errors == 1
+    assert [(c.name, c.channel) for c in rec.calls] == [
+        ("get_order_details", None), ("get_order_status", Channel.UNKNOWN_TOOL)]
+
+
 @pytest.mark.parametrize("give", ["folder", "results.json"])
 def test_directory_format(tmp_path: Path, give: str) -> None:
     data = every_channel()
