@@ -166,7 +166,7 @@ class ArmData:
         return int(self.success.size)
 
     def keys(self) -> list[tuple[str, int]]:
-        return list(zip(self.task_ids.tolist(), self.trials.tolist()))
+        return list(zip(self.task_ids.tolist(), self.trials.tolist(), strict=False))
 
 
 class ArmAccumulator:

@@ -17,7 +17,7 @@ def margin_histogram(
 ) -> dict[str, object]:
     """Counts per margin bin (``[b_i, b_{i+1})``, last bin open) with count and quantiles."""
     m = np.asarray(margins, dtype=float).ravel()
-    edges = np.asarray(list(bins) + [np.inf])
+    edges = np.asarray([*list(bins), np.inf])
     counts = np.histogram(np.clip(m, edges[0], None), bins=edges)[0] if m.size else np.zeros(len(bins), int)
     q = np.quantile(m, [0.1, 0.5, 0.9]).tolist() if m.size else [None, None, None]
     return {"count": int(m.size), "hist": [int(c) for c in counts],
@@ -34,7 +34,7 @@ class FlipRates:
 
     @property
     def rates(self) -> list[float | None]:
-        return [f / n if n else None for f, n in zip(self.flips, self.n)]
+        return [f / n if n else None for f, n in zip(self.flips, self.n, strict=False)]
 
 
 def flip_rates(
@@ -48,11 +48,11 @@ def flip_rates(
     the i-th tool-name decision; only the common prefix is compared, since after a flip
     the two trajectories diverge and later positions are no longer the same decision).
     """
-    edges = np.asarray(list(bins) + [np.inf])
+    edges = np.asarray([*list(bins), np.inf])
     n = np.zeros(len(bins), dtype=int)
     f = np.zeros(len(bins), dtype=int)
     for ref_top, ref_margin, arm_top in pairs:
-        for rt, rm, at in zip(ref_top, ref_margin, arm_top):
+        for rt, rm, at in zip(ref_top, ref_margin, arm_top, strict=False):
             b = int(np.searchsorted(edges, max(rm, edges[0]), side="right") - 1)
             b = min(b, len(bins) - 1)
             n[b] += 1

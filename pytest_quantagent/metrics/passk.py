@@ -33,7 +33,7 @@ def pass_k_curve(task_ids: Sequence[str], success: Sequence[bool]) -> dict[int, 
             f"task_ids and success must have equal length; got {len(task_ids)} and {len(success)}"
         )
     per_task: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for t, s in zip(task_ids, success):
+    for t, s in zip(task_ids, success, strict=False):
         entry = per_task[t]
         entry[0] += 1
         entry[1] += bool(s)

@@ -36,7 +36,7 @@ from pytest_quantagent.stats.rank import failure_set_agreement
 from pytest_quantagent.stats.ratio import rate_ci, rate_ratio_from_clusters
 from pytest_quantagent.store.records import EpisodeRecord
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 Verdict = Literal["LOSSLESS", "MASKED_DAMAGE", "DEGRADED", "INCONCLUSIVE"]
 VERDICTS: tuple[str, ...] = ("LOSSLESS", "MASKED_DAMAGE", "DEGRADED", "INCONCLUSIVE")
 
@@ -399,8 +399,9 @@ def _analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig,
     ks = list(range(max_k + 1))
     ma = success_at_budgets(a.success, a.n_errors, max_k)
     mr = success_at_budgets(r.success, r.n_errors, max_k)
-    curve_a = [_f(v) for v in ma.mean(axis=0)] if a.n else [None] * len(ks)
-    curve_r = [_f(v) for v in mr.mean(axis=0)] if r.n else [None] * len(ks)
+    none_curve: list[float | None] = [None] * len(ks)
+    curve_a = [_f(v) for v in ma.mean(axis=0)] if a.n else none_curve
+    curve_r = [_f(v) for v in mr.mean(axis=0)] if r.n else list(none_curve)
     gap: list[float | None] = []
     gap_ci: list[list[float] | None] = []
     gap_p: list[float | None] = []
@@ -452,10 +453,11 @@ def _analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig,
     # failure sets
     failure_set: dict[str, FailureSetStats] = {}
     for ch in NAMED_CHANNELS:
-        pa, pr = a.names.get(ch, {}), r.names.get(ch, {})
+        pa: dict[str, int] = dict(a.names.get(ch, {}))
+        pr: dict[str, int] = dict(r.names.get(ch, {}))
         if not pa and not pr:
             continue
-        fs = failure_set_agreement(dict(pa), dict(pr))
+        fs = failure_set_agreement(pa, pr)
         failure_set[ch.value] = FailureSetStats(
             spearman=_f(fs.spearman), kendall=_f(fs.kendall), novel_share=_f(fs.novel_share),
             n_names=fs.n_names, arm_total=fs.arm_total, reference_total=fs.reference_total,
@@ -626,9 +628,9 @@ def analyze(
     flat = [(i, tid, pv) for i, p in enumerate(pending) for tid, pv in p.tests]
     adj = holm([pv for _, _, pv in flat], alpha=cfg.alpha).pvalues_adjusted if flat else ()
     per_cell: list[dict[str, float]] = [{} for _ in pending]
-    for (i, tid, _), a_p in zip(flat, adj):
+    for (i, tid, _), a_p in zip(flat, adj, strict=False):
         per_cell[i][tid] = a_p
-    for p, adjusted in zip(pending, per_cell):
+    for p, adjusted in zip(pending, per_cell, strict=False):
         if p.cell.reference is not None:
             _decide(p, adjusted, cfg)
     meta = dict(run or {})

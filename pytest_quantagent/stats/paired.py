@@ -54,6 +54,7 @@ def _cluster_mean_se(
     """
     n = d.size
     m = float(d.mean())
+    resid_sums: np.ndarray
     if clusters is None:
         resid_sums = d - m
     else:

@@ -38,7 +38,7 @@ METHODS: tuple[str, ...] = ("sandwich", "bootstrap")
 def _conditional_exact(
     ya: float, na: float, yr: float, nr: float, confidence: float, g: int
 ) -> RateRatioResult:
-    total = int(round(ya + yr))
+    total = round(ya + yr)
     rate_a = ya / na if na else math.nan
     rate_r = yr / nr if nr else math.nan
     if total == 0:
@@ -47,7 +47,7 @@ def _conditional_exact(
             ConfidenceInterval(0.0, math.inf, confidence), 0.0, 1.0, g, "no-events",
         )
     share = na / (na + nr)
-    bt = _st.binomtest(int(round(ya)), total, share)
+    bt = _st.binomtest(round(ya), total, share)
     pi = bt.proportion_ci(confidence_level=confidence, method="exact")
     odds = nr / na
 
@@ -56,7 +56,7 @@ def _conditional_exact(
 
     ratio = math.inf if yr == 0 else (ya / na) / (yr / nr)
     return RateRatioResult(
-        int(round(ya)), int(round(yr)), int(na), int(nr), rate_a, rate_r, ratio,
+        round(ya), round(yr), int(na), int(nr), rate_a, rate_r, ratio,
         ConfidenceInterval(to_ratio(pi.low), to_ratio(pi.high), confidence),
         float(ya), float(bt.pvalue), g, "conditional-exact",
     )
@@ -210,7 +210,7 @@ def rate_ci(
     if ns == 0:
         return ConfidenceInterval(0.0, 1.0, confidence)
     if ys == 0 or g < 2 or ys == ns:
-        return wilson_interval(int(round(ys)), int(round(ns)), confidence).ci
+        return wilson_interval(round(ys), round(ns), confidence).ci
     rate = ys / ns
     u = (y - rate * n) / ys
     se = math.sqrt(g / (g - 1) * float(np.sum(u * u)))
