@@ -42,13 +42,16 @@ class TelecomDomain(Domain):
         )
 
     def generate_tasks(self, seed: int, n: int, kinds: Sequence[str] | None = None) -> list[Task]:
-        """``n`` fresh tasks over this domain's DB (see :func:`generate.generate_tasks`).
-        Seed 7 drew the bundled tasks: use other seeds for training data."""
+        """``n`` fresh tasks over this domain's DB (see :func:`generate.generate_tasks`),
+        never a scenario of this domain's ``test`` split. They are not added to
+        ``self.tasks``."""
         from .generate import generate_tasks
 
         if not isinstance(self.db, TelecomDB):
             raise TypeError(f"telecom DB expected, got {type(self.db).__name__}")
-        return generate_tasks(self.db, seed, n, kinds)
+        test_ids = set(self.splits.get("test", []))
+        test = [t for t in self.tasks if t.id in test_ids]
+        return generate_tasks(self.db, seed, n, kinds, exclude=test)
 
 
 def _first_existing(data_dir: Path, names: tuple[str, ...]) -> Path:

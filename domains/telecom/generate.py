@@ -809,11 +809,33 @@ def _assemble(
     }
 
 
+def scenario_key(task: Task) -> tuple[str, ...]:
+    """What makes two tasks the same scenario: kind and faults, the user's phone, and the
+    names of the gold actions (amounts and new bill ids aside)."""
+    init = task.initial_state.initialization_actions if task.initial_state else None
+    phone = next(
+        (str(a.arguments.get("phone_number")) for a in init or [] if a.func_name == "set_user_info"),
+        "",
+    )
+    purpose = task.description.purpose if task.description and task.description.purpose else ""
+    return (purpose, phone, *(f"{a.requestor}:{a.name}" for a in task.gold_actions))
+
+
 def generate_tasks(
-    db: TelecomDB, seed: int, n: int, kinds: Sequence[str] | None = None
+    db: TelecomDB,
+    seed: int,
+    n: int,
+    kinds: Sequence[str] | None = None,
+    *,
+    exclude: Sequence[Task] = (),
+    distinct: bool = False,
 ) -> list[Task]:
     """``n`` tasks drawn with ``seed`` over ``db`` (deterministic), optionally restricted to
-    some :data:`KINDS`. Ids are ``<kind>_<seed>_<i>``."""
+    some :data:`KINDS`. Ids are ``<kind>_<seed>_<i>``.
+
+    Tasks with the :func:`scenario_key` of a task in ``exclude`` (e.g. the ``test`` split)
+    are never returned; with ``distinct`` no two returned tasks share a scenario either.
+    """
     chosen = list(KINDS) if kinds is None else list(kinds)
     unknown = sorted(set(chosen) - set(KINDS))
     if unknown:
@@ -825,15 +847,30 @@ def generate_tasks(
         raise ValueError(f"n must be >= 0, got {n}")
     rng = random.Random(seed)
     weights = [KINDS[k] for k in chosen]
+    banned = {scenario_key(t) for t in exclude}
     tasks: list[Task] = []
-    for i in range(n):
+    i = 0
+    max_draws = 50 * n + 100
+    while len(tasks) < n:
+        if i >= max_draws:
+            raise ValueError(
+                f"could only draw {len(tasks)} of n={n} tasks of kinds {chosen} outside the "
+                f"excluded scenarios{' and distinct' if distinct else ''}; ask for fewer"
+            )
         kind = rng.choices(chosen, weights)[0]
         if kind in ("service", "service_transfer", "data", "mms"):
             raw = _troubleshoot(kind, db, rng)
         else:
             raw = _account(kind, db, rng)
         raw["id"] = f"{kind}_{seed}_{i}"
-        tasks.append(Task.model_validate(raw))
+        i += 1
+        task = Task.model_validate(raw)
+        key = scenario_key(task)
+        if key in banned:
+            continue
+        if distinct:
+            banned.add(key)
+        tasks.append(task)
     return tasks
 
 
@@ -847,7 +884,7 @@ def write_all(
     db = generate_db(seed)
     db.dump(out_dir / "db.json")
     TelecomUserDB().dump(out_dir / "user_db.json")
-    tasks = generate_tasks(db, seed, n)
+    tasks = generate_tasks(db, seed, n, distinct=True)
     (out_dir / "tasks.json").write_text(
         json.dumps([t.model_dump(mode="json", exclude_none=True) for t in tasks], indent=1) + "\n",
         encoding="utf-8",

@@ -180,3 +180,18 @@ def test_a_switch_already_as_asked_is_not_flipped(domain) -> None:  # type: igno
     assert [c.name for c in first.tool_calls] == ["toggle_data"]
     again = user.respond([AssistantMessage(content="Please turn on your mobile data.")])
     assert again.content == "Mobile data is already ON on my phone."
+
+
+def test_extra_tasks_never_repeat_a_test_scenario(domain) -> None:  # type: ignore[no-untyped-def]
+    test_keys = {generate.scenario_key(t) for t in domain.tasks if t.id in domain.splits["test"]}
+    extra = domain.generate_tasks(3, 400)
+    assert len(extra) == 400
+    assert not {generate.scenario_key(t) for t in extra} & test_keys
+    assert len({generate.scenario_key(t) for t in domain.tasks}) == len(domain.tasks)
+
+
+def test_distinct_draws_run_out_loudly(domain) -> None:  # type: ignore[no-untyped-def]
+    few = generate.generate_tasks(domain.db, 1, 10, kinds=["human"], distinct=True)
+    assert len({generate.scenario_key(t) for t in few}) == 10
+    with pytest.raises(ValueError, match=r"could only draw \d+ of n=500 tasks of kinds \['human'\]"):
+        generate.generate_tasks(domain.db, 1, 500, kinds=["human"], distinct=True)
