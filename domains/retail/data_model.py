@@ -8,7 +8,7 @@ recorded results. The same classes load τ²-bench's official DB and our generat
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -28,7 +28,7 @@ OrderStatus = Literal[
 CancelReason = Literal["no longer needed", "ordered by mistake"]
 """The two cancellation reasons the policy accepts."""
 
-CANCEL_REASONS: tuple[str, ...] = ("no longer needed", "ordered by mistake")
+CANCEL_REASONS: tuple[CancelReason, ...] = ("no longer needed", "ordered by mistake")
 
 
 class _Strict(BaseModel):
@@ -86,7 +86,7 @@ class GiftCard(_Strict):
     balance: float
 
 
-PaymentMethod = Annotated[Union[CreditCard, Paypal, GiftCard], Field(discriminator="source")]
+PaymentMethod = Annotated[CreditCard | Paypal | GiftCard, Field(discriminator="source")]
 """A user's payment method, told apart by ``source``."""
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 if __name__ == "__main__" and not __package__:  # run as a script: make the relative imports work
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    __package__ = "domains.retail"  # noqa: A001
+    __package__ = "domains.retail"
 
 from pytest_quantagent.env.tasks import Task
 
@@ -273,7 +273,7 @@ def generate_db(seed: int = DEFAULT_SEED, n_users: int = DEFAULT_N_USERS) -> Ret
                 payment_history=history,
             )
             if status == "cancelled":
-                order.cancel_reason = rng.choice(CANCEL_REASONS)  # type: ignore[assignment]
+                order.cancel_reason = rng.choice(CANCEL_REASONS)
                 history.append(
                     OrderPayment(transaction_type="refund", amount=total, payment_method_id=pay_id)
                 )

@@ -90,8 +90,10 @@ def evaluate_arithmetic(expression: str) -> float:
     def walk(node: ast.AST) -> _Number:
         if isinstance(node, ast.Expression):
             return walk(node.body)
-        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-            return node.value  # type: ignore[no-any-return]
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            if isinstance(node.value, bool):  # True/False cannot be written with our characters
+                raise ArgumentError(f"Invalid expression: {expression!r}")
+            return node.value
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY_OPS:
             left, right = walk(node.left), walk(node.right)
             if isinstance(node.op, ast.Div) and right == 0:
@@ -200,7 +202,7 @@ class RetailTools(Toolkit):
             if isinstance(method, GiftCard):
                 method.balance = round(method.balance + payment.amount, 2)
         order.status = "cancelled"
-        order.cancel_reason = reason  # type: ignore[assignment]
+        order.cancel_reason = reason
         order.payment_history.extend(refunds)
         return order
 
@@ -225,7 +227,7 @@ class RetailTools(Toolkit):
         if len(item_ids) != len(new_item_ids):
             raise ArgumentError("The number of items to be exchanged should match.")
         diff_price = 0.0
-        for item_id, new_item_id in zip(item_ids, new_item_ids):
+        for item_id, new_item_id in zip(item_ids, new_item_ids, strict=True):
             line = next(line for line in order.items if line.item_id == item_id)
             variant = self._get_variant(line.product_id, new_item_id)
             if not variant.available:
@@ -377,7 +379,7 @@ class RetailTools(Toolkit):
             raise ArgumentError("The number of items to be exchanged should match")
         diff_price = 0.0
         variant: Variant | None = None
-        for item_id, new_item_id in zip(item_ids, new_item_ids):
+        for item_id, new_item_id in zip(item_ids, new_item_ids, strict=True):
             if item_id == new_item_id:
                 raise ArgumentError(
                     "The new item id should be different from the old item id", entity=item_id
@@ -403,7 +405,7 @@ class RetailTools(Toolkit):
         )
         if isinstance(method, GiftCard):
             method.balance = round(method.balance - diff_price, 2)
-        for item_id, new_item_id in zip(item_ids, new_item_ids):
+        for item_id, new_item_id in zip(item_ids, new_item_ids, strict=True):
             line = next(line for line in order.items if line.item_id == item_id)
             line.item_id = new_item_id
             # τ²-bench applies the last new item's price and options to every changed line;
