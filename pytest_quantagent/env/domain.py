@@ -35,6 +35,8 @@ class GoldState:
     user_db_hash: str | None
     failed_writes: tuple[str, ...]
     """Gold actions that change state but raised (the gold state is then incomplete)."""
+    write_log: tuple[tuple[str, str, str], ...] = ()
+    """The gold replay's state-changing calls (see ``Environment.write_log``)."""
 
 
 class Domain:
@@ -206,7 +208,9 @@ class Domain:
             d = env.execute(call)
             if d.channel is not None and env.is_mutating(action.name):
                 failed.append(action.action_id)
-        state = GoldState(env.get_db_hash(), env.get_user_db_hash(), tuple(failed))
+        state = GoldState(
+            env.get_db_hash(), env.get_user_db_hash(), tuple(failed), tuple(env.write_log)
+        )
         self._gold[task.id] = state
         return state
 

@@ -39,7 +39,7 @@ from pytest_quantagent.env.toolkit import ArgumentError, Toolkit, ToolError, Too
 if TYPE_CHECKING:
     from pytest_quantagent.env.domain import Domain
 
-_DETAIL_MAX = 300
+_PURE = (ToolType.READ, ToolType.THINK)
 
 
 @dataclass(slots=True)
@@ -75,6 +75,10 @@ def _to_plain(resp: Any) -> Any:
     raise TypeError(f"tool returned an unsupported type {type(resp).__name__}")
 
 
+def _args_key(call: ToolCall) -> str:
+    return json.dumps(call.arguments, sort_keys=True, default=str)
+
+
 def to_json_str(resp: Any) -> str:
     """Serialize a tool result the way τ²-bench does (strings pass through unchanged)."""
     if isinstance(resp, str):
@@ -106,6 +110,12 @@ class Environment:
         self.tools: Toolkit
         self.user_tools: Toolkit | None
         self.tools, self.user_tools = self.make_toolkits(db, user_db)
+        self.write_log: list[tuple[str, str, str]] = []
+        """State-changing calls that reached their tool since the initial state was set, as
+        ``(requestor, name, canonical JSON arguments)`` (requestor prefixed ``!`` when the
+        tool refused). Two environments with the same
+        initial state and the same log are in the same state (tools are deterministic), which
+        lets evaluation skip hashing the DB in the common case."""
         self.sync_tools()
 
     # -- construction ---------------------------------------------------------------------
@@ -149,20 +159,30 @@ class Environment:
             channel = Channel.CROSS_ROLE_TOOL if cross else Channel.UNKNOWN_TOOL
             text = missing_text if own is None else f"Tool '{call.name}' not found."
             return self._fail(call, channel, text, call.name)
+        mutating = own.tool_type(call.name) not in _PURE
         try:
             result = own.call(call.name, call.arguments)
-        except ArgumentError as e:
-            return self._fail(call, Channel.BAD_ARGUMENTS, str(e), e.entity)
-        except ToolError as e:
-            return self._fail(call, e.channel, str(e), e.entity)
-        except ValueError as e:
-            text = str(e)
-            channel = self.domain.classify_error(text)
-            entity = self.domain.error_entity(call, text) if channel == Channel.WRONG_ENTITY else None
-            return self._fail(call, channel, text, entity)
+        except (ToolError, ValueError) as e:
+            if mutating:
+                # A refused write may have changed state before raising; logged too, so
+                # equal logs still mean equal states.
+                self.write_log.append(("!" + call.requestor, call.name, _args_key(call)))
+            return self._refused(call, e)
         self.sync_tools()
+        if mutating:
+            self.write_log.append((call.requestor, call.name, _args_key(call)))
         msg = ToolMessage(id=call.id, content=to_json_str(result), requestor=call.requestor)
         return Dispatch(msg, None, None, result)
+
+    def _refused(self, call: ToolCall, e: Exception) -> Dispatch:
+        if isinstance(e, ArgumentError):
+            return self._fail(call, Channel.BAD_ARGUMENTS, str(e), e.entity)
+        if isinstance(e, ToolError):
+            return self._fail(call, e.channel, str(e), e.entity)
+        text = str(e)
+        channel = self.domain.classify_error(text)
+        entity = self.domain.error_entity(call, text) if channel == Channel.WRONG_ENTITY else None
+        return self._fail(call, channel, text, entity)
 
     def get_response(self, call: ToolCall) -> ToolMessage:
         """τ²-bench's interface: the tool message answering ``call``."""
@@ -177,7 +197,7 @@ class Environment:
         """Whether a tool changes state (WRITE tools, and anything not known as a read)."""
         for kit in (self.tools, self.user_tools):
             if kit is not None and kit.has_tool(name):
-                return kit.tool_type(name) not in (ToolType.READ, ToolType.THINK)
+                return kit.tool_type(name) not in _PURE
         return True
 
     # -- state ----------------------------------------------------------------------------
@@ -242,6 +262,7 @@ class Environment:
         if initial_state.message_history:
             self.replay_history(initial_state.message_history)
         self.sync_tools()
+        self.write_log.clear()
 
     def get_db_hash(self) -> str:
         return self.tools.db.get_hash()

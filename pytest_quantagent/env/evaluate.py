@@ -75,9 +75,15 @@ def evaluate(
     messages: Sequence[Message],
     termination: TerminationReason,
     env: Environment | None = None,
+    *,
+    db_shortcut: bool = True,
 ) -> RewardInfo:
     """Score an episode. ``env`` is the episode's final environment; when None the
-    episode's tool calls are replayed on a fresh environment to rebuild it."""
+    episode's tool calls are replayed on a fresh environment to rebuild it.
+
+    With ``db_shortcut`` the DB check skips hashing when the episode made exactly the gold
+    replay's successful state-changing calls (same initial state + same deterministic calls
+    ⇒ same state); otherwise, and with ``db_shortcut=False``, the hashes are compared."""
     if termination not in SCORABLE_TERMINATIONS:
         return RewardInfo(
             reward=0.0, note=f"terminated prematurely: {termination.value}"
@@ -99,7 +105,7 @@ def evaluate(
             info.db_match = True
         else:
             gold = domain.gold_state(task)
-            match = (
+            match = (db_shortcut and tuple(env.write_log) == gold.write_log) or (
                 env.get_db_hash() == gold.db_hash
                 and env.get_user_db_hash() == gold.user_db_hash
             )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pytest_quantagent.env.channels import TerminationReason
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.env.evaluate import communicate_checks, evaluate
@@ -88,3 +90,30 @@ def test_gold_state_is_cached(toy: Domain) -> None:
     t = toy.task("deposit")
     assert toy.gold_state(t) is toy.gold_state(t)
     assert toy.gold_state(t).db_hash != toy.db.get_hash()
+
+
+def test_db_shortcut_agrees_with_hashing(toy: Domain) -> None:
+    task = toy.task("deposit")
+    cases = {
+        "gold calls": ([dep(5)], True),
+        "same end state, other calls": ([dep(2), dep(3)], True),
+        "refused write then gold": ([dep(1, "a3"), dep(5)], True),
+        "wrong amount": ([dep(6)], False),
+    }
+    for name, (calls, expected) in cases.items():
+        env, msgs = _run(toy, "deposit", calls, said="15")
+        fast = evaluate(toy, task, msgs, TerminationReason.USER_STOP, env)
+        slow = evaluate(toy, task, msgs, TerminationReason.USER_STOP, env, db_shortcut=False)
+        assert fast.db_match is slow.db_match is expected, name
+
+
+def test_db_shortcut_agrees_on_official_retail(tau2_data: Path) -> None:
+    from pytest_quantagent.env import registry
+    from pytest_quantagent.runner.oracle import run_oracle
+
+    registry.clear_cache()
+    domain = registry.get_domain("retail", tau2_data=tau2_data)
+    for r in run_oracle(domain, domain.tasks[:40]):
+        o = r.outcome
+        slow = evaluate(domain, domain.task(r.task_id), o.messages, o.termination, o.env, db_shortcut=False)
+        assert (slow.reward, slow.db_match) == (o.reward, o.reward_info.db_match), r.task_id
