@@ -47,6 +47,9 @@ class Tau2Flags:
     """Scored episodes that ended other than by a user/agent stop, by τ²-bench's reason."""
     hidden_malformed: int = 0
     """Malformed turns τ²-bench retried without counting them (message ``errors`` lists)."""
+    tick_only: int = 0
+    """Full-duplex (voice) simulations stored as ``ticks`` without ``messages``: their tool
+    calls are not read (they count as episodes with no calls)."""
     tau2_version: str | None = None
     """The τ²-bench version from ``info`` when the file records one, else None."""
     drops_hallucinated: bool = False
@@ -107,6 +110,9 @@ class Tau2Flags:
                 f"written by tau2-bench {self.tau2_version}: versions 1.0.0 to 1.0.1 binned "
                 "episodes with hallucinated tool names as infrastructure errors"
             )
+        if self.tick_only:
+            out.append(f"{self.tick_only} full-duplex simulations store ticks, not messages: "
+                       "their tool calls were not read")
         if self.trimmed:
             out.append("trimmed file: tool errors read from the 'Error:' prefix")
         out.extend(self.notes)
@@ -120,6 +126,7 @@ class Tau2Flags:
             "infrastructure_episodes": [list(x) for x in self.infrastructure_episodes],
             "premature": dict(sorted(self.premature.items())),
             "hidden_malformed": self.hidden_malformed,
+            "tick_only": self.tick_only,
             "tau2_version": self.tau2_version,
             "drops_hallucinated": self.drops_hallucinated,
             "trimmed": self.trimmed,

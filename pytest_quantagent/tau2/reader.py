@@ -269,6 +269,8 @@ class _Context:
         self.trials[task_id] += 1
         messages = sim.get("messages")
         if messages is None:
+            if sim.get("ticks"):
+                self.flags.tick_only += 1
             messages = []
         if not isinstance(messages, list):
             raise DataFileError(self.path, f"{loc}.messages",

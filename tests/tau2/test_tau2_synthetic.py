@@ -222,6 +222,16 @@ def test_version_under_methodology_and_unknown_version_note(tmp_path: Path) -> N
     assert not any("version" in line or "infrastructure" in line for line in clean.lines())
 
 
+def test_tick_only_simulations_are_flagged(tmp_path: Path) -> None:
+    sim = simulation("1", [])
+    sim["messages"] = None
+    sim["ticks"] = [{"tick_id": 0}]
+    run = read_results(write_json(tmp_path / "voice.json", results([sim])))
+    assert run.records[0].calls == []
+    assert run.flags.tick_only == 1
+    assert any("ticks, not messages" in line for line in run.flags.lines())
+
+
 def test_missing_trial_numbers_repeats_per_task(tmp_path: Path) -> None:
     ok = Conversation().call("get_order_details", '{"status": "ok"}').messages
     sims = [simulation("1", ok, trial=None, sim_id="a"), simulation("2", ok, trial=None,
