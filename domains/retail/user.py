@@ -5,7 +5,8 @@ difference?") and the generic keyword rules can mistake them for a confirmation 
 (the word "method" starts with "me" as in "would you like me to"). This user checks
 whole-word patterns first:
 
-1. a real confirmation request ("do you confirm", "shall I proceed", "yes/no") or a
+1. a real confirmation request ("do you confirm", "shall I proceed", "yes/no"; not
+   "could you confirm which item ...") or a
    closing question ("anything else?") → the base user (it confirms or refuses as
    scripted, or moves on / stops);
 2. identity questions → the base user;
@@ -32,6 +33,15 @@ _CONFIRM = re.compile(
     r"exchange|modify|change|update|make)|"
     r"would you like me to|do you want me to|want me to proceed|proceed\?|like to proceed|"
     r"go ahead\?|yes/no|yes or no|\(yes\)|is (that|this) correct|ok to|okay to)",
+    re.IGNORECASE,
+)
+_STRONG_CONFIRM = re.compile(
+    r"\b(do you confirm|yes/no|yes or no|\(yes\)|shall i proceed|should i proceed|"
+    r"would you like me to proceed|do you want me to proceed|is (that|this) correct)",
+    re.IGNORECASE,
+)
+_CONFIRM_QUESTION = re.compile(
+    r"\bconfirm (which|what|your|the (items?|order( id)?|payment method|new address|reason))\b",
     re.IGNORECASE,
 )
 _GREETING = re.compile(r"\bhow (can|may) i (help|assist)\b", re.IGNORECASE)
@@ -107,9 +117,12 @@ class RetailUser(ScriptedUser):
         return " ".join(said) if said else None
 
     def respond_text(self, text: str) -> str:
+        confirming = bool(_STRONG_CONFIRM.search(text)) or (
+            bool(_CONFIRM.search(text)) and not _CONFIRM_QUESTION.search(text)
+        )
         if (
             not self._opened
-            or _CONFIRM.search(text)
+            or confirming
             or _DONE.search(text)
             or _GREETING.search(text)
         ):

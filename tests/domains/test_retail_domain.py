@@ -188,6 +188,14 @@ def test_user_answers_compound_questions_without_confirming(domain: Any) -> None
     assert "yes" in user.respond_text("Do you confirm the exchange above (yes/no)?").lower()
 
 
+def test_user_tells_confirm_which_from_confirmation_requests(domain: Any) -> None:
+    task, user = _user(domain, "exchange")
+    facts = task.user_scenario.script["facts"]
+    assert user.respond_text("Could you confirm which item you want to exchange?") == facts["item"]
+    summary = "I will exchange the item and charge the difference. Please confirm the items above (yes/no)."
+    assert "yes" in user.respond_text(summary).lower()
+
+
 def test_user_identifies_by_email_or_by_name_and_zip(domain: Any) -> None:
     for task in domain.tasks[:30]:
         user = domain.make_user(task, seed=0)
