@@ -6,6 +6,11 @@ arguments are not an object, or a turn with neither text nor calls becomes a
 ``ToolCall(parse_error=...)`` with the raw text kept in ``AssistantMessage.raw``; the engine
 answers it with a ``malformed_call`` error. Nothing the model writes is ever evaluated.
 
+Repair: with a repair policy (arm ``X+repair``, see :mod:`pytest_quantagent.runner.repair`),
+failed tool results are shown to the model in their reflexive form. Only what the model reads
+changes; the episode's messages keep the engine's original result (error, channel and
+budget accounting are untouched).
+
 Hot path: tool schemas come in built once per domain; converted history messages are cached
 by identity, so each call converts only the messages added since the previous call.
 """
@@ -18,6 +23,7 @@ from typing import Any
 
 from pytest_quantagent.backends.base import GenerateRequest, Generation
 from pytest_quantagent.backends.wrapper import ModelClient
+from pytest_quantagent.runner.repair import ReflexiveRepair
 from pytest_quantagent.env.messages import (
     AssistantMessage,
     Message,
@@ -94,8 +100,11 @@ class LLMAgent:
         temperature: float = 0.0,
         max_tokens: int = 512,
         want_margins: bool = True,
+        repair: ReflexiveRepair | None = None,
     ) -> None:
         self.client = client
+        self.repair = repair
+        self._calls_by_id: dict[str, ToolCall] = {}
         self.tools = tools
         self.seed = seed
         self.temperature = temperature
@@ -118,9 +127,20 @@ class LLMAgent:
             del self._converted[keep + 1 :]
         for m in view[keep:]:
             seen.append(m)
-            self._converted.append(message_to_openai(m))
+            self._converted.append(self._convert(m))
         # The request gets its own list: the cache keeps growing after it is sent.
         return list(self._converted)
+
+    def _convert(self, m: Message) -> dict[str, Any]:
+        if self.repair is not None:
+            if isinstance(m, AssistantMessage) and m.tool_calls:
+                for tc in m.tool_calls:
+                    self._calls_by_id[tc.id] = tc
+            elif isinstance(m, ToolMessage) and m.error:
+                call = self._calls_by_id.get(m.id)
+                if call is not None:
+                    m = self.repair.apply(call, m)
+        return message_to_openai(m)
 
     async def act(self, view: list[Message]) -> AssistantMessage:
         turn = self._n_calls

@@ -18,6 +18,7 @@ from pytest_quantagent.backends.wrapper import ModelClient, RetryPolicy
 from pytest_quantagent.errors import UnknownNameError
 from pytest_quantagent.quant.arms import ArmSpec, load_arms_config, parse_arm_labels, resolve_arm
 from pytest_quantagent.runner.agent import LLMAgent
+from pytest_quantagent.runner.repair import make_repair
 from pytest_quantagent.store.keys import prompt_hash
 
 if TYPE_CHECKING:
@@ -95,8 +96,9 @@ class AgentPrompt:
 
 
 def make_agent(runtime: ArmRuntime, prompt: AgentPrompt, seed: int) -> LLMAgent:
-    """A fresh agent for one episode."""
-    return LLMAgent(runtime.client, prompt.system_prompt, prompt.tools, seed)
+    """A fresh agent for one episode (with the arm's repair policy, if any)."""
+    repair = make_repair(runtime.arm.repair, prompt.tools)
+    return LLMAgent(runtime.client, prompt.system_prompt, prompt.tools, seed, repair=repair)
 
 
 def select_tasks(

@@ -201,3 +201,31 @@ def test_bad_settings_are_refused() -> None:
         RunSettings(concurrency=0)
     with pytest.raises(ValueError, match=r"trials \(0\) must be >= 1"):
         plan_episodes(["t0"], 0, 1)
+
+
+def test_repair_arm_shows_the_model_reflexive_results_but_counts_unchanged(mini_domain: Domain) -> None:
+    seen: list[str] = []
+
+    def rule(request: Any) -> dict[str, Any]:
+        tool_texts = [m["content"] for m in request.messages if m["role"] == "tool"]
+        seen.extend(tool_texts[-1:])
+        if len(tool_texts) < 2:
+            return {"tool_calls": [{"name": "get_usr", "arguments": {"user_id": "u0"}}]}
+        return {"content": "Sorry. ###STOP###"}
+
+    plan = plan_episodes(["t0"], 1, 0)
+    out = {}
+    for label, repair in (("int4", "none"), ("int4+repair", "reflexive")):
+        seen.clear()
+        backend = MockBackend(rule=rule)
+        rt = ArmRuntime(arm=ArmSpec(label=label, backend="mock", model="m", repair=repair),
+                        backend=backend, client=ModelClient(backend))
+        (rec,) = asyncio.run(run_arm(domain=mini_domain, runtime=rt, plan=plan, settings=RunSettings()))
+        out[label] = (rec, list(seen))
+    (plain, plain_seen), (rep, rep_seen) = out["int4"], out["int4+repair"]
+    assert plain.n_errors == rep.n_errors == 2 and rep.repair == "reflexive"
+    assert [c.channel for c in plain.calls] == [c.channel for c in rep.calls]
+    assert all("does not exist for you" not in t for t in plain_seen)
+    assert rep_seen and all("does not exist for you" in t and "get_user" in t for t in rep_seen)
+    # The stored trajectory keeps the engine's original tool result.
+    assert all("does not exist for you" not in m.content for m in rep.messages if m.role == "tool")
