@@ -111,6 +111,7 @@ class TransformersBackend(Backend):
         max_batch: int = 32,
         max_new_tokens: int | None = None,
         threads: int = 1,
+        quantization: str | None = None,
     ) -> None:
         _require_torch()
         import torch
@@ -147,6 +148,8 @@ class TransformersBackend(Backend):
             self.pad_id = pad if pad is not None else self.hf_tok.eos_token_id
             self.stop_ids = [self.hf_tok.eos_token_id]
         self.model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtypes[compute_dtype], **local_only)
+        self.quantization = quantization
+        self.quant_report = apply_on_load_quantization(self.model, quantization)
         self.model.to(device)
         self.model.eval()
         if max_new_tokens is None:
@@ -173,6 +176,7 @@ class TransformersBackend(Backend):
             "model": self.model_ref,
             "path": str(self.path),
             "compute_dtype": self.compute_dtype,
+            "quantization": self.quantization,
             "torch": torch.__version__,
             "transformers": transformers.__version__,
         }
@@ -356,6 +360,39 @@ class TransformersBackend(Backend):
         self._worker = None
 
 
+#: Schemes applied to the loaded weights by this backend (bundled arms; no files needed).
+ON_LOAD_SCHEMES: tuple[str, ...] = ("bf16", "int4-rtn-g<N>", "w4a16-rtn-g<N>", "fp8-cast-<none|tensor|channel>")
+#: Schemes that describe a checkpoint already quantized on disk (loaded as is).
+ON_DISK_SCHEMES: tuple[str, ...] = ("awq-w4a16-g128", "fp8-dynamic", "w4a16-g128")
+
+
+def apply_on_load_quantization(model: Any, scheme: str | None) -> dict[str, Any] | None:
+    """Fake-quantize ``model`` in place for an on-load scheme; None/on-disk schemes: no-op."""
+    if scheme is None or scheme in ON_DISK_SCHEMES:
+        return None
+    import torch
+
+    from pytest_quantagent.quant.rtn import fake_quantize_model
+
+    if scheme == "bf16":
+        with torch.no_grad():
+            for p in model.parameters():
+                p.data.copy_(p.data.to(torch.bfloat16).to(p.dtype))
+        return {"scheme": "bf16"}
+    m = re.fullmatch(r"(?:int4-rtn|w4a16-rtn)-g(-?\d+)", scheme)
+    if m:
+        rep = fake_quantize_model(model, "int4-rtn", group_size=int(m.group(1)))
+        return {"scheme": scheme, "mean_rel_error": rep.mean_rel_error, "layers": len(rep.layers)}
+    m = re.fullmatch(r"fp8-cast-(none|tensor|channel)", scheme)
+    if m:
+        rep = fake_quantize_model(model, "fp8-cast", fp8_scale=m.group(1))  # type: ignore[arg-type]
+        return {"scheme": scheme, "mean_rel_error": rep.mean_rel_error, "layers": len(rep.layers)}
+    raise ValueError(
+        f"quantization {scheme!r} is not understood by the transformers backend; on-load schemes: "
+        f"{', '.join(ON_LOAD_SCHEMES)}; on-disk: {', '.join(ON_DISK_SCHEMES)}"
+    )
+
+
 def _hf_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """OpenAI messages with tool-call arguments as objects (HF chat templates expect dicts)."""
     out: list[dict[str, Any]] = []
@@ -393,4 +430,5 @@ def create_backend(arm: ArmSpec, options: BackendOptions) -> TransformersBackend
         max_batch=int(opts.get("max_batch", 32)),
         max_new_tokens=opts.get("max_new_tokens"),
         threads=threads,
+        quantization=arm.quantization,
     )

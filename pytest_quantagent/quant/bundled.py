@@ -1,0 +1,67 @@
+"""Model specs of the bundled CPU reference agents: ``tiny-agent`` and ``tiny-agent-prone``.
+
+Each resolves the project's arm labels with no configuration:
+
+============  ==================================================================================
+arm           what it loads
+============  ==================================================================================
+``fp32``      the trained weights as saved (``models/<name>/``)
+``bf16``      the same weights rounded to bfloat16 (the reference arm; compute in fp32)
+``fp8``       ``models/<name>/arms/fp8-dynamic`` (llm-compressor FP8-dynamic, compressed-tensors)
+              when present, else the weights cast to e4m3 with per-channel scales on load
+``int4``      ``models/<name>/arms/awq-w4a16`` (llm-compressor AWQ W4A16 g128) when present,
+              else round-to-nearest W4A16 g128 on load (labelled so in ``quantization``)
+``int4-rtn``  plain-torch round-to-nearest W4 g128 (asymmetric, zero point) on load
+============  ==================================================================================
+
+The "on load" arms are applied by the transformers backend (``quantization`` of the
+:class:`ArmSpec`); they are deterministic, take milliseconds for this model, and need no
+files. Checkpoints written by ``quantagent quantize`` load the same way as any HF folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_quantagent.errors import UnknownNameError
+from pytest_quantagent.quant.arms import ArmSpec, register_model_spec
+
+MODELS_DIR = Path(__file__).resolve().parent.parent / "reference" / "models"
+BUNDLED_SPECS: tuple[str, ...] = ("tiny-agent", "tiny-agent-prone")
+BUNDLED_ARMS: tuple[str, ...] = ("bf16", "fp32", "fp8", "int4", "int4-rtn")
+
+#: On-load schemes the transformers backend understands (see backends/transformers.py).
+ON_LOAD_SCHEMES: tuple[str, ...] = ("bf16", "int4-rtn-g128", "w4a16-rtn-g128", "fp8-cast-channel")
+
+
+def _resolver(name: str):  # type: ignore[no-untyped-def]
+    folder = MODELS_DIR / name
+
+    def resolve(label: str) -> ArmSpec:
+        def arm(path: Path, quantization: str | None) -> ArmSpec:
+            return ArmSpec(label=label, backend="transformers", model=name, path=str(path),
+                           quantization=quantization)
+
+        if label == "fp32":
+            return arm(folder, None)
+        if label == "bf16":
+            return arm(folder, "bf16")
+        if label == "int4-rtn":
+            return arm(folder, "int4-rtn-g128")
+        if label == "int4":
+            awq = folder / "arms" / "awq-w4a16"
+            if (awq / "config.json").is_file():
+                return arm(awq, "awq-w4a16-g128")
+            return arm(folder, "w4a16-rtn-g128")
+        if label == "fp8":
+            fp8 = folder / "arms" / "fp8-dynamic"
+            if (fp8 / "config.json").is_file():
+                return arm(fp8, "fp8-dynamic")
+            return arm(folder, "fp8-cast-channel")
+        raise UnknownNameError("arm", label, BUNDLED_ARMS, hint=f"model spec {name!r} provides these arms")
+
+    return resolve
+
+
+for _name in BUNDLED_SPECS:
+    register_model_spec(_name, _resolver(_name), BUNDLED_ARMS)

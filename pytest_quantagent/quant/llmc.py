@@ -1,0 +1,114 @@
+"""AWQ W4A16 and FP8-dynamic checkpoints with llm-compressor ``oneshot``.
+
+llm-compressor pins an older transformers than vLLM, so it usually lives in its own
+environment. This file is therefore runnable on its own (it imports nothing from this
+package)::
+
+    /work/venv-llmc/bin/python pytest_quantagent/quant/llmc.py \\
+        --model MODEL_DIR --scheme awq-w4a16 --out OUT_DIR --calibration calib.json
+
+``calib.json`` holds token-id lists (``[[1, 52, ...], ...]``), prepared in the main
+environment by ``quantagent quantize`` from the domain's rendered expert episodes, so this
+side needs no tokenizer (the bundled model's tokenizer is not an HF one).
+
+CPU workaround: llm-compressor's AWQ pipeline calls ``IntermediatesCache``'s
+``pin_memory`` unconditionally, and pinning needs a CUDA runtime; on a CPU-only torch it
+raises. :func:`_patch_pin_memory` makes pinning a no-op when CUDA is unavailable (pinned
+memory only speeds up host→GPU copies, so nothing else changes).
+
+Recipes (standard llm-compressor presets, ``lm_head`` left in full precision as in their
+examples and as vLLM serves them):
+
+- ``awq-w4a16``: ``AWQModifier(scheme="W4A16_ASYM", targets=["Linear"], ignore=["lm_head"])`` —
+  4-bit weights, groups of 128, asymmetric with zero points (AWQ's own layout),
+  activation-aware scales searched on the calibration tokens;
+- ``fp8-dynamic``: ``QuantizationModifier(scheme="FP8_DYNAMIC", targets="Linear",
+  ignore=["lm_head"])`` — per-channel FP8 weights, per-token dynamic FP8 activations;
+  no calibration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+SCHEMES = ("awq-w4a16", "fp8-dynamic")
+
+
+def _patch_pin_memory() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    try:
+        from llmcompressor.pipelines.cache import IntermediatesCache
+    except ImportError:  # layout differs between versions; nothing to patch
+        return
+    original = getattr(IntermediatesCache, "_offload_value", None)
+    if original is None:
+        return
+    orig_pin = torch.Tensor.pin_memory
+
+    def no_pin(self: torch.Tensor, *a: Any, **k: Any) -> torch.Tensor:
+        return self
+
+    # Pinning is only an optimisation for host→GPU copies; without CUDA it raises.
+    torch.Tensor.pin_memory = no_pin  # type: ignore[method-assign]
+    del orig_pin
+
+
+def quantize(model_dir: str, scheme: str, out: str, calibration: list[list[int]] | None,
+             max_seq_len: int = 1024) -> dict[str, Any]:
+    """Run ``oneshot`` and save a compressed-tensors checkpoint in ``out``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    if scheme not in SCHEMES:
+        raise SystemExit(f"scheme {scheme!r} is not one of {', '.join(SCHEMES)}")
+    _patch_pin_memory()
+    from llmcompressor import oneshot
+    from llmcompressor.modifiers.quantization import QuantizationModifier
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.bfloat16)
+    kwargs: dict[str, Any] = {}
+    if scheme == "awq-w4a16":
+        from datasets import Dataset
+        from llmcompressor.modifiers.awq import AWQModifier
+
+        if not calibration:
+            raise SystemExit("awq-w4a16 needs calibration token lists (--calibration)")
+        rows = [ids[:max_seq_len] for ids in calibration]
+        ds = Dataset.from_dict({"input_ids": rows, "attention_mask": [[1] * len(r) for r in rows]})
+        recipe: Any = [AWQModifier(scheme="W4A16_ASYM", targets=["Linear"], ignore=["lm_head"])]
+        kwargs.update(dataset=ds, num_calibration_samples=len(rows), max_seq_length=max_seq_len)
+    else:
+        recipe = QuantizationModifier(scheme="FP8_DYNAMIC", targets="Linear", ignore=["lm_head"])
+    oneshot(model=model, recipe=recipe, **kwargs)
+    model.save_pretrained(out, save_compressed=True)
+    import llmcompressor
+
+    return {"scheme": scheme, "out": out, "llmcompressor": llmcompressor.__version__,
+            "calibration_samples": len(calibration or [])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="llm-compressor oneshot for quantagent arms")
+    p.add_argument("--model", required=True)
+    p.add_argument("--scheme", required=True, choices=SCHEMES)
+    p.add_argument("--out", required=True)
+    p.add_argument("--calibration", help="JSON file with a list of token-id lists")
+    p.add_argument("--max-seq-len", type=int, default=1024)
+    args = p.parse_args(argv)
+    calib = None
+    if args.calibration:
+        with open(args.calibration) as f:
+            calib = json.load(f)
+    info = quantize(args.model, args.scheme, args.out, calib, args.max_seq_len)
+    print(json.dumps(info))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""Open-loop decision-point analysis: teacher-forced gold trajectories through each arm.
+
+For a domain's **test** tasks, the clean expert (no temptations) plays each task through
+the engine; its transcript is the gold trajectory. Each arm's model reads the transcript
+in one forward pass, and at every agent tool call we record:
+
+- ``tool_name`` decisions: is every token of the gold name the arm's argmax? The margin is
+  the gold token's logit minus the best other token's, at the name token where that is
+  smallest (negative: the arm prefers something else). When the arm is wrong, its name is
+  decoded greedily from the same prefix;
+- ``argument`` decisions: for each argument value that is one token (pool ids, enum
+  words), the same margin at that token, and the arm's argmax token.
+
+Because the prefix is the same for every arm, decisions are paired: a *flip* is a decision
+right in the reference arm and wrong in the candidate (or the reverse). Flips are counted by
+the reference margin's bin, which shows whether quantization only moves narrow decisions.
+Deterministic (greedy, fixed seeds, CPU fp32 compute).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pytest_quantagent.env.registry import get_domain
+from pytest_quantagent.reference.data import agent_view, render_episode
+from pytest_quantagent.reference.expert import ExpertAgent, NoiseConfig, decoy_ids, enum_arguments
+from pytest_quantagent.reference.tokenizer import CALL, END, DomainTokenizer
+from pytest_quantagent.runner.episode import run_episode
+
+CLEAN = NoiseConfig(name="clean", p_base=0.0, p_primed=0.0, primed_share=0.0)
+MARGIN_BINS: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0, 2.0)
+"""Lower edges of the reference-margin bins: [0, .25), [.25, .5), [.5, 1), [1, 2), [2, ∞)."""
+
+
+@dataclass(frozen=True)
+class DecisionPoint:
+    """One teacher-forced decision of one arm."""
+
+    episode: int
+    call: int
+    kind: str
+    """``tool_name`` or ``argument``."""
+    key: str
+    """The gold tool name, or ``tool.argument``."""
+    gold: str
+    chosen: str
+    margin: float
+    """Gold logit minus best other logit at the tightest token (< 0: the arm disagrees)."""
+
+    @property
+    def correct(self) -> bool:
+        return self.chosen == self.gold
+
+
+def gold_transcripts(domain_name: str, *, split: str = "test", seeds: int = 1) -> list[str]:
+    """Rendered clean-expert episodes of the domain's ``split`` tasks (successful ones)."""
+    domain = get_domain(domain_name)
+    ids = domain.splits.get(split)
+    if not ids:
+        from pytest_quantagent.errors import UnknownNameError
+
+        raise UnknownNameError("split", split, domain.splits, hint=f"splits of domain {domain_name!r}")
+    tasks = [domain.task(t) for t in ids]
+    enums = enum_arguments(domain)
+    decoys = decoy_ids([])
+
+    async def run_all() -> list[str]:
+        out: list[str] = []
+        for s in range(seeds):
+            for task in tasks:
+                agent = ExpertAgent(domain, task, CLEAN, random.Random(s), enum_values=enums, decoys=decoys)
+                o = await run_episode(domain=domain, task=task, agent=agent, user=domain.make_user(task, s))
+                if o.success:
+                    out.append(render_episode(agent_view(o.messages)))
+        return out
+
+    return asyncio.run(run_all())
+
+
+def _call_spans(pieces: list[str]) -> list[tuple[int, int]]:
+    """(start, end) token indices of each ``<|call|> ... <|end|>`` body."""
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(pieces):
+        if pieces[i] == CALL:
+            j = i + 1
+            while j < len(pieces) and pieces[j] not in (END, CALL):
+                j += 1
+            spans.append((i + 1, j))
+            i = j
+        else:
+            i += 1
+    return spans
+
+
+def analyze_arm(model: Any, tok: DomainTokenizer, transcripts: Sequence[str]) -> list[DecisionPoint]:
+    """Every decision point of every transcript for one model."""
+    import torch
+
+    out: list[DecisionPoint] = []
+    for e, text in enumerate(transcripts):
+        ids = tok.encode(text)
+        pieces = [tok.id_to_piece(i) for i in ids]
+        with torch.inference_mode():
+            logits = model(input_ids=torch.tensor([ids])).logits[0].float()
+        for c, (a, b) in enumerate(_call_spans(pieces)):
+            body = tok.decode(ids[a:b])
+            try:
+                call = json.loads(body)
+                name = call["name"]
+                args = call.get("arguments", {})
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue
+            # name tokens: after '{"', 'name', '":"' up to the piece that starts with '"'.
+            if pieces[a : a + 3] != ['{"', "name", '":"']:
+                continue
+            k = a + 3
+            name_pos: list[int] = []
+            while k < b and not pieces[k].startswith('"'):
+                name_pos.append(k)
+                k += 1
+            if not name_pos:
+                continue
+            out.append(_decision(model, tok, ids, logits, name_pos, e, c, "tool_name", name, name))
+            for arg, value in (args.items() if isinstance(args, dict) else []):
+                if not isinstance(value, str):
+                    continue
+                try:
+                    vid = tok.token_id(value)
+                except KeyError:
+                    continue
+                pos = [p for p in range(k, b) if ids[p] == vid]
+                if pos:
+                    out.append(_single(tok, ids, logits, pos[0], e, c, f"{name}.{arg}", value))
+    return out
+
+
+def _margin_at(ids: Sequence[int], logits: Any, p: int) -> tuple[float, int]:
+    row = logits[p - 1]
+    gold = ids[p]
+    g = float(row[gold])
+    row2 = row.clone()
+    row2[gold] = float("-inf")
+    return g - float(row2.max()), int(row.argmax())
+
+
+def _single(tok: DomainTokenizer, ids: Sequence[int], logits: Any, p: int, e: int, c: int,
+            key: str, gold: str) -> DecisionPoint:
+    margin, arg = _margin_at(ids, logits, p)
+    return DecisionPoint(e, c, "argument", key, gold, tok.decode([arg]) if margin < 0 else gold, margin)
+
+
+def _decision(model: Any, tok: DomainTokenizer, ids: Sequence[int], logits: Any, pos: list[int],
+              e: int, c: int, kind: str, key: str, gold: str) -> DecisionPoint:
+    import torch
+
+    margins = [_margin_at(ids, logits, p)[0] for p in pos]
+    margin = min(margins)
+    chosen = gold
+    if margin < 0:
+        # Greedy continuation from the start of the name, up to the closing quote.
+        prefix = torch.tensor([list(ids[: pos[0]])])
+        with torch.inference_mode():
+            gen = model.generate(input_ids=prefix, attention_mask=torch.ones_like(prefix),
+                                 max_new_tokens=16, do_sample=False, pad_token_id=tok.pad_id,
+                                 eos_token_id=[tok.end_id], temperature=None, top_k=None, top_p=None)
+        text = tok.decode(gen[0, prefix.shape[1]:].tolist())
+        chosen = text.split('"', 1)[0]
+    return DecisionPoint(e, c, kind, key, gold, chosen, margin)
+
+
+def _bin(m: float) -> str:
+    edges = list(MARGIN_BINS) + [float("inf")]
+    for lo, hi in zip(edges, edges[1:]):
+        if lo <= abs(m) < hi:
+            return f"[{lo:g},{hi:g})"
+    return f"[{edges[-2]:g},inf)"
+
+
+@dataclass
+class ArmSummary:
+    """Per-arm totals and flips against the reference arm."""
+
+    arm: str
+    decisions: dict[str, int] = field(default_factory=dict)
+    wrong: dict[str, int] = field(default_factory=dict)
+    wrong_rate: dict[str, float] = field(default_factory=dict)
+    wrong_names: dict[str, int] = field(default_factory=dict)
+    novel_wrong_names: list[str] = field(default_factory=list)
+    right_to_wrong: dict[str, int] = field(default_factory=dict)
+    wrong_to_right: dict[str, int] = field(default_factory=dict)
+    flips_by_bin: dict[str, dict[str, int]] = field(default_factory=dict)
+    """kind → bin of the reference margin → "flips/decisions"-style counts."""
+    net_change: dict[str, float] = field(default_factory=dict)
+
+
+def summarize(reference: str, by_arm: dict[str, list[DecisionPoint]]) -> list[ArmSummary]:
+    """Totals per arm and paired flips against ``reference``."""
+    ref = {(d.episode, d.call, d.kind, d.key): d for d in by_arm[reference]}
+    ref_wrong_names = {d.chosen for d in by_arm[reference] if d.kind == "tool_name" and not d.correct}
+    out: list[ArmSummary] = []
+    for arm, points in by_arm.items():
+        s = ArmSummary(arm=arm)
+        for kind in ("tool_name", "argument"):
+            ks = [d for d in points if d.kind == kind]
+            s.decisions[kind] = len(ks)
+            s.wrong[kind] = sum(not d.correct for d in ks)
+            s.wrong_rate[kind] = s.wrong[kind] / len(ks) if ks else 0.0
+            r2w = w2r = 0
+            bins: dict[str, list[int]] = {}
+            for d in ks:
+                r = ref.get((d.episode, d.call, d.kind, d.key))
+                if r is None:
+                    continue
+                b = bins.setdefault(_bin(r.margin), [0, 0])
+                b[1] += 1
+                if r.correct != d.correct or (not r.correct and r.chosen != d.chosen):
+                    b[0] += 1
+                if r.correct and not d.correct:
+                    r2w += 1
+                elif not r.correct and d.correct:
+                    w2r += 1
+            s.right_to_wrong[kind] = r2w
+            s.wrong_to_right[kind] = w2r
+            s.flips_by_bin[kind] = {k: v[0] for k, v in sorted(bins.items())}
+            s.flips_by_bin[kind + "_n"] = {k: v[1] for k, v in sorted(bins.items())}
+            ref_rate = sum(not d.correct for d in by_arm[reference] if d.kind == kind)
+            n_ref = sum(1 for d in by_arm[reference] if d.kind == kind)
+            s.net_change[kind] = s.wrong_rate[kind] - (ref_rate / n_ref if n_ref else 0.0)
+        names = Counter(d.chosen for d in points if d.kind == "tool_name" and not d.correct)
+        s.wrong_names = dict(names.most_common())
+        s.novel_wrong_names = sorted(set(names) - ref_wrong_names)
+        out.append(s)
+    return out
+
+
+def summary_dicts(summaries: Sequence[ArmSummary]) -> list[dict[str, Any]]:
+    """JSON-ready summaries."""
+    return [asdict(s) for s in summaries]
