@@ -119,7 +119,6 @@ PRODUCTS: tuple[tuple[str, dict[str, tuple[str, ...]]], ...] = (
     ("Hair Dryer", {"power": ("1200W", "1800W"), "color": ("black", "rose")}),
     ("Yoga Block", {"material": ("foam", "cork"), "color": ("purple", "blue")}),
 )
-MAX_PRODUCT_NAMES = len(PRODUCTS)
 
 TASK_KINDS: tuple[str, ...] = (
     "cancel",
@@ -357,7 +356,7 @@ class _Index:
         ]
 
 
-def _opening(d: _Draft, rng: random.Random) -> None:
+def _opening(d: _Draft) -> None:
     """Identification actions every task starts with."""
     u = d.user
     if d.by_email:
@@ -382,7 +381,7 @@ def _order_draft(
         request=request,
         reason_for_call=reason,
     )
-    _opening(d, rng)
+    _opening(d)
     d.actions.append(("get_order_details", {"order_id": order.order_id}))
     d.facts["order_id"] = f"The order id is {order.order_id}."
     return d
@@ -567,7 +566,7 @@ def _user_address(index: _Index, rng: random.Random) -> _Draft | None:
         request="I moved and need to update the default address on my account.",
         reason_for_call=f"You moved to {text} and want your default address updated.",
     )
-    _opening(d, rng)
+    _opening(d)
     d.facts["address"] = f"My new address is {text}."
     d.actions.append(("modify_user_address", {"user_id": user.user_id, **_address_args(new)}))
     d.purpose = "Change the user's default address."
@@ -600,7 +599,7 @@ def _info_balance(index: _Index, rng: random.Random) -> _Draft | None:
         request="How much money is left on my gift card?",
         reason_for_call="You want to know the balance of your gift card.",
     )
-    _opening(d, rng)
+    _opening(d)
     d.communicate.append(_money(card.balance))
     d.purpose = "Tell the user their gift card balance."
     return d
