@@ -47,6 +47,8 @@ class Tau2Flags:
     """Scored episodes that ended other than by a user/agent stop, by τ²-bench's reason."""
     hidden_malformed: int = 0
     """Malformed turns τ²-bench retried without counting them (message ``errors`` lists)."""
+    duplicate_keys: int = 0
+    """Simulations repeating an earlier (task_id, trial): pairing keeps one of them."""
     tick_only: int = 0
     """Full-duplex (voice) simulations stored as ``ticks`` without ``messages``: their tool
     calls are not read (they count as episodes with no calls)."""
@@ -110,6 +112,9 @@ class Tau2Flags:
                 f"written by tau2-bench {self.tau2_version}: versions 1.0.0 to 1.0.1 binned "
                 "episodes with hallucinated tool names as infrastructure errors"
             )
+        if self.duplicate_keys:
+            out.append(f"{self.duplicate_keys} simulations repeat an earlier (task_id, trial); "
+                       "pairing uses one of each")
         if self.tick_only:
             out.append(f"{self.tick_only} full-duplex simulations store ticks, not messages: "
                        "their tool calls were not read")
@@ -127,6 +132,7 @@ class Tau2Flags:
             "premature": dict(sorted(self.premature.items())),
             "hidden_malformed": self.hidden_malformed,
             "tick_only": self.tick_only,
+            "duplicate_keys": self.duplicate_keys,
             "tau2_version": self.tau2_version,
             "drops_hallucinated": self.drops_hallucinated,
             "trimmed": self.trimmed,

@@ -122,7 +122,8 @@ def read_results(
         tool names the file itself shows to exist; only the latter when the domain is not
         registered (stated in ``flags.tool_names_source`` and ``flags.notes``).
     keep_messages
-        Also convert every message into ``EpisodeRecord.messages`` (costs memory).
+        Also convert every message into ``EpisodeRecord.messages`` and keep the full
+        ``reward_info`` (costs memory; by default its check lists are reduced to counts).
 
     Raises
     ------
@@ -250,6 +251,7 @@ class _Context:
     seen_agent: set[str] = field(default_factory=set)
     seen_user: set[str] = field(default_factory=set)
     trials: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    keys: set[tuple[str, int]] = field(default_factory=set)
 
     def convert(self, loc: str, sim: dict[str, Any]) -> EpisodeRecord:
         task_id = sim.get("task_id")
@@ -283,6 +285,9 @@ class _Context:
         messages = _flatten(messages)
         calls, n_errors = self._calls(loc, messages)
         self.flags.count(str(raw_term), task_id, int(trial))
+        if (task_id, int(trial)) in self.keys:
+            self.flags.duplicate_keys += 1
+        self.keys.add((task_id, int(trial)))
         seed = sim.get("seed", self.info.get("seed"))
         sim_id = str(sim.get("id") or f"{task_id}-{trial}")
         record = EpisodeRecord(
@@ -300,7 +305,7 @@ class _Context:
             termination=termination,
             reward=reward,
             success=reward >= SUCCESS_REWARD and termination in SCORABLE_TERMINATIONS,
-            reward_info=reward_info or {},
+            reward_info=(reward_info or {}) if self.keep_messages else _slim(reward_info),
             n_errors=n_errors,
             steps=len(messages),
             calls=calls,
@@ -386,6 +391,25 @@ class _Context:
                     new = classify_error(c.detail, tool_name=c.name, requestor=c.requestor,
                                          tools=names, arguments=c.arguments)
                     c.channel, c.entity = new.channel, new.entity
+
+
+_CHECK_LISTS = ("env_assertions", "action_checks", "nl_assertions", "communicate_checks")
+
+
+def _slim(reward_info: dict[str, Any] | None) -> dict[str, Any]:
+    """The reward and its basis, with each list of checks reduced to counts: the full
+    checks repeat every gold action's arguments and would dominate a large run's memory."""
+    if not reward_info:
+        return {}
+    keep = ("reward", "db_check", "reward_basis", "reward_breakdown")
+    out: dict[str, Any] = {k: reward_info[k] for k in keep if k in reward_info}
+    for key in _CHECK_LISTS:
+        checks = reward_info.get(key)
+        if isinstance(checks, list):
+            passed = sum(1 for c in checks if isinstance(c, dict)
+                         and (c.get("action_match") or c.get("met")))
+            out[key] = {"n": len(checks), "passed": passed}
+    return out
 
 
 def _flatten(messages: list[Any]) -> list[Any]:

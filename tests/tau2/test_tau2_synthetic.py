@@ -222,6 +222,21 @@ def test_version_under_methodology_and_unknown_version_note(tmp_path: Path) -> N
     assert not any("version" in line or "infrastructure" in line for line in clean.lines())
 
 
+def test_duplicate_keys_flagged_and_reward_info_slimmed(tmp_path: Path) -> None:
+    ok = Conversation().call("get_order_details", '{"status": "ok"}').messages
+    a, b = simulation("1", ok, sim_id="a"), simulation("1", ok, sim_id="b")
+    a["reward_info"]["action_checks"] = [{"action": {"name": "x", "arguments": {"k": "v"}},
+                                          "action_match": True},
+                                         {"action": {"name": "y"}, "action_match": False}]
+    p = write_json(tmp_path / "r.json", results([a, b]))
+    run = read_results(p)
+    assert run.flags.duplicate_keys == 1
+    assert run.records[0].reward_info["action_checks"] == {"n": 2, "passed": 1}
+    assert run.records[0].reward_info["reward"] == 1.0
+    full = read_results(p, keep_messages=True).records[0].reward_info
+    assert full["action_checks"][0]["action"]["arguments"] == {"k": "v"}
+
+
 def test_tick_only_simulations_are_flagged(tmp_path: Path) -> None:
     sim = simulation("1", [])
     sim["messages"] = None
