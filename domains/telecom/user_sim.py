@@ -389,6 +389,8 @@ _STATE_QUESTION = re.compile(
     re.IGNORECASE,
 )
 
+_DOB = (("date", "birth"), ("dob",), ("birthday",), ("birth", "date"))
+
 #: Toggle tools → (device attribute, name the user says).
 _SWITCHES = {
     "toggle_airplane_mode": ("airplane_mode", "Airplane mode"),
@@ -452,6 +454,18 @@ class TelecomUser(ScriptedUser):
                 return self._call(calls[0])
             return UserMessage(content=self.respond_text(last.content))
         return super().respond(view)
+
+    def respond_text(self, text: str) -> str:
+        """As :meth:`ScriptedUser.respond_text`; when asked for name and date of birth
+        together, both are given in one answer."""
+        reply = super().respond_text(text)
+        if matches(text, _DOB) and "birth" not in reply.lower() and reply.startswith("My "):
+            dob = next(
+                (r.say for r in self.script.answers if any("birth" in g for g in r.keywords)), None
+            )
+            if dob is not None:
+                reply = f"{reply} {dob}"
+        return reply
 
     def _call(self, call: ToolCall) -> UserMessage:
         if self.phone is not None and self.phone.has_tool(call.name):

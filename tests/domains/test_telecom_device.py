@@ -8,6 +8,8 @@ user_tools.py, ``_run_speed_test``).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from telecom_helpers import telecom_module
 
@@ -18,58 +20,82 @@ ut = telecom_module("user_tools")
 udm = telecom_module("user_data_model")
 
 TAU2_USER_TOOLS = {
-    "check_status_bar", "check_network_status", "check_network_mode_preference",
-    "set_network_mode_preference", "run_speed_test", "toggle_airplane_mode", "check_sim_status",
-    "reseat_sim_card", "toggle_data", "toggle_roaming", "check_data_restriction_status",
-    "toggle_data_saver_mode", "check_apn_settings", "set_apn_settings", "reset_apn_settings",
-    "check_wifi_status", "toggle_wifi", "check_wifi_calling_status", "toggle_wifi_calling",
-    "check_vpn_status", "connect_vpn", "disconnect_vpn", "check_installed_apps",
-    "check_app_status", "check_app_permissions", "grant_app_permission", "can_send_mms",
-    "reboot_device", "check_payment_request", "make_payment",
+    "check_status_bar",
+    "check_network_status",
+    "check_network_mode_preference",
+    "set_network_mode_preference",
+    "run_speed_test",
+    "toggle_airplane_mode",
+    "check_sim_status",
+    "reseat_sim_card",
+    "toggle_data",
+    "toggle_roaming",
+    "check_data_restriction_status",
+    "toggle_data_saver_mode",
+    "check_apn_settings",
+    "set_apn_settings",
+    "reset_apn_settings",
+    "check_wifi_status",
+    "toggle_wifi",
+    "check_wifi_calling_status",
+    "toggle_wifi_calling",
+    "check_vpn_status",
+    "connect_vpn",
+    "disconnect_vpn",
+    "check_installed_apps",
+    "check_app_status",
+    "check_app_permissions",
+    "grant_app_permission",
+    "can_send_mms",
+    "reboot_device",
+    "check_payment_request",
+    "make_payment",
 }
 
 
 @pytest.fixture
-def phone():  # type: ignore[no-untyped-def]
+def phone() -> Any:
     return ut.TelecomUserTools(udm.TelecomUserDB())
 
 
-def _speed(phone) -> str:  # type: ignore[no-untyped-def]
-    return phone.run_speed_test()
+def _speed(phone: Any) -> str:
+    return str(phone.run_speed_test())
 
 
 def test_the_thirty_device_tools() -> None:
     assert set(ut.TelecomUserTools.specs()) == TAU2_USER_TOOLS
 
 
-def test_default_phone_is_fast_on_5g(phone) -> None:  # type: ignore[no-untyped-def]
+def test_default_phone_is_fast_on_5g(phone: Any) -> None:
     phone.simulate_network_search()
     assert phone.device.network_technology_connected.value == "5G"
     assert _speed(phone).startswith("Speed Test Result: 275.00 Mbps (Excellent)")
     assert phone.check_status_bar() == "Status Bar: 📶⁴ Excellent | 5G | 📱 Data Enabled | 🔋 80%"
 
 
-def test_airplane_mode(phone) -> None:  # type: ignore[no-untyped-def]
+def test_airplane_mode(phone: Any) -> None:
     out = phone.toggle_airplane_mode()
     assert out.startswith("Airplane Mode is now ON.") and "✈️ Airplane Mode" in out
     assert phone.device.network_connection_status.value == "no_service"
     assert _speed(phone) == "Speed test failed: No Connection."
     assert "Airplane Mode: ON" in phone.check_network_status()
-    with pytest.raises(UserToolError, match="Cannot change Wi-Fi settings while Airplane Mode is ON"):
+    with pytest.raises(
+        UserToolError, match="Cannot change Wi-Fi settings while Airplane Mode is ON"
+    ):
         phone.toggle_wifi()
     phone.toggle_airplane_mode()
     assert phone.device.network_connection_status.value == "connected"
     assert phone.assert_airplane_mode_status(False)
 
 
-def test_airplane_mode_drops_vpn_and_wifi(phone) -> None:  # type: ignore[no-untyped-def]
+def test_airplane_mode_drops_vpn_and_wifi(phone: Any) -> None:
     phone.connect_vpn()
     phone.toggle_wifi()
     phone.turn_airplane_mode_on()
     assert not phone.device.vpn_connected and not phone.device.wifi_connected
 
 
-def test_network_mode_preference(phone) -> None:  # type: ignore[no-untyped-def]
+def test_network_mode_preference(phone: Any) -> None:
     out = phone.set_network_mode_preference("3g_only")
     assert out.startswith("Preferred Network Mode set to: 3g_only")
     assert phone.check_network_mode_preference() == "Network Mode Preference: 3g_only"
@@ -81,7 +107,7 @@ def test_network_mode_preference(phone) -> None:  # type: ignore[no-untyped-def]
     assert e.value.channel == Channel.USER_TOOL_ERROR
 
 
-def test_sim_card(phone) -> None:  # type: ignore[no-untyped-def]
+def test_sim_card(phone: Any) -> None:
     assert phone.check_sim_status() == "Your SIM card is active and working."
     phone.unseat_sim_card()
     assert phone.check_sim_status() == "No SIM card detected in the phone."
@@ -97,7 +123,7 @@ def test_sim_card(phone) -> None:  # type: ignore[no-untyped-def]
         phone.lock_sim_card("code")
 
 
-def test_mobile_data_toggle(phone) -> None:  # type: ignore[no-untyped-def]
+def test_mobile_data_toggle(phone: Any) -> None:
     phone.turn_data_off()
     assert phone.assert_mobile_data_status(False)
     assert "📵 Data Disabled" in phone.check_status_bar()
@@ -105,7 +131,7 @@ def test_mobile_data_toggle(phone) -> None:  # type: ignore[no-untyped-def]
     assert phone.assert_mobile_data_status(True)
 
 
-def test_roaming_needs_the_phone_switch_and_the_line(phone) -> None:  # type: ignore[no-untyped-def]
+def test_roaming_needs_the_phone_switch_and_the_line(phone: Any) -> None:
     phone.set_user_location(abroad=True)
     assert phone.assert_mobile_data_status(False)
     assert phone.toggle_roaming().startswith("Data Roaming is now ON.")
@@ -117,7 +143,7 @@ def test_roaming_needs_the_phone_switch_and_the_line(phone) -> None:  # type: ig
     assert phone.assert_mobile_data_status(False)
 
 
-def test_data_saver(phone) -> None:  # type: ignore[no-untyped-def]
+def test_data_saver(phone: Any) -> None:
     assert phone.check_data_restriction_status() == "Data Saver mode is OFF."
     assert phone.toggle_data_saver_mode().startswith("Data Saver Mode is now ON.")
     assert phone.check_data_restriction_status() == "Data Saver mode is ON (limits data usage)."
@@ -127,7 +153,7 @@ def test_data_saver(phone) -> None:  # type: ignore[no-untyped-def]
     assert phone.assert_mobile_data_saver_mode_status(True)
 
 
-def test_apn_reset_takes_effect_at_reboot(phone) -> None:  # type: ignore[no-untyped-def]
+def test_apn_reset_takes_effect_at_reboot(phone: Any) -> None:
     phone.break_apn_settings()
     assert phone.assert_service_status("no_service")
     assert phone.check_apn_settings().startswith("Current APN Name: broken")
@@ -137,7 +163,7 @@ def test_apn_reset_takes_effect_at_reboot(phone) -> None:  # type: ignore[no-unt
     assert phone.assert_service_status("connected")
 
 
-def test_set_apn_settings(phone) -> None:  # type: ignore[no-untyped-def]
+def test_set_apn_settings(phone: Any) -> None:
     out = phone.set_apn_settings({"apn_name": "internet", "mmsc_url": None})
     assert out.startswith("APN settings set to: internet")
     assert "MMSC URL (for picture messages): Not Set" in phone.check_apn_settings()
@@ -147,19 +173,21 @@ def test_set_apn_settings(phone) -> None:  # type: ignore[no-untyped-def]
         phone.set_apn_settings({"colour": "red"})
 
 
-def test_wifi(phone) -> None:  # type: ignore[no-untyped-def]
+def test_wifi(phone: Any) -> None:
     assert phone.check_wifi_status() == "Wi-Fi is turned OFF."
     assert phone.toggle_wifi().startswith("Wi-Fi is now ON.")
     assert phone.check_wifi_status() == "Wi-Fi is ON but not connected to any network."
     phone.device.wifi_connected, phone.device.wifi_ssid = True, "Home"
     phone.device.wifi_signal_strength = udm.SignalStrength.GOOD
-    assert phone.check_wifi_status() == "Wi-Fi is ON and connected to 'Home'. Signal strength: good."
+    assert (
+        phone.check_wifi_status() == "Wi-Fi is ON and connected to 'Home'. Signal strength: good."
+    )
     assert "📡 Connected to Home" in phone.check_status_bar()
     phone.toggle_wifi()
     assert not phone.device.wifi_connected and phone.device.wifi_ssid is None
 
 
-def test_wifi_calling_blocks_mms_over_wifi(phone) -> None:  # type: ignore[no-untyped-def]
+def test_wifi_calling_blocks_mms_over_wifi(phone: Any) -> None:
     assert phone.check_wifi_calling_status() == "Wi-Fi Calling is currently turned OFF."
     phone.set_wifi_calling(True, mms_over_wifi=True)
     assert phone.can_send_mms() == "Your messaging app cannot send MMS messages."
@@ -167,7 +195,7 @@ def test_wifi_calling_blocks_mms_over_wifi(phone) -> None:  # type: ignore[no-un
     assert phone.assert_can_send_mms(True)
 
 
-def test_vpn(phone) -> None:  # type: ignore[no-untyped-def]
+def test_vpn(phone: Any) -> None:
     assert phone.check_vpn_status() == "VPN is turned OFF."
     with pytest.raises(UserToolError, match="No active VPN connection to disconnect"):
         phone.disconnect_vpn()
@@ -182,41 +210,56 @@ def test_vpn(phone) -> None:  # type: ignore[no-untyped-def]
     assert phone.check_vpn_status() == "VPN is turned ON in settings, but currently not connected."
 
 
-def test_apps_and_permissions(phone) -> None:  # type: ignore[no-untyped-def]
-    assert phone.check_installed_apps() == "The following apps are installed on the phone: messaging, browser"
-    assert phone.check_app_permissions("messaging") == "App 'messaging' has permission for: sms, storage, phone."
+def test_apps_and_permissions(phone: Any) -> None:
+    assert (
+        phone.check_installed_apps()
+        == "The following apps are installed on the phone: messaging, browser"
+    )
+    assert (
+        phone.check_app_permissions("messaging")
+        == "App 'messaging' has permission for: sms, storage, phone."
+    )
     assert "   - network" in phone.check_app_status("browser")
     phone.remove_app_permission("messaging", "storage")
     assert phone.assert_can_send_mms(False)
     out = phone.grant_app_permission("messaging", "STORAGE")
     assert out.startswith("Success. Permission 'storage' granted to app 'messaging'.")
     assert phone.assert_can_send_mms(True)
-    for call in (lambda: phone.check_app_status("camera"), lambda: phone.check_app_permissions("camera"),
-                 lambda: phone.grant_app_permission("camera", "sms")):
+    for name, args in (
+        ("check_app_status", ("camera",)),
+        ("check_app_permissions", ("camera",)),
+        ("grant_app_permission", ("camera", "sms")),
+    ):
         with pytest.raises(UserToolError, match="App 'camera' not found"):
-            call()
+            getattr(phone, name)(*args)
     with pytest.raises(UserToolError, match="Permission 'camera' not tracked"):
         phone.grant_app_permission("messaging", "camera")
     phone.remove_app_permission("browser", "network")
     phone.remove_app_permission("browser", "storage")
-    assert phone.check_app_permissions("browser") == "App 'browser' currently has no permissions granted."
+    assert (
+        phone.check_app_permissions("browser")
+        == "App 'browser' currently has no permissions granted."
+    )
     assert " - Permissions: None granted." in phone.check_app_status("browser")
 
 
-@pytest.mark.parametrize("breakage", [
-    lambda p: p.set_network_mode_preference("2g_only"),
-    lambda p: p.break_apn_mms_setting(),
-    lambda p: p.remove_app_permission("messaging", "sms"),
-    lambda p: p.turn_data_off(),
-    lambda p: p.turn_airplane_mode_on(),
-])
-def test_each_mms_precondition(phone, breakage) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    "breakage",
+    [
+        lambda p: p.set_network_mode_preference("2g_only"),
+        lambda p: p.break_apn_mms_setting(),
+        lambda p: p.remove_app_permission("messaging", "sms"),
+        lambda p: p.turn_data_off(),
+        lambda p: p.turn_airplane_mode_on(),
+    ],
+)
+def test_each_mms_precondition(phone: Any, breakage: Any) -> None:
     assert phone.assert_can_send_mms(True)
     breakage(phone)
     assert phone.assert_can_send_mms(False)
 
 
-def test_payment_request(phone) -> None:  # type: ignore[no-untyped-def]
+def test_payment_request(phone: Any) -> None:
     assert phone.check_payment_request() == "No payment request has been made."
     with pytest.raises(UserToolError, match="You do not have a payment request") as e:
         phone.make_payment()
@@ -227,7 +270,7 @@ def test_payment_request(phone) -> None:  # type: ignore[no-untyped-def]
     assert phone.surroundings.payment_request.paid is True
 
 
-def test_usage_exceeded_cuts_data(phone) -> None:  # type: ignore[no-untyped-def]
+def test_usage_exceeded_cuts_data(phone: Any) -> None:
     phone.surroundings.mobile_data_usage_exceeded = True
     assert phone.assert_mobile_data_usage_exceeded(True)
     assert phone.assert_mobile_data_status(False)
@@ -237,7 +280,7 @@ def test_usage_exceeded_cuts_data(phone) -> None:  # type: ignore[no-untyped-def
     assert phone.assert_internet_speed(200.0, "good") is False
 
 
-def test_inactive_line_means_no_service_after_a_network_search(phone) -> None:  # type: ignore[no-untyped-def]
+def test_inactive_line_means_no_service_after_a_network_search(phone: Any) -> None:
     phone.surroundings.line_active = False
     phone.reboot_device()
     assert phone.assert_service_status("no_service")

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 import pytest
 from telecom_helpers import small_db, telecom_module
 
@@ -16,29 +18,35 @@ udm = telecom_module("user_data_model")
 
 
 @pytest.fixture
-def env():  # type: ignore[no-untyped-def]
+def env() -> Any:
     real = get_domain("telecom")
     dom = domain_mod.TelecomDomain(
-        name="telecom", policy="p", db=small_db(), tasks=[], agent_toolkit=real.agent_toolkit,
-        user_toolkit=real.user_toolkit, user_db=udm.TelecomUserDB(),
-        environment_cls=real.environment_cls, device_intents=real.device_intents,
+        name="telecom",
+        policy="p",
+        db=small_db(),
+        tasks=[],
+        agent_toolkit=real.agent_toolkit,
+        user_toolkit=real.user_toolkit,
+        user_db=udm.TelecomUserDB(),
+        environment_cls=real.environment_cls,
+        device_intents=real.device_intents,
     )
     e = dom.make_environment(None)
-    e.run_env_function_call(InitialState.model_validate({"initialization_actions": [
-        {"env_type": "user", "func_name": "set_user_info",
-         "arguments": {"name": "Ana Costa", "phone_number": "555-0001"}}]}).initialization_actions[0])
+    e.run_env_function_call(
+        _action("user", "set_user_info", name="Ana Costa", phone_number="555-0001")
+    )
     return e
 
 
-def _call(env, requestor, name, **arguments):  # type: ignore[no-untyped-def]
+def _call(env: Any, requestor: Literal["assistant", "user"], name: str, **arguments: Any) -> Any:
     return env.execute(ToolCall(id="t", name=name, arguments=arguments, requestor=requestor))
 
 
-def _surroundings(env):  # type: ignore[no-untyped-def]
+def _surroundings(env: Any) -> Any:
     return env.user_tools.db.surroundings
 
 
-def test_roaming_on_the_line_reaches_the_phone(env) -> None:  # type: ignore[no-untyped-def]
+def test_roaming_on_the_line_reaches_the_phone(env: Any) -> None:
     env.user_tools.set_user_location(abroad=True)
     _call(env, "user", "toggle_roaming")
     assert _surroundings(env).roaming_allowed is False
@@ -50,16 +58,17 @@ def test_roaming_on_the_line_reaches_the_phone(env) -> None:  # type: ignore[no-
     assert env.user_tools.assert_mobile_data_status(False)
 
 
-def test_data_limit_and_refuel_reach_the_phone(env) -> None:  # type: ignore[no-untyped-def]
-    env.run_env_function_call(_action("assistant", "set_data_usage", customer_id="C1",
-                                      line_id="L1", data_used_gb=5.5))
+def test_data_limit_and_refuel_reach_the_phone(env: Any) -> None:
+    env.run_env_function_call(
+        _action("assistant", "set_data_usage", customer_id="C1", line_id="L1", data_used_gb=5.5)
+    )
     assert _surroundings(env).mobile_data_usage_exceeded is True  # 5.5 >= 5 + 0
     assert "Speed test failed" in _call(env, "user", "run_speed_test").message.content
     _call(env, "assistant", "refuel_data", customer_id="C1", line_id="L1", gb_amount=1.0)
     assert _surroundings(env).mobile_data_usage_exceeded is False  # 5.5 < 5 + 1
 
 
-def test_payment_request_round_trip(env) -> None:  # type: ignore[no-untyped-def]
+def test_payment_request_round_trip(env: Any) -> None:
     d = _call(env, "user", "make_payment")
     assert d.channel == Channel.USER_TOOL_ERROR and d.message.error
     assert d.message.content == "Error: You do not have a payment request."
@@ -72,7 +81,7 @@ def test_payment_request_round_trip(env) -> None:  # type: ignore[no-untyped-def
     assert _surroundings(env).payment_request is None
 
 
-def test_resumed_line_gives_service_after_reboot(env) -> None:  # type: ignore[no-untyped-def]
+def test_resumed_line_gives_service_after_reboot(env: Any) -> None:
     env.run_env_function_call(_action("user", "set_user_info", name="Ana", phone_number="555-0002"))
     assert _surroundings(env).line_active is False  # L2 is suspended
     _call(env, "user", "reboot_device")
@@ -84,64 +93,133 @@ def test_resumed_line_gives_service_after_reboot(env) -> None:  # type: ignore[n
     assert env.user_tools.assert_service_status("connected")
 
 
-@pytest.mark.parametrize(("requestor", "name", "args", "channel", "text"), [
-    ("assistant", "toggle_data", {}, Channel.CROSS_ROLE_TOOL, "Error: Tool 'toggle_data' not found."),
-    ("user", "enable_roaming", {"customer_id": "C1", "line_id": "L1"}, Channel.CROSS_ROLE_TOOL, None),
-    ("assistant", "reset_phone", {}, Channel.UNKNOWN_TOOL, None),
-    ("assistant", "get_customer_by_id", {"customer_id": "C9"}, Channel.WRONG_ENTITY,
-     "Error: Customer with ID C9 not found"),
-    ("assistant", "resume_line", {"customer_id": "C1", "line_id": "L1"}, Channel.POLICY_VIOLATION,
-     "Error: Line must be suspended to resume"),
-    ("assistant", "refuel_data", {"customer_id": "C1", "line_id": "L1", "gb_amount": "lots"},
-     Channel.BAD_ARGUMENTS, None),
-    ("user", "toggle_wifi", {"on": True}, Channel.BAD_ARGUMENTS, None),
-    ("user", "grant_app_permission", {"app_name": "camera", "permission": "sms"},
-     Channel.USER_TOOL_ERROR, "Error: App 'camera' not found on this phone. Cannot grant permission."),
-])
-def test_channels_of_failed_calls(env, requestor, name, args, channel, text) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("requestor", "name", "args", "channel", "text"),
+    [
+        (
+            "assistant",
+            "toggle_data",
+            {},
+            Channel.CROSS_ROLE_TOOL,
+            "Error: Tool 'toggle_data' not found.",
+        ),
+        (
+            "user",
+            "enable_roaming",
+            {"customer_id": "C1", "line_id": "L1"},
+            Channel.CROSS_ROLE_TOOL,
+            None,
+        ),
+        ("assistant", "reset_phone", {}, Channel.UNKNOWN_TOOL, None),
+        (
+            "assistant",
+            "get_customer_by_id",
+            {"customer_id": "C9"},
+            Channel.WRONG_ENTITY,
+            "Error: Customer with ID C9 not found",
+        ),
+        (
+            "assistant",
+            "resume_line",
+            {"customer_id": "C1", "line_id": "L1"},
+            Channel.POLICY_VIOLATION,
+            "Error: Line must be suspended to resume",
+        ),
+        (
+            "assistant",
+            "refuel_data",
+            {"customer_id": "C1", "line_id": "L1", "gb_amount": "lots"},
+            Channel.BAD_ARGUMENTS,
+            None,
+        ),
+        ("user", "toggle_wifi", {"on": True}, Channel.BAD_ARGUMENTS, None),
+        (
+            "user",
+            "grant_app_permission",
+            {"app_name": "camera", "permission": "sms"},
+            Channel.USER_TOOL_ERROR,
+            "Error: App 'camera' not found on this phone. Cannot grant permission.",
+        ),
+    ],
+)
+def test_channels_of_failed_calls(
+    env: Any, requestor: Any, name: Any, args: Any, channel: Any, text: Any
+) -> None:
     d = _call(env, requestor, name, **args)
     assert d.channel == channel and d.message.error
     if text is not None:
         assert d.message.content == text
 
 
-def test_wrong_entity_names_the_id(env) -> None:  # type: ignore[no-untyped-def]
+def test_wrong_entity_names_the_id(env: Any) -> None:
     d = _call(env, "assistant", "suspend_line", customer_id="C1", line_id="L7", reason="x")
     assert d.channel == Channel.WRONG_ENTITY and d.entity == "L7"
 
 
-def test_successful_results_are_serialized(env) -> None:  # type: ignore[no-untyped-def]
+def test_successful_results_are_serialized(env: Any) -> None:
     d = _call(env, "assistant", "get_details_by_id", id="L1")
     assert d.channel is None and '"line_id": "L1"' in d.message.content
 
 
-def _action(env_type: str, func: str, **arguments):  # type: ignore[no-untyped-def]
+def _action(env_type: Literal["user", "assistant"], func: str, **arguments: Any) -> EnvAssertion:
     return EnvAssertion(env_type=env_type, func_name=func, arguments=arguments)
 
 
-def test_initial_state_and_env_assertions(env) -> None:  # type: ignore[no-untyped-def]
-    env.set_state(InitialState.model_validate({"initialization_actions": [
-        {"env_type": "user", "func_name": "turn_airplane_mode_on", "arguments": {}},
-        {"env_type": "assistant", "func_name": "suspend_line_for_overdue_bill",
-         "arguments": {"customer_id": "C2", "line_id": "L3", "new_bill_id": "B9",
-                       "contract_ended": False}},
-    ]}))
+def test_initial_state_and_env_assertions(env: Any) -> None:
+    env.set_state(
+        InitialState.model_validate(
+            {
+                "initialization_actions": [
+                    {"env_type": "user", "func_name": "turn_airplane_mode_on", "arguments": {}},
+                    {
+                        "env_type": "assistant",
+                        "func_name": "suspend_line_for_overdue_bill",
+                        "arguments": {
+                            "customer_id": "C2",
+                            "line_id": "L3",
+                            "new_bill_id": "B9",
+                            "contract_ended": False,
+                        },
+                    },
+                ]
+            }
+        )
+    )
     assert env.user_tools.device.airplane_mode is True
-    assert env.run_env_assertion(EnvAssertion(env_type="user", func_name="assert_service_status",
-                                              arguments={"expected_status": "no_service"}))
-    assert env.run_env_assertion(EnvAssertion(
-        env_type="assistant", func_name="assert_overdue_bill_exists",
-        arguments={"customer_id": "C2", "overdue_bill_id": "B9"}))
-    assert not env.run_env_assertion(EnvAssertion(
-        env_type="assistant", func_name="assert_no_overdue_bill", arguments={"overdue_bill_id": "B9"}))
-    assert env.run_env_assertion(EnvAssertion(
-        env_type="user", func_name="assert_airplane_mode_status",
-        arguments={"expected_status": True}, assert_value=True))
+    assert env.run_env_assertion(
+        EnvAssertion(
+            env_type="user",
+            func_name="assert_service_status",
+            arguments={"expected_status": "no_service"},
+        )
+    )
+    assert env.run_env_assertion(
+        EnvAssertion(
+            env_type="assistant",
+            func_name="assert_overdue_bill_exists",
+            arguments={"customer_id": "C2", "overdue_bill_id": "B9"},
+        )
+    )
+    assert not env.run_env_assertion(
+        EnvAssertion(
+            env_type="assistant",
+            func_name="assert_no_overdue_bill",
+            arguments={"overdue_bill_id": "B9"},
+        )
+    )
+    assert env.run_env_assertion(
+        EnvAssertion(
+            env_type="user",
+            func_name="assert_airplane_mode_status",
+            arguments={"expected_status": True},
+            assert_value=True,
+        )
+    )
     with pytest.raises(ValueError, match="not found in the user toolkit"):
         env.run_env_function_call(_action("user", "assert_teleportation"))
 
 
-def test_db_hashes_are_stable(env) -> None:  # type: ignore[no-untyped-def]
+def test_db_hashes_are_stable(env: Any) -> None:
     _call(env, "user", "reboot_device")  # settle the default phone on the network first
     h, uh = env.get_db_hash(), env.get_user_db_hash()
     _call(env, "user", "check_status_bar")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from telecom_helpers import telecom_module
@@ -14,27 +15,29 @@ from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.runner.oracle import run_oracle
 
 generate = telecom_module("generate")
-_DIR = Path(generate.__file__).resolve().parent
+_DIR = Path(str(generate.__file__)).resolve().parent
 
 
 @pytest.fixture(scope="module")
-def domain():  # type: ignore[no-untyped-def]
+def domain() -> Any:
     return get_domain("telecom")
 
 
 @pytest.fixture
-def user(domain):  # type: ignore[no-untyped-def]
+def user(domain: Any) -> Any:
     return domain.make_user(domain.tasks[0], seed=0)
 
 
-def _asked(user, text):  # type: ignore[no-untyped-def]
+def _asked(user: Any, text: Any) -> Any:
     return [(c.name, c.arguments) for c in user.device_calls(text)]
 
 
-def test_every_oracle_phrase_means_its_tool_only(domain, user) -> None:  # type: ignore[no-untyped-def]
+def test_every_oracle_phrase_means_its_tool_only(domain: Any, user: Any) -> None:
     user.phone = None  # no "already on" answers: only the wording is under test
     samples = {"mode": "4g_only", "app_name": "browser", "permission": "network"}
-    assert {i.tool for i in domain.device_intents} == set(domain.user_tool_names) - {"set_apn_settings"}
+    assert {i.tool for i in domain.device_intents} == set(domain.user_tool_names) - {
+        "set_apn_settings"
+    }
     for intent in domain.device_intents:
         args = {k: v for k, v in samples.items() if "{" + k + "}" in intent.phrase}
         names = [name for name, _ in _asked(user, intent.ask(args))]
@@ -44,40 +47,54 @@ def test_every_oracle_phrase_means_its_tool_only(domain, user) -> None:  # type:
             assert names == [intent.tool], intent.phrase
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("Could you please turn off airplane mode?", [("toggle_airplane_mode", {})]),
-    ("Let's try removing the SIM card and putting it back in.", [("reseat_sim_card", {})]),
-    ("Can you restart your device and then check the status bar?",
-     [("reboot_device", {}), ("check_status_bar", {})]),
-    ("Please go to settings and enable mobile data.", [("toggle_data", {})]),
-    ("Please disable Data Saver.", [("toggle_data_saver_mode", {})]),
-    ("Try switching your network mode to 4G/5G preferred.",
-     [("set_network_mode_preference", {"mode": "4g_5g_preferred"})]),
-    ("Could you grant the messaging app the SMS permission?",
-     [("grant_app_permission", {"app_name": "messaging", "permission": "sms"})]),
-    ("Please check whether you can send an MMS now.", [("can_send_mms", {})]),
-    ("Please run toggle_data_saver_mode", [("toggle_data_saver_mode", {})]),
-    ("I've enabled roaming on your line. Now please turn on data roaming on your phone.",
-     [("toggle_roaming", {})]),
-    ("Please check whether your VPN is connected.", [("check_vpn_status", {})]),
-    ("What is your network mode set to?", [("check_network_mode_preference", {})]),
-])
-def test_paraphrases(user, text, expected) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Could you please turn off airplane mode?", [("toggle_airplane_mode", {})]),
+        ("Let's try removing the SIM card and putting it back in.", [("reseat_sim_card", {})]),
+        (
+            "Can you restart your device and then check the status bar?",
+            [("reboot_device", {}), ("check_status_bar", {})],
+        ),
+        ("Please go to settings and enable mobile data.", [("toggle_data", {})]),
+        ("Please disable Data Saver.", [("toggle_data_saver_mode", {})]),
+        (
+            "Try switching your network mode to 4G/5G preferred.",
+            [("set_network_mode_preference", {"mode": "4g_5g_preferred"})],
+        ),
+        (
+            "Could you grant the messaging app the SMS permission?",
+            [("grant_app_permission", {"app_name": "messaging", "permission": "sms"})],
+        ),
+        ("Please check whether you can send an MMS now.", [("can_send_mms", {})]),
+        ("Please run toggle_data_saver_mode", [("toggle_data_saver_mode", {})]),
+        (
+            "I've enabled roaming on your line. Now please turn on data roaming on your phone.",
+            [("toggle_roaming", {})],
+        ),
+        ("Please check whether your VPN is connected.", [("check_vpn_status", {})]),
+        ("What is your network mode set to?", [("check_network_mode_preference", {})]),
+    ],
+)
+def test_paraphrases(user: Any, text: Any, expected: Any) -> None:
     user.phone = None
     assert _asked(user, text) == expected
 
 
-@pytest.mark.parametrize("text", [
-    "Is airplane mode on?",
-    "I have resumed your line.",
-    "Your line is suspended because of an overdue bill.",
-    "Thanks for waiting while I look up your account.",
-])
-def test_statements_and_state_questions_trigger_nothing(user, text) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Is airplane mode on?",
+        "I have resumed your line.",
+        "Your line is suspended because of an overdue bill.",
+        "Thanks for waiting while I look up your account.",
+    ],
+)
+def test_statements_and_state_questions_trigger_nothing(user: Any, text: Any) -> None:
     assert _asked(user, text) == []
 
 
-def test_user_performs_and_reports(domain) -> None:  # type: ignore[no-untyped-def]
+def test_user_performs_and_reports(domain: Any) -> None:
     task = next(t for t in domain.tasks if "airplane_mode" in (t.description.purpose or ""))
     user = domain.make_user(task, seed=0)
     env = domain.make_environment(task)
@@ -89,22 +106,23 @@ def test_user_performs_and_reports(domain) -> None:  # type: ignore[no-untyped-d
     assert "Airplane Mode is now OFF." in reply.content
 
 
-def test_script_arguments_win_over_guesses(domain) -> None:  # type: ignore[no-untyped-def]
+def test_script_arguments_win_over_guesses(domain: Any) -> None:
     task = next(t for t in domain.tasks if "mms_permission" in (t.description.purpose or ""))
     perm = task.user_scenario.script["device_actions"]
     wanted = next(a for a in perm if a["tool"] == "grant_app_permission")["arguments"]
     user = domain.make_user(task, seed=0)
     assert _asked(user, "Please grant the messaging app the needed permission.") == [
-        ("grant_app_permission", wanted)]
+        ("grant_app_permission", wanted)
+    ]
 
 
-def test_oracle_solves_every_bundled_task(domain) -> None:  # type: ignore[no-untyped-def]
+def test_oracle_solves_every_bundled_task(domain: Any) -> None:
     results = run_oracle(domain)
     assert len(results) >= 100
     assert [(r.task_id, r.reason) for r in results if not r.success] == []
 
 
-def test_oracle_on_tau2_base_tasks(tau2_data) -> None:  # type: ignore[no-untyped-def]
+def test_oracle_on_tau2_base_tasks(tau2_data: Any) -> None:
     dom = get_domain("telecom", tau2_data=tau2_data, tasks_file="tasks_base_2025-06-10.json")
     assert dom.official and len(dom.tasks) == 114
     results = run_oracle(dom)
@@ -112,41 +130,60 @@ def test_oracle_on_tau2_base_tasks(tau2_data) -> None:  # type: ignore[no-untype
     assert len(failed) <= 0.03 * len(results), failed
 
 
-def test_tau2_default_task_file_and_policy(tau2_data) -> None:  # type: ignore[no-untyped-def]
+def test_tau2_default_task_file_and_policy(tau2_data: Any) -> None:
     dom = get_domain("telecom", tau2_data=tau2_data, tasks_file="tasks_small.json")
     assert dom.policy.startswith("<main_policy>") and "<tech_support_policy>" in dom.policy
     assert len(dom.user_tool_names) == 30 and len(dom.agent_tool_names) == 13
 
 
-def test_a_do_nothing_agent_fails_every_bundled_task(domain) -> None:  # type: ignore[no-untyped-def]
+def test_a_do_nothing_agent_fails_every_bundled_task(domain: Any) -> None:
     from pytest_quantagent.env.channels import TerminationReason
     from pytest_quantagent.env.evaluate import evaluate
 
-    passed = [t.id for t in domain.tasks
-              if evaluate(domain, t, [], TerminationReason.USER_STOP).reward > 0]
+    passed = [
+        t.id
+        for t in domain.tasks
+        if evaluate(domain, t, [], TerminationReason.USER_STOP).reward > 0
+    ]
     assert passed == []
 
 
-def test_bundled_files_are_the_generator_output(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_bundled_files_are_the_generator_output(tmp_path: Any) -> None:
     generate.write_all(tmp_path)
     for name in ("db.json", "user_db.json", "tasks.json", "split_tasks.json"):
-        assert json.loads((tmp_path / name).read_text()) == json.loads((_DIR / name).read_text()), name
+        assert json.loads((tmp_path / name).read_text()) == json.loads((_DIR / name).read_text()), (
+            name
+        )
 
 
-def test_bundled_tasks_cover_every_kind_and_split(domain) -> None:  # type: ignore[no-untyped-def]
+def test_bundled_tasks_cover_every_kind_and_split(domain: Any) -> None:
     kinds = {t.id.rsplit("_", 2)[0] for t in domain.tasks}
     assert kinds == set(generate.KINDS)
     assert len(domain.splits["train"]) >= 100 and len(domain.splits["test"]) >= 50
     assert not set(domain.splits["train"]) & set(domain.splits["test"])
     purposes = " ".join(t.description.purpose or "" for t in domain.tasks)
-    for fault in ("airplane_mode", "sim_missing", "apn_broken", "overdue_bill", "locked_sim",
-                  "contract_ended", "data_off", "roaming", "data_used_up", "data_saver",
-                  "mode_3g", "slow_vpn", "mode_2g", "no_mmsc", "mms_permission",
-                  "wifi_calling_mms"):
+    for fault in (
+        "airplane_mode",
+        "sim_missing",
+        "apn_broken",
+        "overdue_bill",
+        "locked_sim",
+        "contract_ended",
+        "data_off",
+        "roaming",
+        "data_used_up",
+        "data_saver",
+        "mode_3g",
+        "slow_vpn",
+        "mode_2g",
+        "no_mmsc",
+        "mms_permission",
+        "wifi_calling_mms",
+    ):
         assert fault in purposes, fault
 
 
-def test_generate_tasks_is_deterministic_and_filters_kinds(domain) -> None:  # type: ignore[no-untyped-def]
+def test_generate_tasks_is_deterministic_and_filters_kinds(domain: Any) -> None:
     a = generate.generate_tasks(domain.db, 11, 30)
     b = generate.generate_tasks(domain.db, 11, 30)
     assert [t.model_dump() for t in a] == [t.model_dump() for t in b]
@@ -157,21 +194,27 @@ def test_generate_tasks_is_deterministic_and_filters_kinds(domain) -> None:  # t
         generate.generate_tasks(domain.db, 1, 1, kinds=["wifi"])
 
 
-def test_generated_tasks_from_other_seeds_are_solvable(domain) -> None:  # type: ignore[no-untyped-def]
+def test_generated_tasks_from_other_seeds_are_solvable(domain: Any) -> None:
     tasks = domain.generate_tasks(2026, 60)
     assert [(r.task_id, r.reason) for r in run_oracle(domain, tasks) if not r.success] == []
 
 
-@pytest.mark.parametrize(("sentence", "want"), [
-    ("Please turn on your mobile data.", True), ("Please switch airplane mode on your phone off.", False),
-    ("Disable data saver.", False), ("Toggle Wi-Fi calling.", None),
-    ("Turn it off and on again.", None), ("Enable data roaming on the phone.", True),
-])
-def test_wanted_switch_state(sentence, want) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("sentence", "want"),
+    [
+        ("Please turn on your mobile data.", True),
+        ("Please switch airplane mode on your phone off.", False),
+        ("Disable data saver.", False),
+        ("Toggle Wi-Fi calling.", None),
+        ("Turn it off and on again.", None),
+        ("Enable data roaming on the phone.", True),
+    ],
+)
+def test_wanted_switch_state(sentence: Any, want: Any) -> None:
     assert telecom_module("user_sim").wanted_state(sentence) is want
 
 
-def test_a_switch_already_as_asked_is_not_flipped(domain) -> None:  # type: ignore[no-untyped-def]
+def test_a_switch_already_as_asked_is_not_flipped(domain: Any) -> None:
     task = next(t for t in domain.tasks if "data_off" in (t.description.purpose or ""))
     user = domain.make_user(task, seed=0)
     reply = user.respond([AssistantMessage(content="Please make sure airplane mode is off.")])
@@ -182,7 +225,7 @@ def test_a_switch_already_as_asked_is_not_flipped(domain) -> None:  # type: igno
     assert again.content == "Mobile data is already ON on my phone."
 
 
-def test_extra_tasks_never_repeat_a_test_scenario(domain) -> None:  # type: ignore[no-untyped-def]
+def test_extra_tasks_never_repeat_a_test_scenario(domain: Any) -> None:
     test_keys = {generate.scenario_key(t) for t in domain.tasks if t.id in domain.splits["test"]}
     extra = domain.generate_tasks(3, 400)
     assert len(extra) == 400
@@ -190,8 +233,22 @@ def test_extra_tasks_never_repeat_a_test_scenario(domain) -> None:  # type: igno
     assert len({generate.scenario_key(t) for t in domain.tasks}) == len(domain.tasks)
 
 
-def test_distinct_draws_run_out_loudly(domain) -> None:  # type: ignore[no-untyped-def]
+def test_distinct_draws_run_out_loudly(domain: Any) -> None:
     few = generate.generate_tasks(domain.db, 1, 10, kinds=["human"], distinct=True)
     assert len({generate.scenario_key(t) for t in few}) == 10
-    with pytest.raises(ValueError, match=r"could only draw \d+ of n=500 tasks of kinds \['human'\]"):
+    with pytest.raises(
+        ValueError, match=r"could only draw \d+ of n=500 tasks of kinds \['human'\]"
+    ):
         generate.generate_tasks(domain.db, 1, 500, kinds=["human"], distinct=True)
+
+
+def test_name_and_date_of_birth_in_one_answer(domain: Any) -> None:
+    task = domain.tasks[0]
+    user = domain.make_user(task, seed=0)
+    user.respond([AssistantMessage(content="Hi! How can I help you today?")])
+    reply = user.respond(
+        [AssistantMessage(content="Could you give me your full name and date of birth?")]
+    )
+    name = task.user_scenario.script["identity"]["name"]
+    dob = task.user_scenario.instructions.known_info.split("date of birth ")[1].split(",")[0]
+    assert reply.content == f"My name is {name}. My date of birth is {dob}."
