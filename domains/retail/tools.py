@@ -106,7 +106,10 @@ def evaluate_arithmetic(expression: str) -> float:
             "and + - * / are allowed"
         )
 
-    return float(walk(tree))
+    try:
+        return float(walk(tree))
+    except OverflowError as e:  # an integer too large for a float, as τ²-bench reports it
+        raise ArgumentError(str(e)) from None
 
 
 class RetailTools(Toolkit):

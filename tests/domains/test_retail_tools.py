@@ -178,6 +178,10 @@ def test_calculate_refuses_everything_but_arithmetic(tk: Any, expression: str, m
     refused(tk, ArgumentError, message, "calculate", expression=expression)
 
 
+def test_calculate_reports_integers_too_large_for_a_float(tk: Any) -> None:
+    refused(tk, ArgumentError, "int too large to convert to float", "calculate", expression="9" * 400 + "*2")
+
+
 def test_calculate_bounds_expression_length(tk: Any) -> None:
     with pytest.raises(ArgumentError, match="Expression too long: 1001 characters"):
         tk.calculate("1" * 1001)
