@@ -173,13 +173,36 @@ _DONE: Keywords = (
     ("all", "set"), ("have", "a", "great", "day"), ("have", "a", "nice", "day"),
     ("is", "there", "anything"), ("further", "assistance"), ("anything", "more"),
 )
+_COMPLETED = re.compile(
+    r"\b(?:has|have) been (?:successfully )?(?:cancell?ed|updated|changed|modified|processed|"
+    r"submitted|refunded|exchanged|returned|initiated|placed|resolved|fixed|applied|completed)\b",
+    re.IGNORECASE,
+)
 _GREETING: Keywords = (("how", "can", "i", "help"), ("how", "may", "i", "help"), ("what", "can", "i", "do"))
 
 _NAME_RE = re.compile(r"\b(?i:you are|your name is|name is) ([A-Z][a-z]+) ([A-Z][a-z]+)")
-_ZIP_RE = re.compile(r"\bzip(?: code)?(?: is)? (\d{5})")
+_ZIP_RE = re.compile(r"(?<![\d-])(\d{5})(?![\d-])")
 _EMAIL_RE = re.compile(r"[\w.+\-]+@[\w\-]+\.[\w.]+")
 _PHONE_RE = re.compile(r"\b\d{3}-\d{3}-\d{4}\b")
-_USER_ID_RE = re.compile(r"\buser id (?:is )?([a-z]+_[a-z]+_\d+)")
+_USER_ID_RE = re.compile(r"\b([a-z]+)_([a-z]+)_\d{3,}\b")
+_ORDER_ID_RE = re.compile(r"#W\d{5,}")
+_SECOND_PERSON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p, re.IGNORECASE), r)
+    for p, r in (
+        (r"\byou're\b", "I'm"), (r"\byou are\b", "I am"), (r"\byou've\b", "I've"),
+        (r"\byou were\b", "I was"), (r"\byourself\b", "myself"), (r"\byours\b", "mine"),
+        (r"\byour\b", "my"), (r"\byou\b", "I"),
+    )
+)
+
+
+def first_person(text: str) -> str:
+    """Turn τ²-bench's second-person instructions ("You want to return ...") into what the
+    user says ("I want to return ..."), well enough for a scripted opening."""
+    out = text
+    for pat, rep in _SECOND_PERSON:
+        out = pat.sub(lambda m, rep=rep: rep if m.group(0)[0].islower() or rep[0] == "I" else rep.capitalize(), out)
+    return out
 
 
 def script_from_instructions(task: Task) -> UserScript:
@@ -200,12 +223,19 @@ def script_from_instructions(task: Task) -> UserScript:
         identity["email"] = m.group(0).rstrip(".")
     if m := _PHONE_RE.search(known):
         identity["phone"] = m.group(0)
-    if m := _USER_ID_RE.search(known.lower()):
-        identity["user_id"] = m.group(1)
+    if m := _USER_ID_RE.search(known):
+        identity["user_id"] = m.group(0)
+        if "first_name" not in identity:
+            identity["first_name"], identity["last_name"] = m.group(1).title(), m.group(2).title()
+    facts: dict[str, str] = {}
+    orders = list(dict.fromkeys(_ORDER_ID_RE.findall(reason)))
+    if orders:
+        facts["order_id"] = " and ".join(orders)
     transfer = any(a.name == "transfer_to_human_agents" for a in task.gold_actions)
     return UserScript(
-        requests=[reason],
+        requests=[first_person(reason)],
         identity=identity,
+        facts=facts,
         device_actions=[
             DeviceAction(tool=a.name, arguments=a.arguments)
             for a in task.gold_actions
@@ -387,32 +417,42 @@ class ScriptedUser:
         return self._stop()
 
     def respond_text(self, text: str) -> str:
-        """The user's reply to an agent text message (no device action asked)."""
+        """The user's reply to an agent text message (no device action asked).
+
+        Questions are read sentence by sentence: only sentences that ask something (a
+        question mark or a request such as "please provide") are searched for identity,
+        confirmation and fact topics, so "you will receive an email" is not a question
+        about the email."""
         if matches(text, _TRANSFER):
             return TRANSFER_TOKEN
         if not self._opened:
             self._opened = True
             self._next_request = 1
             return self.script.requests[0]
-        if matches(_last_sentence(text), _DONE):
+        sentences = _sentences(text)
+        if sentences and matches(sentences[-1], _DONE):
             return self._done()
-        asking = "?" in text or matches(text, _ASKING)
-        action_words = any(w in text.lower() for w in _ACTION_WORDS)
-        if asking and not (action_words and matches(text, _CONFIRM)):
-            ident = self._identity_answer(text)
-            if ident is not None:
+        question = " ".join(s for s in sentences if "?" in s or matches(s, _ASKING))
+        if question:
+            is_confirm = matches(question, _CONFIRM)
+            about_action = any(w in question.lower() for w in _ACTION_WORDS)
+            if not (is_confirm and about_action):
+                ident = self._identity_answer(question)
+                if ident is not None:
+                    self._fallbacks = 0
+                    return ident
+            if is_confirm:
                 self._fallbacks = 0
-                return ident
-        if matches(text, _CONFIRM) and asking:
-            self._fallbacks = 0
-            if self.script.confirm:
-                return self._pick("Yes, please go ahead.", "Yes, I confirm.", "Yes, that's correct. Please proceed.")
-            return self.script.refusal
-        fact = self._fact_answer(text) if asking else None
-        if fact is not None:
-            self._fallbacks = 0
-            return fact
-        if matches(text, _DONE):
+                if self.script.confirm:
+                    return self._pick(
+                        "Yes, please go ahead.", "Yes, I confirm.", "Yes, that's correct. Please proceed."
+                    )
+                return self.script.refusal
+            fact = self._fact_answer(question)
+            if fact is not None:
+                self._fallbacks = 0
+                return fact
+        if matches(text, _DONE) or (not question and _COMPLETED.search(text)):
             return self._done()
         if matches(text, _GREETING):
             return self._current_request()
@@ -420,14 +460,13 @@ class ScriptedUser:
         if self._fallbacks >= self.script.max_fallbacks:
             return self._stop()
         return self._pick(
-            f"As I said: {self._current_request()}",
+            f"I'm not sure. What I need is: {self._current_request()}",
             f"To repeat my request: {self._current_request()}",
         )
 
 
-def _last_sentence(text: str) -> str:
-    parts = [p for p in re.split(r"(?<=[.!?])\s+", text.strip()) if p]
-    return parts[-1] if parts else ""
+def _sentences(text: str) -> list[str]:
+    return [p for p in re.split(r"(?<=[.!?])\s+|\n+", text.strip()) if p.strip()]
 
 
 def _json_after(text: str, start: int) -> dict[str, Any] | None:

@@ -121,13 +121,33 @@ def test_device_action_by_intent_then_report() -> None:
 def test_script_from_tau2_instructions(toy: Domain) -> None:
     task = Task.model_validate({
         "id": "x", "user_scenario": {"instructions": {
-            "reason_for_call": "You want to return things.",
+            "reason_for_call": "You received order #W2378156 and you want to return your keyboard.",
             "known_info": "You are Yusuf Rossi in zip code 19122. Your email is yusuf.rossi@example.com.",
         }},
         "evaluation_criteria": {"actions": [{"action_id": "a", "name": "transfer_to_human_agents", "arguments": {}},
                                             {"action_id": "b", "requestor": "user", "name": "toggle_data", "arguments": {}}]},
     })
     s = script_from_instructions(task)
-    assert s.requests == ["You want to return things."]
+    assert s.requests == ["I received order #W2378156 and I want to return my keyboard."]
     assert s.identity == {"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122", "email": "yusuf.rossi@example.com"}
+    assert s.facts == {"order_id": "#W2378156"}
     assert s.end == "transfer" and [a.tool for a in s.device_actions] == ["toggle_data"]
+
+
+@pytest.mark.parametrize(("known", "identity"), [
+    ("You are mei_kovacs_8020 living in zipcode 28236.",
+     {"user_id": "mei_kovacs_8020", "first_name": "Mei", "last_name": "Kovacs", "zip": "28236"}),
+    ("You are Ethan Garcia, and you live in Denver, 80280.", {"first_name": "Ethan", "last_name": "Garcia", "zip": "80280"}),
+    ("You are John Smith with phone number 555-123-2002.", {"first_name": "John", "last_name": "Smith", "phone": "555-123-2002"}),
+])
+def test_identity_from_tau2_known_info(known: str, identity: dict[str, str]) -> None:
+    task = Task.model_validate({"id": "x", "user_scenario": {"instructions": {"reason_for_call": "r", "known_info": known}}})
+    assert script_from_instructions(task).identity == identity
+
+
+def test_statements_are_not_questions() -> None:
+    u = opened()
+    # "email" in a statement is not a request for the email; a completed action ends it.
+    reply = say(u, "The return has been submitted. You will receive an email with instructions.")
+    assert reply == SCRIPT.requests[1]
+    assert say(u, "Your account has been verified.").startswith(("I'm not sure", "To repeat"))
