@@ -61,12 +61,21 @@ def main() -> int:
     ap.add_argument("--calls", type=float, default=20.0, help="mean tool calls per episode")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", type=Path, default=None, help="keep the run directory here")
+    ap.add_argument("--reuse", action="store_true",
+                    help="analyse the store already in --keep instead of writing a new one")
     args = ap.parse_args()
     base = args.keep or Path(tempfile.mkdtemp(prefix="qa-bench-"))
     base.mkdir(parents=True, exist_ok=True)
     store = base / "episodes.jsonl"
     t0 = time.perf_counter()
-    n_rec, n_calls = write_store(store, args.episodes, args.calls, args.seed)
+    if args.reuse and store.is_file():
+        n_rec = n_calls = 0
+        with store.open("rb") as f:
+            for line in f:
+                n_rec += 1
+                n_calls += line.count(b'"requestor"')
+    else:
+        n_rec, n_calls = write_store(store, args.episodes, args.calls, args.seed)
     gen_s = time.perf_counter() - t0
     report = base / "report.json"
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -77,7 +86,8 @@ def main() -> int:
         env=env, capture_output=True, text=True, check=False,
     )
     wall = time.perf_counter() - t1
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak_kib = usage.ru_maxrss
     if proc.returncode != 0:
         print(proc.stderr, file=sys.stderr)
         return proc.returncode
@@ -88,7 +98,9 @@ def main() -> int:
         "store_mb": round(store.stat().st_size / 2**20, 1),
         "generate_s": round(gen_s, 1),
         "analyze_wall_s": round(wall, 2),
+        "analyze_cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
         "analyze_peak_rss_mb": round(peak_kib / 1024, 1),
+        "load_average_1min": round(os.getloadavg()[0], 1),
         "cells": len(cells),
         "verdicts": {f"{c['domain']}/{c['arm']}": c["verdict"] for c in cells},
         "targets": {"wall_s": 20, "peak_mb": 2048},

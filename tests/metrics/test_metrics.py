@@ -174,3 +174,23 @@ def test_raw_store_path_equals_record_path() -> None:
         assert np.array_equal(getattr(slow, name), getattr(fast, name)), name
     assert slow.names == fast.names and slow.decisions == fast.decisions
     assert slow.terminations == fast.terminations and slow.infrastructure_errors == 1
+
+
+def test_raw_recovery_matches_reference_on_random_sequences() -> None:
+    # the one-pass recovery of add_raw against recovery_events on random call sequences
+    from pytest_quantagent.metrics.episode import LEAN_RECORD
+
+    rng = np.random.default_rng(5)
+    chans = [None, None, None, *list(Channel)]
+    for i in range(200):
+        calls = []
+        for _ in range(int(rng.integers(0, 12))):
+            ch = chans[int(rng.integers(len(chans)))]
+            calls.append(call(str(rng.choice(["a", "b", "c"])), ch,
+                              requestor=str(rng.choice(["assistant", "user"]))))
+        rec = record(f"t{i}", calls=calls)
+        acc = ArmAccumulator("retail", "int4")
+        acc.add_raw(LEAN_RECORD.validate_json(rec.model_dump_json()))
+        data = acc.finish()
+        expected = recovery_events(calls)
+        assert (int(data.failures[0]), int(data.recovered[0])) == (expected.failures, expected.recovered)
