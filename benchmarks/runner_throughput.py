@@ -31,10 +31,10 @@ from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from pytest_quantagent.env.db import DB  # noqa: E402
-from pytest_quantagent.env.domain import Domain  # noqa: E402
-from pytest_quantagent.env.tasks import Task  # noqa: E402
-from pytest_quantagent.env.toolkit import Toolkit, ToolType, is_tool  # noqa: E402
+from pytest_quantagent.env.db import DB
+from pytest_quantagent.env.domain import Domain
+from pytest_quantagent.env.tasks import Task
+from pytest_quantagent.env.toolkit import Toolkit, ToolType, is_tool
 
 STOP = {"content": "Thank you, your request is complete. ###STOP###"}
 

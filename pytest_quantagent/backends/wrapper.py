@@ -65,7 +65,7 @@ class RetryPolicy:
 
     def delay(self, attempt: int, rng: random.Random) -> float:
         d = min(self.max_delay_s, self.base_delay_s * (2**attempt))
-        return d * (0.5 + rng.random())
+        return float(d * (0.5 + rng.random()))
 
 
 class ModelClient:

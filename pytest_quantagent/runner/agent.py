@@ -23,7 +23,6 @@ from typing import Any
 
 from pytest_quantagent.backends.base import GenerateRequest, Generation
 from pytest_quantagent.backends.wrapper import ModelClient
-from pytest_quantagent.runner.repair import ReflexiveRepair
 from pytest_quantagent.env.messages import (
     AssistantMessage,
     Message,
@@ -32,6 +31,7 @@ from pytest_quantagent.env.messages import (
     ToolMessage,
     UserMessage,
 )
+from pytest_quantagent.runner.repair import ReflexiveRepair
 
 _SEED_MASK = (1 << 31) - 1
 

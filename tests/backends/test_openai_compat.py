@@ -96,7 +96,7 @@ def test_retries_exhausted_raise_infrastructure_error() -> None:
             await client.aclose()
 
     try:
-        with pytest.raises(InfrastructureError, match="giving up after 3 attempts.*HTTP 500"):
+        with pytest.raises(InfrastructureError, match=r"giving up after 3 attempts.*HTTP 500"):
             asyncio.run(main())
     finally:
         server.stop()
@@ -138,13 +138,13 @@ def test_api_key_read_from_env_and_never_described(monkeypatch: pytest.MonkeyPat
 def test_missing_api_key_env_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("QA_ABSENT_KEY", raising=False)
     arm = ArmSpec(label="bf16", backend="openai", model="m", base_url="http://x/v1", api_key_env="QA_ABSENT_KEY")
-    with pytest.raises(ValueError, match="'QA_ABSENT_KEY'.*not set"):
+    with pytest.raises(ValueError, match=r"'QA_ABSENT_KEY'.*not set"):
         create_backend(arm, BackendOptions())
 
 
 def test_unknown_option_is_refused_with_allowed_list() -> None:
     arm = ArmSpec(label="bf16", backend="openai", model="m", base_url="http://x/v1", options={"strcit": True})
-    with pytest.raises(ValueError, match="unknown openai option.*strcit.*allowed: constrained"):
+    with pytest.raises(ValueError, match=r"unknown openai option.*strcit.*allowed: constrained"):
         create_backend(arm, BackendOptions())
 
 

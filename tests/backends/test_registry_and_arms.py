@@ -9,7 +9,8 @@ import pytest
 
 from pytest_quantagent.backends import registry
 from pytest_quantagent.backends.base import Backend, BackendOptions, GenerateRequest, Generation
-from pytest_quantagent.backends.mock import MockBackend, create_backend as create_mock
+from pytest_quantagent.backends.mock import MockBackend
+from pytest_quantagent.backends.mock import create_backend as create_mock
 from pytest_quantagent.errors import DataFileError, UnknownNameError
 from pytest_quantagent.quant import arms
 from pytest_quantagent.quant.arms import ArmSpec, load_arms_config, parse_arm_labels, resolve_arm
@@ -84,11 +85,11 @@ def test_mock_from_toml_with_rule_and_bad_options(tmp_path: Path) -> None:
     assert asyncio.run(b.generate(_req(0))).content == "x ###STOP###"
     ruled = create_mock(spec["bf16"], BackendOptions())
     assert asyncio.run(ruled.generate(_req(0))).content == "seed=0"
-    with pytest.raises(ValueError, match="unknown mock option.*response.*allowed: cycle, latency_s, responses, rule"):
+    with pytest.raises(ValueError, match=r"unknown mock option.*response.*allowed: cycle, latency_s, responses, rule"):
         create_mock(spec["fp8"], BackendOptions())
     with pytest.raises(ValueError, match="either 'responses' or 'rule'"):
         MockBackend(responses=["a"], rule=lambda r: "b")
-    with pytest.raises(ValueError, match="'package.module:function'"):
+    with pytest.raises(ValueError, match=r"'package\.module:function'"):
         create_mock(ArmSpec(label="x", backend="mock", model="m", options={"rule": "nocolon"}), BackendOptions())
 
 

@@ -16,7 +16,13 @@ from pytest_quantagent.backends.wrapper import ModelClient, RetryPolicy
 from pytest_quantagent.env.channels import TerminationReason
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.quant.arms import ArmSpec
-from pytest_quantagent.runner.batch import RunSettings, derive_seed, plan_episodes, run_arm, run_cell
+from pytest_quantagent.runner.batch import (
+    RunSettings,
+    derive_seed,
+    plan_episodes,
+    run_arm,
+    run_cell,
+)
 from pytest_quantagent.runner.build import ArmRuntime, build_arm
 from pytest_quantagent.store.jsonl import EpisodeStore
 
