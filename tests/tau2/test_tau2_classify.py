@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_quantagent.env.channels import Channel
+from pytest_quantagent.env.messages import Requestor
 from pytest_quantagent.tau2.classify import ToolNames, classify_error, is_error_text
 
 NAMES = ToolNames.of(agent=["get_order_details", "get_customer_by_id", "suspend_line"],
@@ -56,10 +57,9 @@ NAMES = ToolNames.of(agent=["get_order_details", "get_customer_by_id", "suspend_
          "user", Channel.USER_TOOL_ERROR, None),
     ],
 )
-def test_channel_from_text(text: str, tool: str, requestor: str, channel: Channel,
+def test_channel_from_text(text: str, tool: str, requestor: Requestor, channel: Channel,
                            entity: str | None) -> None:
-    c = classify_error(text, tool_name=tool, requestor=requestor,  # type: ignore[arg-type]
-                       tools=NAMES)
+    c = classify_error(text, tool_name=tool, requestor=requestor, tools=NAMES)
     assert c.channel == channel
     assert c.entity == entity
 

@@ -114,7 +114,7 @@ def test_trimmed_file_reads_the_same(tmp_path: Path) -> None:
 
 def test_trimmed_tool_results_pair_in_order(tmp_path: Path) -> None:
     # one assistant message with two calls: without ids, results answer calls in order
-    msgs = [
+    msgs: list[dict[str, Any]] = [
         {"role": "assistant", "content": None, "tool_calls": [
             {"name": "get_order_details", "arguments": {"order_id": "#W1"}},
             {"name": "get_customer_by_id", "arguments": {"customer_id": "C404"}}]},
@@ -130,7 +130,7 @@ def test_trimmed_tool_results_pair_in_order(tmp_path: Path) -> None:
 
 
 def test_bundled_tool_messages_are_read_one_by_one(tmp_path: Path) -> None:
-    msgs = [
+    msgs: list[dict[str, Any]] = [
         {"role": "assistant", "content": None, "tool_calls": [
             {"id": "a", "name": "get_order_details", "arguments": {}, "requestor": "assistant"},
             {"id": "b", "name": "get_order_status", "arguments": {}, "requestor": "assistant"}]},
