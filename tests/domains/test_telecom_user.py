@@ -252,3 +252,108 @@ def test_name_and_date_of_birth_in_one_answer(domain: Any) -> None:
     name = task.user_scenario.script["identity"]["name"]
     dob = task.user_scenario.instructions.known_info.split("date of birth ")[1].split(",")[0]
     assert reply.content == f"My name is {name}. My date of birth is {dob}."
+
+
+# Ways an LLM agent might ask for each user-side gold action (none is the oracle's phrase).
+_PARAPHRASES: dict[str, tuple[str, ...]] = {
+    "toggle_airplane_mode": (
+        "Can you turn off Airplane Mode on your phone?",
+        "Please disable airplane mode.",
+        "Let's switch off flight mode.",
+    ),
+    "reseat_sim_card": (
+        "Please remove your SIM card and reinsert it.",
+        "Could you re-seat the SIM card?",
+        "Take the SIM out and put it back in, please.",
+    ),
+    "reset_apn_settings": (
+        "Please reset your APN settings.",
+        "Could you restore the APN settings to default?",
+        "Let's reset the APN configuration on your phone.",
+    ),
+    "reboot_device": (
+        "Please restart your phone.",
+        "Could you reboot your device?",
+        "Now power cycle your phone, please.",
+    ),
+    "make_payment": (
+        "Please make the payment.",
+        "Go ahead and pay the bill from the request.",
+        "Could you complete the payment on your phone?",
+    ),
+    "toggle_data": (
+        "Please turn on mobile data.",
+        "Could you enable cellular data?",
+        "Switch your mobile data on, please.",
+    ),
+    "toggle_roaming": (
+        "Please turn on data roaming on your phone.",
+        "Could you enable data roaming in your settings?",
+        "Switch data roaming on, please.",
+    ),
+    "toggle_data_saver_mode": (
+        "Please turn off Data Saver.",
+        "Could you disable data saver mode?",
+        "Switch data saver off, please.",
+    ),
+    "set_network_mode_preference": (
+        "Please set your network mode to 4G/5G preferred.",
+        "Could you change the preferred network type to 5G?",
+        "Switch your network mode preference to 4g_5g_preferred.",
+    ),
+    "disconnect_vpn": (
+        "Please disconnect your VPN.",
+        "Could you turn off the VPN?",
+        "Disable the VPN on your phone, please.",
+    ),
+    "grant_app_permission": (
+        "Please grant the messaging app the {permission} permission.",
+        "Could you give your messaging app {permission} access?",
+        "Allow the messaging app the {permission} permission.",
+    ),
+    "toggle_wifi_calling": (
+        "Please turn off Wi-Fi Calling.",
+        "Could you disable WiFi calling?",
+        "Switch Wi-Fi calling off, please.",
+    ),
+}
+
+
+class _Paraphraser:
+    """Stands in for the domain where the oracle asks the user: other words each time."""
+
+    def __init__(self, seed: int) -> None:
+        import random
+
+        self.rng = random.Random(seed)
+
+    def describe_user_action(self, action: Any) -> str:
+        return str(self.rng.choice(_PARAPHRASES[action.name]).format(**action.arguments))
+
+
+@pytest.mark.parametrize("official", [False, True])
+def test_paraphrased_requests_still_solve_every_task(official: bool, request: Any) -> None:
+    import asyncio
+
+    from pytest_quantagent.runner.episode import run_episode
+    from pytest_quantagent.runner.oracle import OracleAgent
+
+    kwargs: dict[str, Any] = {}
+    if official:
+        kwargs = {
+            "tau2_data": request.getfixturevalue("tau2_data"),
+            "tasks_file": "tasks_base_2025-06-10.json",
+        }
+    dom = get_domain("telecom", **kwargs)
+
+    async def run_all() -> list[str]:
+        failed = []
+        for i, task in enumerate(dom.tasks):
+            agent = OracleAgent(dom, task)
+            agent.domain = _Paraphraser(i)  # type: ignore[assignment]
+            out = await run_episode(domain=dom, task=task, agent=agent, user=dom.make_user(task, i))
+            if not out.success:
+                failed.append(task.id)
+        return failed
+
+    assert asyncio.run(run_all()) == []
