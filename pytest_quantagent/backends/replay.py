@@ -150,8 +150,11 @@ class ReplayBackend(Backend):
         return 1
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "version": self.version(),
-                "paths": [str(p) for p in self.paths]}
+        return {
+            "backend": self.name,
+            "version": self.version(),
+            "paths": [str(p) for p in self.paths],
+        }
 
 
 @register_backend(BACKEND_NAME)

@@ -151,7 +151,7 @@ def classify_error(
     """
     text = content.strip()
     if text.startswith(ERROR_PREFIX):
-        text = text[len(ERROR_PREFIX):].strip()
+        text = text[len(ERROR_PREFIX) :].strip()
 
     m = _TOOL_NOT_FOUND.search(text)
     if m:

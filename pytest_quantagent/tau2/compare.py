@@ -24,8 +24,9 @@ class DomainGroup:
     candidates: list[Tau2Run] = field(default_factory=list)
 
 
-def read_comparison(paths: Sequence[str | Path],
-                    labels: Sequence[str] | None = None) -> list[DomainGroup]:
+def read_comparison(
+    paths: Sequence[str | Path], labels: Sequence[str] | None = None
+) -> list[DomainGroup]:
     """Read every file (the first is the reference) and group them by domain.
 
     Labels default to :func:`unique_labels` (file names, a repeated one suffixed ``#2``...).
@@ -73,8 +74,12 @@ def pairing_note(reference: Tau2Run, candidate: Tau2Run) -> str:
     """One line stating how ``candidate`` is compared with ``reference``."""
     common = reference.keys() & candidate.keys()
     if not common:
-        return (f"{candidate.label} vs {reference.label}: unpaired (no common (task_id, trial); "
-                f"{len(candidate.records)} vs {len(reference.records)} episodes)")
-    return (f"{candidate.label} vs {reference.label}: paired by (task_id, trial) on "
-            f"{len(common)} episodes ({len(candidate.records)} candidate, "
-            f"{len(reference.records)} reference)")
+        return (
+            f"{candidate.label} vs {reference.label}: unpaired (no common (task_id, trial); "
+            f"{len(candidate.records)} vs {len(reference.records)} episodes)"
+        )
+    return (
+        f"{candidate.label} vs {reference.label}: paired by (task_id, trial) on "
+        f"{len(common)} episodes ({len(candidate.records)} candidate, "
+        f"{len(reference.records)} reference)"
+    )

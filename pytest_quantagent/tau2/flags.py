@@ -25,8 +25,7 @@ DROPPING_VERSIONS: tuple[tuple[int, int, int], tuple[int, int, int]] = ((1, 0, 0
 
 #: Keys of a results file's ``info`` that may carry the τ²-bench version (the format has no
 #: fixed field for it; tools that post-process results add one of these).
-VERSION_KEYS: tuple[str, ...] = ("tau2_version", "tau2_bench_version", "version",
-                                 "package_version")
+VERSION_KEYS: tuple[str, ...] = ("tau2_version", "tau2_bench_version", "version", "package_version")
 
 _STOP_TERMINATIONS = frozenset({"user_stop", "agent_stop"})
 _NOT_EVALUABLE = frozenset({"infrastructure_error", "context_window_exceeded"})
@@ -113,11 +112,15 @@ class Tau2Flags:
                 "episodes with hallucinated tool names as infrastructure errors"
             )
         if self.duplicate_keys:
-            out.append(f"{self.duplicate_keys} simulations repeat an earlier (task_id, trial); "
-                       "pairing uses one of each")
+            out.append(
+                f"{self.duplicate_keys} simulations repeat an earlier (task_id, trial); "
+                "pairing uses one of each"
+            )
         if self.tick_only:
-            out.append(f"{self.tick_only} full-duplex simulations store ticks, not messages: "
-                       "their tool calls were not read")
+            out.append(
+                f"{self.tick_only} full-duplex simulations store ticks, not messages: "
+                "their tool calls were not read"
+            )
         if self.trimmed:
             out.append("trimmed file: tool errors read from the 'Error:' prefix")
         out.extend(self.notes)

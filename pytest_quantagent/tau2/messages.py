@@ -38,22 +38,33 @@ def convert_messages(messages: list[dict[str, Any]]) -> list[Message]:
                 call_id = str(tc.get("id") or f"call_{idx}_{j}")
                 caller = as_requestor(tc.get("requestor"), as_requestor(role, "assistant"))
                 args = tc.get("arguments")
-                calls.append(ToolCall(id=call_id, name=str(tc.get("name", "")),
-                                      arguments=args if isinstance(args, dict) else {},
-                                      requestor=caller))
+                calls.append(
+                    ToolCall(
+                        id=call_id,
+                        name=str(tc.get("name", "")),
+                        arguments=args if isinstance(args, dict) else {},
+                        requestor=caller,
+                    )
+                )
                 pending.append((call_id, caller))
             content = m.get("content")
             cls = AssistantMessage if role == "assistant" else UserMessage
-            out.append(cls(content=content if isinstance(content, str) else None,
-                           tool_calls=calls or None, turn_idx=turn))
+            out.append(
+                cls(
+                    content=content if isinstance(content, str) else None,
+                    tool_calls=calls or None,
+                    turn_idx=turn,
+                )
+            )
         elif role == "tool":
             content = m.get("content")
             text = content if isinstance(content, str) else str(content)
             answered: tuple[str, Requestor] = _answer(pending, m.get("id"))
             req = as_requestor(m.get("requestor"), answered[1])
             error = bool(m["error"]) if "error" in m else is_error_text(text)
-            out.append(ToolMessage(id=answered[0], content=text, requestor=req, error=error,
-                                   turn_idx=turn))
+            out.append(
+                ToolMessage(id=answered[0], content=text, requestor=req, error=error, turn_idx=turn)
+            )
     return out
 
 

@@ -145,16 +145,32 @@ def read_results(
     run_label = label or default_label(p)
     agent = info.get("agent_info") or {}
     model = str(agent.get("llm") or agent.get("implementation") or "unknown")
-    ctx = _Context(path=meta_path, label=run_label, model=model, backend=backend,
-                   domain=domain, info=info, tools=names, keep_messages=keep_messages,
-                   flags=flags)
+    ctx = _Context(
+        path=meta_path,
+        label=run_label,
+        model=model,
+        backend=backend,
+        domain=domain,
+        info=info,
+        tools=names,
+        keep_messages=keep_messages,
+        flags=flags,
+    )
     records = [ctx.convert(loc, sim) for loc, sim in sims]
     if "file" in source:
         ctx.reclassify_tool_names(records)
     if not records:
         flags.notes.append("the file holds no simulations")
-    return Tau2Run(path=meta_path, label=run_label, domain=domain, model=model, format=fmt,
-                   info=_summary(info), records=records, flags=flags)
+    return Tau2Run(
+        path=meta_path,
+        label=run_label,
+        domain=domain,
+        model=model,
+        format=fmt,
+        info=_summary(info),
+        records=records,
+        flags=flags,
+    )
 
 
 def default_label(path: str | Path) -> str:
@@ -175,8 +191,11 @@ def _domain_name(path: Path, info: Mapping[str, Any]) -> str:
     env = info.get("environment_info")
     name = env.get("domain_name") if isinstance(env, dict) else None
     if not isinstance(name, str) or not name:
-        raise DataFileError(path, "info.environment_info.domain_name",
-                            "missing: the domain of a tau2-bench results file comes from here")
+        raise DataFileError(
+            path,
+            "info.environment_info.domain_name",
+            "missing: the domain of a tau2-bench results file comes from here",
+        )
     return name
 
 
@@ -203,8 +222,9 @@ def _summary(info: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _tool_names(domain: str, info: Mapping[str, Any],
-                given: ToolNames | None) -> tuple[ToolNames, str, str | None]:
+def _tool_names(
+    domain: str, info: Mapping[str, Any], given: ToolNames | None
+) -> tuple[ToolNames, str, str | None]:
     env = info.get("environment_info") or {}
     from_info = ToolNames.of(
         agent=(env.get("tool_defs") or {}).keys() if isinstance(env, dict) else (),
@@ -219,9 +239,12 @@ def _tool_names(domain: str, info: Mapping[str, Any],
         names = ToolNames.of(d.agent_tool_names, d.user_tool_names)
     except Exception as e:  # any failure only degrades classification; it is reported
         reason = f"{type(e).__name__}: {e}".splitlines()[0][:200]
-        return (from_info, "file",
-                f"domain {domain!r} tool lists unavailable ({reason}); unknown vs cross-role "
-                "tool names judged from the tool names the file shows to exist")
+        return (
+            from_info,
+            "file",
+            f"domain {domain!r} tool lists unavailable ({reason}); unknown vs cross-role "
+            "tool names judged from the tool names the file shows to exist",
+        )
     return names.union(from_info), "domain+file", None
 
 
@@ -260,9 +283,11 @@ class _Context:
         task_id = str(task_id)
         raw_term = sim.get("termination_reason")
         if raw_term not in _KNOWN_TERMINATIONS:
-            raise DataFileError(self.path, f"{loc}.termination_reason",
-                                f"unknown value {raw_term!r}; known values: "
-                                + ", ".join(_KNOWN_TERMINATIONS))
+            raise DataFileError(
+                self.path,
+                f"{loc}.termination_reason",
+                f"unknown value {raw_term!r}; known values: " + ", ".join(_KNOWN_TERMINATIONS),
+            )
         termination = _EXTRA_TERMINATIONS.get(raw_term) or TerminationReason(raw_term)
         trial = sim.get("trial")
         if trial is None:
@@ -275,12 +300,16 @@ class _Context:
                 self.flags.tick_only += 1
             messages = []
         if not isinstance(messages, list):
-            raise DataFileError(self.path, f"{loc}.messages",
-                                f"expected a list, got {type(messages).__name__}")
+            raise DataFileError(
+                self.path, f"{loc}.messages", f"expected a list, got {type(messages).__name__}"
+            )
         reward_info = sim.get("reward_info")
         if reward_info is not None and not isinstance(reward_info, dict):
-            raise DataFileError(self.path, f"{loc}.reward_info",
-                                f"expected an object, got {type(reward_info).__name__}")
+            raise DataFileError(
+                self.path,
+                f"{loc}.reward_info",
+                f"expected an object, got {type(reward_info).__name__}",
+            )
         reward = float((reward_info or {}).get("reward") or 0.0)
         messages = _flatten(messages)
         calls, n_errors = self._calls(loc, messages)
@@ -311,8 +340,9 @@ class _Context:
             calls=calls,
             messages=convert_messages(messages) if self.keep_messages else [],
             duration_s=_float_or_none(sim.get("duration")),
-            error_message=(f"tau2-bench termination: {raw_term}"
-                           if raw_term in _EXTRA_TERMINATIONS else None),
+            error_message=(
+                f"tau2-bench termination: {raw_term}" if raw_term in _EXTRA_TERMINATIONS else None
+            ),
         )
         return record
 
@@ -322,28 +352,45 @@ class _Context:
         n_errors = 0
         for idx, m in enumerate(messages):
             if not isinstance(m, dict):
-                raise DataFileError(self.path, f"{loc}.messages[{idx}]",
-                                    f"expected a message object, got {type(m).__name__}")
+                raise DataFileError(
+                    self.path,
+                    f"{loc}.messages[{idx}]",
+                    f"expected a message object, got {type(m).__name__}",
+                )
             role = m.get("role")
             if role in ("assistant", "user"):
                 requestor: Requestor = role
                 for err in m.get("errors") or []:
                     self.flags.hidden_malformed += 1
                     name = _MALFORMED_NAME.search(str(err))
-                    calls.append(CallRecord(
-                        step=idx, requestor=requestor, name=name.group(1) if name else "",
-                        error=True,
-                        channel=Channel.MALFORMED_CALL, detail=_clip(str(err)),
-                    ))
+                    calls.append(
+                        CallRecord(
+                            step=idx,
+                            requestor=requestor,
+                            name=name.group(1) if name else "",
+                            error=True,
+                            channel=Channel.MALFORMED_CALL,
+                            detail=_clip(str(err)),
+                        )
+                    )
                 for j, tc in enumerate(m.get("tool_calls") or []):
                     if not isinstance(tc, dict) or not isinstance(tc.get("name"), str):
-                        raise DataFileError(self.path, f"{loc}.messages[{idx}].tool_calls[{j}]",
-                                            "a tool call needs a string 'name'")
+                        raise DataFileError(
+                            self.path,
+                            f"{loc}.messages[{idx}].tool_calls[{j}]",
+                            "a tool call needs a string 'name'",
+                        )
                     req = as_requestor(tc.get("requestor"), requestor)
                     args = tc.get("arguments")
-                    pending.append(_PendingCall(idx, req, tc["name"],
-                                                args if isinstance(args, dict) else None,
-                                                tc.get("id")))
+                    pending.append(
+                        _PendingCall(
+                            idx,
+                            req,
+                            tc["name"],
+                            args if isinstance(args, dict) else None,
+                            tc.get("id"),
+                        )
+                    )
             elif role == "tool":
                 if "error" not in m or "requestor" not in m or "id" not in m:
                     self.flags.trimmed = True
@@ -352,34 +399,62 @@ class _Context:
                 content = content if isinstance(content, str) else json.dumps(content)
                 error = bool(m["error"]) if "error" in m else is_error_text(content)
                 if call is None:
-                    raise DataFileError(self.path, f"{loc}.messages[{idx}]",
-                                        "tool message answers no tool call")
+                    raise DataFileError(
+                        self.path, f"{loc}.messages[{idx}]", "tool message answers no tool call"
+                    )
                 requestor = as_requestor(m.get("requestor"), call.requestor)
                 calls.append(self._call(call, requestor, error, content))
                 if error:
                     n_errors += 1
             elif role not in ("system",):
-                raise DataFileError(self.path, f"{loc}.messages[{idx}].role",
-                                    f"unknown value {role!r}; known values: assistant, "
-                                    "system, tool, user")
+                raise DataFileError(
+                    self.path,
+                    f"{loc}.messages[{idx}].role",
+                    f"unknown value {role!r}; known values: assistant, system, tool, user",
+                )
         for call in pending:  # calls the episode ended before answering
-            calls.append(CallRecord(step=call.step, requestor=call.requestor, name=call.name,
-                                    error=False, arguments=call.arguments,
-                                    detail="no tool response recorded"))
+            calls.append(
+                CallRecord(
+                    step=call.step,
+                    requestor=call.requestor,
+                    name=call.name,
+                    error=False,
+                    arguments=call.arguments,
+                    detail="no tool response recorded",
+                )
+            )
         calls.sort(key=lambda c: c.step)
         return calls, n_errors
 
-    def _call(self, call: _PendingCall, requestor: Requestor, error: bool,
-              content: str) -> CallRecord:
+    def _call(
+        self, call: _PendingCall, requestor: Requestor, error: bool, content: str
+    ) -> CallRecord:
         if not error:
             (self.seen_agent if requestor == "assistant" else self.seen_user).add(call.name)
-            return CallRecord(step=call.step, requestor=requestor, name=call.name,
-                              error=False, arguments=call.arguments)
-        c = classify_error(content, tool_name=call.name, requestor=requestor, tools=self.tools,
-                           arguments=call.arguments)
-        return CallRecord(step=call.step, requestor=requestor, name=call.name, error=True,
-                          channel=c.channel, entity=c.entity, detail=_clip(content),
-                          arguments=call.arguments)
+            return CallRecord(
+                step=call.step,
+                requestor=requestor,
+                name=call.name,
+                error=False,
+                arguments=call.arguments,
+            )
+        c = classify_error(
+            content,
+            tool_name=call.name,
+            requestor=requestor,
+            tools=self.tools,
+            arguments=call.arguments,
+        )
+        return CallRecord(
+            step=call.step,
+            requestor=requestor,
+            name=call.name,
+            error=True,
+            channel=c.channel,
+            entity=c.entity,
+            detail=_clip(content),
+            arguments=call.arguments,
+        )
 
     def reclassify_tool_names(self, records: list[EpisodeRecord]) -> None:
         """Unknown vs cross-role needs every tool name the file shows to exist; those are
@@ -388,8 +463,13 @@ class _Context:
         for r in records:
             for c in r.calls:
                 if c.channel in (Channel.UNKNOWN_TOOL, Channel.CROSS_ROLE_TOOL) and c.detail:
-                    new = classify_error(c.detail, tool_name=c.name, requestor=c.requestor,
-                                         tools=names, arguments=c.arguments)
+                    new = classify_error(
+                        c.detail,
+                        tool_name=c.name,
+                        requestor=c.requestor,
+                        tools=names,
+                        arguments=c.arguments,
+                    )
                     c.channel, c.entity = new.channel, new.entity
 
 
@@ -406,8 +486,9 @@ def _slim(reward_info: dict[str, Any] | None) -> dict[str, Any]:
     for key in _CHECK_LISTS:
         checks = reward_info.get(key)
         if isinstance(checks, list):
-            passed = sum(1 for c in checks if isinstance(c, dict)
-                         and (c.get("action_match") or c.get("met")))
+            passed = sum(
+                1 for c in checks if isinstance(c, dict) and (c.get("action_match") or c.get("met"))
+            )
             out[key] = {"n": len(checks), "passed": passed}
     return out
 

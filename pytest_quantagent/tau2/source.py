@@ -47,8 +47,10 @@ def _layout(p: Path) -> tuple[Format, Path, Path]:
         meta = p / RESULTS_FILE
         if not meta.is_file():
             raise DataFileError(
-                p, "", f"a directory given as a tau2-bench results path must hold "
-                f"{RESULTS_FILE} (and {SIMULATIONS_DIR}/); found neither"
+                p,
+                "",
+                f"a directory given as a tau2-bench results path must hold "
+                f"{RESULTS_FILE} (and {SIMULATIONS_DIR}/); found neither",
             )
         return "dir", meta, p / SIMULATIONS_DIR
     sims_dir = p.parent / SIMULATIONS_DIR
@@ -74,8 +76,7 @@ def _ijson() -> Any:
     try:
         import ijson
     except ImportError as e:  # pragma: no cover - ijson is a core dependency
-        raise MissingDependencyError("streaming tau2-bench results files", "tau2",
-                                     ["ijson"]) from e
+        raise MissingDependencyError("streaming tau2-bench results files", "tau2", ["ijson"]) from e
     return ijson
 
 
@@ -132,8 +133,9 @@ class _CountingReader:
         return data
 
 
-def _parse_error(path: Path, tracker: _Tracker, reader: _CountingReader,
-                 exc: Exception) -> DataFileError:
+def _parse_error(
+    path: Path, tracker: _Tracker, reader: _CountingReader, exc: Exception
+) -> DataFileError:
     if reader.pos == 0:
         return DataFileError(path, "top level", "empty file: not a tau2-bench results file")
     # ijson raises IncompleteJSONError for every failure; yajl says "premature EOF" when the
@@ -170,8 +172,9 @@ def _stream_info(path: Path) -> dict[str, Any]:
         with path.open("rb") as f:
             for info in ijson.items(f, "info", use_float=True):
                 if not isinstance(info, dict):
-                    raise DataFileError(path, "info", f"expected an object, got "
-                                        f"{type(info).__name__}")
+                    raise DataFileError(
+                        path, "info", f"expected an object, got {type(info).__name__}"
+                    )
                 # τ²-bench writes info before simulations: stop reading here
                 return info
     except ijson.JSONError:
@@ -180,12 +183,19 @@ def _stream_info(path: Path) -> dict[str, Any]:
     if error is not None:
         raise error
     if tracker.top_is_map is False:
-        raise DataFileError(path, "top level", "not a tau2-bench results file: expected a "
-                            "JSON object with 'info' and 'simulations'")
+        raise DataFileError(
+            path,
+            "top level",
+            "not a tau2-bench results file: expected a JSON object with 'info' and 'simulations'",
+        )
     if tracker.top_is_map is None:
         raise DataFileError(path, "top level", "empty file: not a tau2-bench results file")
-    raise DataFileError(path, "info", "not a tau2-bench results file: no top-level 'info' "
-                        f"object (top-level keys: {', '.join(tracker.top_keys) or 'none'})")
+    raise DataFileError(
+        path,
+        "info",
+        "not a tau2-bench results file: no top-level 'info' "
+        f"object (top-level keys: {', '.join(tracker.top_keys) or 'none'})",
+    )
 
 
 def _stream_simulations(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -196,21 +206,25 @@ def _stream_simulations(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
             for sim in ijson.items(f, "simulations.item", use_float=True):
                 loc = f"simulations[{i}]"
                 if not isinstance(sim, dict):
-                    raise DataFileError(path, loc, "expected a simulation object, got "
-                                        f"{type(sim).__name__}")
+                    raise DataFileError(
+                        path, loc, f"expected a simulation object, got {type(sim).__name__}"
+                    )
                 yield loc, sim
                 i += 1
     except ijson.JSONError as e:
         _, error = _scan(path)
-        raise (error or DataFileError(path, f"simulations[{i}]", f"invalid JSON ({e})")) \
-            from None
+        raise (error or DataFileError(path, f"simulations[{i}]", f"invalid JSON ({e})")) from None
     if i == 0:
         tracker, error = _scan(path)
         if error is not None:
             raise error
         if "simulations" not in tracker.top_keys:
-            raise DataFileError(path, "simulations", "not a tau2-bench results file: no "
-                                "top-level 'simulations' list (and no simulations/ folder)")
+            raise DataFileError(
+                path,
+                "simulations",
+                "not a tau2-bench results file: no "
+                "top-level 'simulations' list (and no simulations/ folder)",
+            )
 
 
 def _load_json(path: Path) -> Any:
@@ -225,26 +239,35 @@ def _load_json(path: Path) -> Any:
         # as an unterminated string.
         cut = e.pos >= len(text.rstrip()) or e.msg.startswith("Unterminated string")
         kind = "truncated JSON" if cut else "invalid JSON"
-        raise DataFileError(path, f"line {e.lineno} column {e.colno} (byte {e.pos})",
-                            f"{kind}: {e.msg}") from None
+        raise DataFileError(
+            path, f"line {e.lineno} column {e.colno} (byte {e.pos})", f"{kind}: {e.msg}"
+        ) from None
 
 
 def _require_info(path: Path, meta: Any) -> dict[str, Any]:
     if not isinstance(meta, dict):
-        raise DataFileError(path, "top level", "not a tau2-bench results file: expected a "
-                            f"JSON object, got {type(meta).__name__}")
+        raise DataFileError(
+            path,
+            "top level",
+            f"not a tau2-bench results file: expected a JSON object, got {type(meta).__name__}",
+        )
     info = meta.get("info")
     if not isinstance(info, dict):
-        raise DataFileError(path, "info", "not a tau2-bench results file: no top-level "
-                            "'info' object")
+        raise DataFileError(
+            path, "info", "not a tau2-bench results file: no top-level 'info' object"
+        )
     return info
 
 
-def _dir_simulations(meta_path: Path, meta: dict[str, Any],
-                     sims_dir: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+def _dir_simulations(
+    meta_path: Path, meta: dict[str, Any], sims_dir: Path
+) -> Iterator[tuple[str, dict[str, Any]]]:
     if not sims_dir.is_dir():
-        raise DataFileError(sims_dir, "", f"directory-format results need a {SIMULATIONS_DIR}/"
-                            f" folder beside {meta_path.name}")
+        raise DataFileError(
+            sims_dir,
+            "",
+            f"directory-format results need a {SIMULATIONS_DIR}/ folder beside {meta_path.name}",
+        )
     on_disk = {f.stem: f for f in sims_dir.glob("*.json")}
     index = meta.get("simulation_index")
     if isinstance(index, list):
@@ -252,8 +275,11 @@ def _dir_simulations(meta_path: Path, meta: dict[str, Any],
         missing = [i for i in ids if i not in on_disk]
         if missing:
             shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
-            raise DataFileError(meta_path, "simulation_index", f"{len(missing)} simulation "
-                                f"file(s) listed but missing from {sims_dir}: {shown}")
+            raise DataFileError(
+                meta_path,
+                "simulation_index",
+                f"{len(missing)} simulation file(s) listed but missing from {sims_dir}: {shown}",
+            )
         extra = sorted(set(on_disk) - set(ids))
         order = ids + extra
     else:
@@ -262,6 +288,7 @@ def _dir_simulations(meta_path: Path, meta: dict[str, Any],
         f = on_disk[sim_id]
         sim = _load_json(f)
         if not isinstance(sim, dict):
-            raise DataFileError(f, "top level", "expected a simulation object, got "
-                                f"{type(sim).__name__}")
+            raise DataFileError(
+                f, "top level", f"expected a simulation object, got {type(sim).__name__}"
+            )
         yield f"{SIMULATIONS_DIR}/{f.name}", sim

@@ -8,8 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-AGENT_TOOLS = ["get_order_details", "find_user_id_by_email", "cancel_pending_order",
-               "get_customer_by_id"]
+AGENT_TOOLS = [
+    "get_order_details",
+    "find_user_id_by_email",
+    "cancel_pending_order",
+    "get_customer_by_id",
+]
 USER_TOOLS = ["toggle_airplane_mode", "check_network_status"]
 
 
@@ -19,10 +23,16 @@ def info(domain: str = "telecom", **extra: Any) -> dict[str, Any]:
         "num_trials": 1,
         "max_steps": 200,
         "max_errors": 10,
-        "user_info": {"implementation": "user_simulator", "llm": "gpt-4.1",
-                      "llm_args": {"temperature": 0.0}},
-        "agent_info": {"implementation": "llm_agent", "llm": "test-model",
-                       "llm_args": {"temperature": 0.0}},
+        "user_info": {
+            "implementation": "user_simulator",
+            "llm": "gpt-4.1",
+            "llm_args": {"temperature": 0.0},
+        },
+        "agent_info": {
+            "implementation": "llm_agent",
+            "llm": "test-model",
+            "llm_args": {"temperature": 0.0},
+        },
         "environment_info": {
             "domain_name": domain,
             "policy": "policy text",
@@ -43,28 +53,60 @@ class Conversation:
         self._n = 0
 
     def say(self, role: str, content: str, **extra: Any) -> Conversation:
-        self.messages.append({"role": role, "content": content, "tool_calls": None,
-                              "turn_idx": len(self.messages), **extra})
+        self.messages.append(
+            {
+                "role": role,
+                "content": content,
+                "tool_calls": None,
+                "turn_idx": len(self.messages),
+                **extra,
+            }
+        )
         return self
 
-    def call(self, name: str, result: str, *, error: bool = False, requestor: str = "assistant",
-             arguments: dict[str, Any] | None = None) -> Conversation:
+    def call(
+        self,
+        name: str,
+        result: str,
+        *,
+        error: bool = False,
+        requestor: str = "assistant",
+        arguments: dict[str, Any] | None = None,
+    ) -> Conversation:
         self._n += 1
         cid = f"call_{self._n}"
-        self.messages.append({
-            "role": requestor, "content": None, "turn_idx": len(self.messages),
-            "tool_calls": [{"id": cid, "name": name, "arguments": arguments or {},
-                            "requestor": requestor}],
-        })
-        self.messages.append({"id": cid, "role": "tool", "content": result,
-                              "requestor": requestor, "error": error,
-                              "turn_idx": len(self.messages)})
+        self.messages.append(
+            {
+                "role": requestor,
+                "content": None,
+                "turn_idx": len(self.messages),
+                "tool_calls": [
+                    {"id": cid, "name": name, "arguments": arguments or {}, "requestor": requestor}
+                ],
+            }
+        )
+        self.messages.append(
+            {
+                "id": cid,
+                "role": "tool",
+                "content": result,
+                "requestor": requestor,
+                "error": error,
+                "turn_idx": len(self.messages),
+            }
+        )
         return self
 
 
-def simulation(task_id: str, messages: list[dict[str, Any]], *, reward: float = 1.0,
-               termination: str = "user_stop", trial: int | None = 0,
-               sim_id: str | None = None) -> dict[str, Any]:
+def simulation(
+    task_id: str,
+    messages: list[dict[str, Any]],
+    *,
+    reward: float = 1.0,
+    termination: str = "user_stop",
+    trial: int | None = 0,
+    sim_id: str | None = None,
+) -> dict[str, Any]:
     sim: dict[str, Any] = {
         "id": sim_id or f"sim-{task_id}-{trial}",
         "task_id": task_id,
@@ -75,8 +117,11 @@ def simulation(task_id: str, messages: list[dict[str, Any]], *, reward: float = 
         "termination_reason": termination,
         "agent_cost": 0.01,
         "user_cost": 0.01,
-        "reward_info": None if termination == "infrastructure_error" else {
-            "reward": reward, "db_check": {"db_match": reward >= 1, "db_reward": reward},
+        "reward_info": None
+        if termination == "infrastructure_error"
+        else {
+            "reward": reward,
+            "db_check": {"db_match": reward >= 1, "db_reward": reward},
             "reward_basis": ["DB"],
         },
         "messages": messages,
@@ -88,8 +133,12 @@ def simulation(task_id: str, messages: list[dict[str, Any]], *, reward: float = 
 
 
 def results(simulations: list[dict[str, Any]], **info_extra: Any) -> dict[str, Any]:
-    return {"timestamp": "2025-08-01T00:00:00", "info": info(**info_extra),
-            "tasks": [], "simulations": simulations}
+    return {
+        "timestamp": "2025-08-01T00:00:00",
+        "info": info(**info_extra),
+        "tasks": [],
+        "simulations": simulations,
+    }
 
 
 def write_json(path: Path, data: Any) -> Path:
@@ -118,9 +167,13 @@ def write_dir(folder: Path, data: dict[str, Any], *, with_index: bool = True) ->
     meta["format_version"] = 1
     if with_index:
         meta["simulation_index"] = [
-            {"id": s["id"], "task_id": s["task_id"], "trial": s.get("trial"),
-             "reward": (s["reward_info"] or {}).get("reward"),
-             "termination_reason": s["termination_reason"]}
+            {
+                "id": s["id"],
+                "task_id": s["task_id"],
+                "trial": s.get("trial"),
+                "reward": (s["reward_info"] or {}).get("reward"),
+                "termination_reason": s["termination_reason"],
+            }
             for s in data["simulations"]
         ]
     write_json(folder / "results.json", meta)

@@ -35,9 +35,20 @@ def _file(path: Path, domain: str, errors: int) -> Path:
 def config(tmp_path: Path) -> Path:
     _file(tmp_path / "bf16.json", "retail", errors=0)
     _file(tmp_path / "int4_retail.json", "retail", errors=2)
-    write_dir(tmp_path / "int4_telecom", results(
-        [simulation("9", Conversation().call("get_order_details", "Error: Order not found",
-                                             error=True).messages)], domain="telecom"))
+    write_dir(
+        tmp_path / "int4_telecom",
+        results(
+            [
+                simulation(
+                    "9",
+                    Conversation()
+                    .call("get_order_details", "Error: Order not found", error=True)
+                    .messages,
+                )
+            ],
+            domain="telecom",
+        ),
+    )
     cfg = tmp_path / "arms.toml"
     cfg.write_text(
         "[arms.bf16]\n"
@@ -94,9 +105,11 @@ def test_results_key_is_an_alias(tmp_path: Path) -> None:
     a = _file(tmp_path / "a.json", "retail", errors=0)
     b = _file(tmp_path / "b.json", "telecom", errors=1)
     cfg = tmp_path / "arms.toml"
-    cfg.write_text(f'[arms.x]\nbackend = "replay"\nresults = "{a}"\n'
-                   f'[arms.y]\nbackend = "replay"\nresults = ["{a}", "{b}"]\n'
-                   '[arms.z]\nbackend = "replay"\npaths = 3\n')
+    cfg.write_text(
+        f'[arms.x]\nbackend = "replay"\nresults = "{a}"\n'
+        f'[arms.y]\nbackend = "replay"\nresults = ["{a}", "{b}"]\n'
+        '[arms.z]\nbackend = "replay"\npaths = 3\n'
+    )
     arms = load_arms_config(cfg)
     assert len(load_replay_arm(arms["x"])) == 3
     assert [r.domain for r in load_replay_arm(arms["y"])] == ["retail"] * 3 + ["telecom"] * 3

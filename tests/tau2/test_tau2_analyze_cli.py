@@ -20,14 +20,12 @@ def _run(tmp_path: Path, *files: Path) -> dict[str, Any]:
     return data
 
 
-def _file(path: Path, tasks: list[str], hallucinated: int, *,
-          infra: int = 0) -> Path:
+def _file(path: Path, tasks: list[str], hallucinated: int, *, infra: int = 0) -> Path:
     sims = []
     for i, t in enumerate(tasks):
         conv = Conversation()
         for _ in range(hallucinated):
-            conv.call("get_order_status", "Error: Tool 'get_order_status' not found.",
-                      error=True)
+            conv.call("get_order_status", "Error: Tool 'get_order_status' not found.", error=True)
         conv.call("get_order_details", '{"status": "ok"}').say("user", "###STOP###")
         term = "infrastructure_error" if i < infra else "user_stop"
         sims.append(simulation(t, conv.messages, termination=term))
@@ -70,8 +68,9 @@ def test_real_file_against_itself(tmp_path: Path, tau2_data: Path) -> None:
     assert cell["success"]["diff"] == 0
 
 
-def test_bad_file_is_refused_with_path_and_location(tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_file_is_refused_with_path_and_location(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     ref = _file(tmp_path / "bf16.json", ["1", "2"], hallucinated=0)
     text = ref.read_text()
     bad = tmp_path / "cut.json"

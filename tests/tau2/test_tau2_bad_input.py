@@ -16,8 +16,9 @@ from pytest_quantagent.tau2 import read_results
 
 def _good() -> dict[str, Any]:
     def msgs() -> list[dict[str, Any]]:
-        return (Conversation().say("user", "hello")
-                .call("get_order_details", '{"ok": true}').messages)
+        return (
+            Conversation().say("user", "hello").call("get_order_details", '{"ok": true}').messages
+        )
 
     return results([simulation("1", msgs()), simulation("2", msgs()), simulation("3", msgs())])
 
@@ -102,8 +103,9 @@ def test_unknown_termination_lists_known_values(tmp_path: Path) -> None:
 def test_tool_message_without_call(tmp_path: Path) -> None:
     data = _good()
     data["simulations"][0]["messages"].insert(
-        0, {"role": "tool", "id": "x", "content": "orphan", "requestor": "assistant",
-            "error": False})
+        0,
+        {"role": "tool", "id": "x", "content": "orphan", "requestor": "assistant", "error": False},
+    )
     e = _refused(write_json(tmp_path / "r.json", data))
     assert e.location == "simulations[0].messages[0]"
 

@@ -23,12 +23,16 @@ def test_first_file_is_the_reference_per_domain(tmp_path: Path) -> None:
     tel_int4 = _write(tmp_path / "tel_int4.json", "telecom", ["8"])
     groups = read_comparison([bf16, int4, tel_bf16, tel_int4])
     assert [(g.domain, g.reference.label, [c.label for c in g.candidates]) for g in groups] == [
-        ("retail", "bf16", ["int4"]), ("telecom", "tel_bf16", ["tel_int4"])]
+        ("retail", "bf16", ["int4"]),
+        ("telecom", "tel_bf16", ["tel_int4"]),
+    ]
     retail, telecom = groups
     assert pairing_note(retail.reference, retail.candidates[0]) == (
-        "int4 vs bf16: paired by (task_id, trial) on 2 episodes (2 candidate, 2 reference)")
+        "int4 vs bf16: paired by (task_id, trial) on 2 episodes (2 candidate, 2 reference)"
+    )
     assert pairing_note(telecom.reference, telecom.candidates[0]).startswith(
-        "tel_int4 vs tel_bf16: unpaired")
+        "tel_int4 vs tel_bf16: unpaired"
+    )
 
 
 def test_repeated_names_get_distinct_labels(tmp_path: Path) -> None:

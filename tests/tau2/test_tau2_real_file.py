@@ -28,8 +28,7 @@ EXPECTED_CHANNEL = {
     "Error: User not found": Channel.WRONG_ENTITY,
     "Error: Non-delivered order cannot be returned": Channel.POLICY_VIOLATION,
     "Error: The number of items to be exchanged should match": Channel.POLICY_VIOLATION,
-    "Error: The new item id should be different from the old item id":
-        Channel.POLICY_VIOLATION,
+    "Error: The new item id should be different from the old item id": Channel.POLICY_VIOLATION,
 }
 
 
@@ -64,14 +63,24 @@ def _independent(raw: dict[str, Any]) -> dict[str, Any]:
                 errors += 1
         failed += errors
         per_episode_errors.append(errors)
-        ok = (sim["reward_info"]["reward"] >= 1.0
-              and sim["termination_reason"] in ("user_stop", "agent_stop"))
+        ok = sim["reward_info"]["reward"] >= 1.0 and sim["termination_reason"] in (
+            "user_stop",
+            "agent_stop",
+        )
         successes.append(ok)
-    at_k = {k: sum(s and e < k for s, e in zip(successes, per_episode_errors, strict=True))
-            for k in (1, 2, 3)}
-    return {"episodes": len(episodes), "tool_calls": tool_calls, "failed": failed,
-            "successes": sum(successes), "at_k": at_k, "retried": retried_turns,
-            "terminations": Counter(s["termination_reason"] for s in episodes)}
+    at_k = {
+        k: sum(s and e < k for s, e in zip(successes, per_episode_errors, strict=True))
+        for k in (1, 2, 3)
+    }
+    return {
+        "episodes": len(episodes),
+        "tool_calls": tool_calls,
+        "failed": failed,
+        "successes": sum(successes),
+        "at_k": at_k,
+        "retried": retried_turns,
+        "terminations": Counter(s["termination_reason"] for s in episodes),
+    }
 
 
 def test_counts_match_an_independent_walk(path: Path, raw: dict[str, Any]) -> None:
@@ -83,8 +92,9 @@ def test_counts_match_an_independent_walk(path: Path, raw: dict[str, Any]) -> No
     assert len(malformed) == expected["retried"]
     assert sum(len(r.calls) for r in recs) - len(malformed) == expected["tool_calls"]
     assert sum(r.n_errors for r in recs) == expected["failed"]
-    tool_failures = [c for r in recs for c in r.calls
-                     if c.error and c.channel != Channel.MALFORMED_CALL]
+    tool_failures = [
+        c for r in recs for c in r.calls if c.error and c.channel != Channel.MALFORMED_CALL
+    ]
     assert len(tool_failures) == expected["failed"]
     assert sum(r.success for r in recs) == expected["successes"]
     for k, n in expected["at_k"].items():
@@ -122,10 +132,15 @@ def test_metadata_and_flags(path: Path) -> None:
 
 def test_channels_of_every_failure(path: Path, raw: dict[str, Any]) -> None:
     run = read_results(path)
-    failures = [c for r in run.records for c in r.calls
-                if c.error and c.channel != Channel.MALFORMED_CALL]
-    texts = Counter(m["content"] for s in raw["simulations"] for m in s["messages"]
-                    if m["role"] == "tool" and m["error"])
+    failures = [
+        c for r in run.records for c in r.calls if c.error and c.channel != Channel.MALFORMED_CALL
+    ]
+    texts = Counter(
+        m["content"]
+        for s in raw["simulations"]
+        for m in s["messages"]
+        if m["role"] == "tool" and m["error"]
+    )
     assert Counter(c.detail for c in failures) == texts  # raw message kept for each
     for c in failures:
         assert c.detail in EXPECTED_CHANNEL, c.detail
@@ -137,8 +152,12 @@ def test_channels_of_every_failure(path: Path, raw: dict[str, Any]) -> None:
 
 def test_wrong_entity_names_the_id(path: Path) -> None:
     run = read_results(path)
-    entities = {c.entity for r in run.records for c in r.calls
-                if c.channel == Channel.WRONG_ENTITY and c.name == "get_order_details"}
+    entities = {
+        c.entity
+        for r in run.records
+        for c in r.calls
+        if c.channel == Channel.WRONG_ENTITY and c.name == "get_order_details"
+    }
     assert entities == {"#9502127"}
 
 
