@@ -12,6 +12,7 @@ from pytest_quantagent.env import registry
 from pytest_quantagent.env.channels import Channel, TerminationReason
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.env.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
+from pytest_quantagent.env.tasks import InitialState
 from pytest_quantagent.errors import InfrastructureError
 from pytest_quantagent.runner.episode import GREETING, run_episode
 
@@ -169,3 +170,29 @@ def test_scripted_user_and_reward_on_success(toy: Domain) -> None:
 def test_bad_limits_are_refused(toy: Domain) -> None:
     with pytest.raises(ValueError, match="max_errors must be >= 1, got 0"):
         run(toy, ScriptAgent([bad_call(0)]), ChattyUser(), max_errors=0)
+
+
+def test_limits_override_a_stop_in_the_same_step(toy: Domain) -> None:
+    # τ²-bench checks max_steps after the step that stopped: the stop is overridden.
+    out = run(toy, ScriptAgent([AssistantMessage(content="###STOP###")]), ChattyUser(), max_steps=2)
+    assert out.termination == TerminationReason.MAX_STEPS and out.reward == 0.0
+
+
+def test_task_message_history_replaces_the_greeting(toy: Domain) -> None:
+    history = [
+        {"role": "assistant", "content": "Hello"},
+        {"role": "user", "content": "Deposit 5 please"},
+        {"role": "assistant", "tool_calls": [{"id": "h", "name": "deposit", "arguments": {"account_id": "a1", "amount": 5}}]},
+        {"role": "tool", "id": "h", "content": "{}"},
+    ]
+    task = toy.task("deposit").model_copy(
+        update={"initial_state": InitialState.model_validate({"message_history": history})}
+    )
+    agent = ScriptAgent([AssistantMessage(content="###STOP###")])
+    out = asyncio.run(run_episode(domain=toy, task=task, agent=agent, user=ChattyUser()))
+    # The history's last message is a tool result for the agent: the agent speaks next.
+    assert [m.role for m in out.messages] == ["assistant", "user", "assistant", "tool", "assistant"]
+    assert out.termination == TerminationReason.AGENT_STOP and out.steps == 1
+    assert len(agent.views[0]) == 4
+    env_balance = out.env.tools.db.accounts["a1"].balance  # type: ignore[union-attr]
+    assert env_balance == 15.0, "history writes are applied to the environment"
