@@ -435,7 +435,7 @@ def _modify_payment(index: _Index, rng: random.Random) -> _Draft | None:
     order, method = rng.choice(candidates)
     d = _order_draft(
         "modify_payment", order, index, rng,
-        f"I'd like to pay for my order {order.order_id} with a different payment method.",
+        f"I'd like to pay for my order {order.order_id} with {_describe_method(method)} instead.",
         f"You want to pay for order {order.order_id} with {_describe_method(method, 'your')} instead.",
     )
     d.facts["payment_method"] = f"Please use {_describe_method(method)}."
@@ -489,10 +489,10 @@ def _change_items(kind: str, index: _Index, rng: random.Random) -> _Draft | None
             for line, new in picked
         )
         verb = "change" if kind == "modify_items" else "exchange"
-        names = " and ".join(f"the {line.name}" for line, _ in picked)
         d = _order_draft(
             kind, order, index, rng,
-            f"I'd like to {verb} {names} in my order {order.order_id}.",
+            f"In my order {order.order_id} I'd like to {verb} {wants}, with "
+            f"{_describe_method(method)} for any price difference.",
             f"You want to {verb} {wants} in order {order.order_id}; any price difference "
             f"goes to {_describe_method(method, 'your')}.",
         )
@@ -535,7 +535,8 @@ def _return(index: _Index, rng: random.Random) -> _Draft | None:
     names = " and ".join(f"the {line.name}" for line in lines)
     d = _order_draft(
         "return", order, index, rng,
-        f"I want to return {names} from my order {order.order_id}.",
+        f"I want to return {names} from my order {order.order_id}, with the refund to "
+        f"{_describe_method(method)}.",
         f"You want to return {names} from order {order.order_id} and get the refund on "
         f"{_describe_method(method, 'your')}.",
     )
