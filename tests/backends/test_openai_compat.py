@@ -180,3 +180,14 @@ def test_encoded_body_equals_plain_json_encoding(constrained: bool) -> None:
                 GenerateRequest(messages=history, tools=[], seed=3)):
         for _ in range(2):  # second time from the cache
             assert json.loads(backend.encode_body(req)) == json.loads(json.dumps(backend.build_body(req)))
+
+
+def test_fake_server_turn_fast_path_matches_full_decoding() -> None:
+    backend = OpenAICompatBackend(base_url="http://x/v1", model="m")
+    msgs = [{"role": "system", "content": "p"}, {"role": "assistant", "content": "Hi!"}]
+    for n in range(4):
+        msgs += [{"role": "user", "content": f"u{n}"}]
+        body = backend.encode_body(GenerateRequest(messages=list(msgs), tools=REQ.tools, seed=0))
+        assert FakeOpenAIServer._turn_of(body) == n
+        assert FakeOpenAIServer._turn_of(json.dumps(json.loads(body), indent=1).encode()) == n
+        msgs += [{"role": "assistant", "content": None, "tool_calls": []}, {"role": "tool", "tool_call_id": "c", "content": "x"}]
