@@ -250,7 +250,8 @@ def assert_no_channel_amplification(
         raise AssertionError(
             f"{cell.id}: {len(amplified)} channel(s) amplified above ×{max_ratio:g}{flat}:\n"
             + "\n".join(amplified)
-            + f"\nverdict: {analysis.get('verdict', 'n/a')}. Next: inspect these calls in the "
+            + f"\ncell verdict: {analysis.get('verdict', 'n/a')} (Holm over this cell's tests; the "
+            "run's report corrects across every cell). Next: inspect these calls in the "
             "HTML report (--quant-html), try --quant-repair=reflexive, or a less lossy "
             "quantization recipe"
         )

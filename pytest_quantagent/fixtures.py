@@ -38,17 +38,19 @@ def _quantagent_cell_key(request: pytest.FixtureRequest) -> CellKey:
 
 
 @pytest.fixture
-def quant_cell(request: pytest.FixtureRequest, _quantagent_cell_key: CellKey) -> QuantCell:
+def quant_cell(request: pytest.FixtureRequest, _quantagent_cell_key: CellKey) -> Iterator[QuantCell]:
     """The parametrized (domain, arm) cell; its episodes run (or load) on first use.
 
     Judged at the run's ``--error-budget`` or at the test's ``@pytest.mark.error_budget(K)``.
+    After the test, the cell's headline figures become user properties (JUnit XML).
     """
     session = get_session(request.config)
     args = session.marker_args(request.node.nodeid, request.node.iter_markers())
     budget = session.qc.error_budget if args.error_budget is None else args.error_budget
     session.note_cell(request.node, _quantagent_cell_key)
-    return QuantCell(_quantagent_cell_key, budget, session.qc.error_budget, session.qc.trials,
-                     session)
+    yield QuantCell(_quantagent_cell_key, budget, session.qc.error_budget, session.qc.trials,
+                    session)
+    session.note_figures(request.node, _quantagent_cell_key)
 
 
 @pytest.fixture

@@ -329,6 +329,29 @@ class QuantAgentSession:
         item.user_properties.append((CELL_PROPERTY, key.id))
         self.seen_cells.add(key)
 
+    def note_figures(self, item: pytest.Item, key: CellKey) -> None:
+        """Add the cell's verdict and headline figures to the test's user properties, when its
+        episodes were loaded by the test (never runs episodes just for this)."""
+        if key not in self._episodes:
+            return
+        try:
+            cell = self.cell_analysis(key)
+        except Exception as e:  # noqa: BLE001 - the test's own outcome must stand
+            item.user_properties.append(("quantagent_analysis_error", f"{type(e).__name__}: {e}"))
+            return
+        s = cell.get("success", {})
+        props: list[tuple[str, object]] = [
+            ("quantagent_verdict", cell.get("verdict")),
+            ("quantagent_paired", cell.get("paired")),
+            ("quantagent_success_arm", s.get("arm")),
+            ("quantagent_success_reference", s.get("reference")),
+            ("quantagent_success_diff_ci", s.get("ci")),
+        ]
+        for name, ch in sorted(cell.get("channels", {}).items()):
+            if ch.get("arm_count") or ch.get("reference_count"):
+                props.append((f"quantagent_ratio_{name}", ch.get("ratio")))
+        item.user_properties.extend((n, v) for n, v in props if v is not None)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for name, value in report.user_properties:
             if name == CELL_PROPERTY and isinstance(value, str):

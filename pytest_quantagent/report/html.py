@@ -194,6 +194,15 @@ def _margin_series(margins: Any) -> tuple[list[Any], list[Any]] | None:
     return out[0], out[1]
 
 
+def _top_names(top: Any, limit: int = 5) -> str:
+    """``[[name, count], ...]`` as escaped text; names are model output (may hold markup)."""
+    if not isinstance(top, list):
+        return "–"
+    items = [f"<code>{_e(t[0])}</code> ×{_e(t[1])}" for t in top[:limit]
+             if isinstance(t, (list, tuple)) and len(t) == 2]
+    return ", ".join(items) or "–"
+
+
 def _legend(arm: str, ref: str) -> str:
     return (f'<div class="legend"><span style="background:{_ARM_COLOR}"></span>{_e(arm)}'
             f'<span style="background:{_REF_COLOR}"></span>{_e(ref)} (reference)</div>')
@@ -268,10 +277,13 @@ def _cell_section(cell: dict[str, Any]) -> str:
     fs = cell.get("failure_set") or {}
     if fs:
         out.append("<table><tr><th class=l>failure set</th><th>Spearman</th><th>Kendall</th>"
-                   "<th>novel share</th></tr>" + "".join(
+                   "<th>novel share</th><th class=l>most frequent (candidate)</th>"
+                   "<th class=l>most frequent (reference)</th></tr>" + "".join(
                        f"<tr><td class=l>{_e(n)}</td><td>{_num(v.get('spearman'), '{:.2f}')}</td>"
                        f"<td>{_num(v.get('kendall'), '{:.2f}')}</td>"
-                       f"<td>{_pct(v.get('novel_share'))}</td></tr>"
+                       f"<td>{_pct(v.get('novel_share'))}</td>"
+                       f"<td class=l>{_top_names(v.get('top_arm'))}</td>"
+                       f"<td class=l>{_top_names(v.get('top_reference'))}</td></tr>"
                        for n, v in fs.items() if isinstance(v, dict)) + "</table>")
     out.append("<details><summary>all figures of this cell (JSON)</summary><pre>"
                + _e(json.dumps(cell, indent=2, sort_keys=True, default=str)) + "</pre></details>")

@@ -1,0 +1,170 @@
+"""End to end through the real runner, store and analysis: scripted ``mock`` arms on the
+toy domain of ``tests/env/toy_domains`` (three tasks, milliseconds per episode)."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_quantagent.report.json_io import read_report, validate_report
+
+TOY_DOMAINS = Path(__file__).resolve().parent.parent / "env" / "toy_domains"
+
+# The candidate first calls a tool that does not exist, named with markup: the name is
+# model output and must come out escaped in the HTML report.
+ARMS_TOML = """
+[arms.bf16]
+backend = "mock"
+model = "scripted"
+responses = [
+  {tool_calls = [{name = "transfer_to_human_agents", arguments = {summary = "wants a human"}}]},
+  {content = "I have transferred you. ###STOP###"},
+]
+
+[arms.int4]
+backend = "mock"
+model = "scripted"
+responses = [
+  {tool_calls = [{name = "<script>alert(1)</script>", arguments = {}}]},
+  {tool_calls = [{name = "transfer_to_human_agents", arguments = {summary = "wants a human"}}]},
+  {content = "I have transferred you. ###STOP###"},
+]
+
+[arms.fp8]
+backend = "mock"
+model = "scripted"
+responses = [
+  {tool_calls = [{name = "transfer_to_human_agents", arguments = {summary = "wants a human"}}]},
+  {content = "I have transferred you. ###STOP###"},
+]
+"""
+
+SUITE = """
+import pytest
+from pytest_quantagent.assertions import (
+    assert_budget_robust,
+    assert_failure_set_invariant,
+    assert_no_channel_amplification,
+    assert_score_equivalent,
+)
+
+def test_score(quant_cell):
+    assert_score_equivalent(quant_cell, margin=0.5)
+
+def test_no_unknown_tools(quant_cell):
+    assert_no_channel_amplification(quant_cell, channel="unknown_tool", max_ratio=1.2)
+
+@pytest.mark.error_budget(2)
+def test_budget(quant_cell):
+    assert_budget_robust(quant_cell, budgets=(1, 2))
+
+def test_failure_set(quant_cell):
+    assert_failure_set_invariant(quant_cell)
+
+def test_episodes(episodes, reference_episodes, quant_arm, reference_arm):
+    assert quant_arm.backend == reference_arm.backend == "mock"
+    assert len(episodes) == len(reference_episodes) == 3 * 8
+"""
+
+
+@pytest.fixture
+def toy(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    monkeypatch.setenv("QUANTAGENT_DOMAINS_DIR", str(TOY_DOMAINS))
+    pytester.makefile(".toml", arms=ARMS_TOML)
+    pytester.makepyfile(test_gate=SUITE)
+    return pytester
+
+
+def _strip_timing(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _strip_timing(v) for k, v in obj.items() if k not in {"duration_s"}}
+    if isinstance(obj, list):
+        return [_strip_timing(v) for v in obj]
+    return obj
+
+
+def test_mock_suite_end_to_end(toy: pytest.Pytester) -> None:
+    result = toy.runpytest(
+        "--quant-config=arms.toml", "--quant=int4,fp8", "--domain=toy", "--quant-trials=8",
+        "--quant-report=out/report.json", "--quant-html=out/report.html", "--junitxml=out/junit.xml",
+    )
+    # int4: unknown_tool 12 vs 0 (amplified). fp8 = bf16: no failure at all, so its failure
+    # set has no correlation to check (passes) and everything else passes; 12 pairs are too
+    # few for the report's ±7.5-point TOST (INCONCLUSIVE), enough for the test's ±50.
+    result.assert_outcomes(passed=9, failed=1)
+    result.stdout.fnmatch_lines([
+        "*test_no_unknown_tools?toy-int4?*",
+        "*unknown_tool: 50.0% of int4 tool calls vs 0.0% of bf16 (24 vs 0), ratio ×∞*",
+        "*= quantagent =*",
+        "*toy / fp8*INCONCLUSI*",
+        "*toy / int4*MASKED_DAM*",
+        "quantagent JSON report: out?report.json",
+    ])
+
+    report = read_report(toy.path / "out" / "report.json")
+    validate_report(report)
+    assert [(c["domain"], c["arm"], c["verdict"]) for c in report["cells"]] == [
+        ("toy", "fp8", "INCONCLUSIVE"), ("toy", "int4", "MASKED_DAMAGE"),
+    ]
+    int4 = report["cells"][1]
+    assert int4["channels"]["unknown_tool"]["arm_count"] == 24
+    assert int4["paired"] == 24
+    assert report["run"]["trials"] == 8 and report["run"]["budget"] == 10
+
+    page = (toy.path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "<script" not in page.lower()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<svg" in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
+
+    tree = ET.parse(toy.path / "out" / "junit.xml")
+    props = {
+        (case.get("name"), p.get("name")): p.get("value")
+        for case in tree.iter("testcase") for p in case.iter("property")
+    }
+    assert props[("test_score[toy-int4]", "quantagent_cell")] == "toy-int4"
+    assert props[("test_no_unknown_tools[toy-int4]", "quantagent_verdict")] == "MASKED_DAMAGE"
+    assert props[("test_score[toy-fp8]", "quantagent_verdict")] == "INCONCLUSIVE"
+
+
+def test_report_schema_rejects_a_broken_report(toy: pytest.Pytester) -> None:
+    toy.runpytest("--quant-config=arms.toml", "--domain=toy", "-k", "episodes",
+                  "--quant-report=r.json", "--quant-trials=8")
+    report = read_report(toy.path / "r.json")
+    validate_report(report)
+    del report["cells"][0]["channels"]["wrong_entity"]
+    with pytest.raises(ValueError, match="at cells/0/channels: 'wrong_entity' is a required property"):
+        validate_report(report)
+    report["cells"][0]["verdict"] = "FINE"
+    with pytest.raises(ValueError, match="cells/0"):
+        validate_report(report)
+
+
+def test_xdist_gives_the_same_report_and_runs_episodes_once(toy: pytest.Pytester) -> None:
+    common = ["--quant-config=arms.toml", "--quant=int4,fp8", "--domain=toy", "--quant-trials=8",
+              "-p", "no:randomly", "-p", "no:benchmark"]  # pytest-benchmark warns under xdist
+    serial = toy.runpytest(*common, "-n", "0", "--quant-cache-dir=store0", "--quant-report=serial.json")
+    serial.assert_outcomes(passed=9, failed=1)
+    dist = toy.runpytest(*common, "-n", "2", "--quant-cache-dir=store2", "--quant-report=dist.json")
+    dist.assert_outcomes(passed=9, failed=1)
+
+    a = _strip_timing(json.loads((toy.path / "serial.json").read_text()))
+    b = _strip_timing(json.loads((toy.path / "dist.json").read_text()))
+    assert a["cells"] == b["cells"]
+    # 3 tasks × 8 trials × 3 arms (bf16 shared by both cells), each exactly once.
+    lines = (toy.path / "store2" / "episodes.jsonl").read_text().splitlines()
+    assert len(lines) == 72
+    assert len({json.loads(line)["key"] for line in lines}) == 72
+
+
+def test_rerun_loads_from_the_store(toy: pytest.Pytester) -> None:
+    args = ["--quant-config=arms.toml", "--quant=fp8", "--domain=toy", "--quant-trials=2",
+            "-k", "episodes"]
+    toy.runpytest(*args).assert_outcomes(failed=1)  # 2 trials, the test expects 8
+    store = toy.path / ".quantagent" / "episodes.jsonl"
+    before = store.read_text()
+    toy.runpytest(*args).assert_outcomes(failed=1)
+    assert store.read_text() == before
