@@ -32,9 +32,15 @@ from pydantic import BaseModel
 
 from pytest_quantagent.env.channels import Channel
 from pytest_quantagent.env.db import DB
-from pytest_quantagent.env.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
+from pytest_quantagent.env.messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from pytest_quantagent.env.tasks import EnvAssertion, EnvFunctionCall, InitialState
-from pytest_quantagent.env.toolkit import ArgumentError, Toolkit, ToolError, ToolType
+from pytest_quantagent.env.toolkit import ArgumentError, ToolError, Toolkit, ToolType
 
 if TYPE_CHECKING:
     from pytest_quantagent.env.domain import Domain
@@ -265,7 +271,8 @@ class Environment:
         self.write_log.clear()
 
     def get_db_hash(self) -> str:
-        return self.tools.db.get_hash()
+        db: DB = self.tools.db
+        return db.get_hash()
 
     def get_user_db_hash(self) -> str | None:
         udb = self.user_tools.db if self.user_tools is not None else None

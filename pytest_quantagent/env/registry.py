@@ -61,10 +61,10 @@ def _load_module(path: Path, name: str) -> ModuleType:
     parent = sys.modules.get(_PARENT)
     if parent is None:
         parent = ModuleType(_PARENT)
-        parent.__path__ = []  # type: ignore[attr-defined]
+        parent.__path__ = []
         sys.modules[_PARENT] = parent
-    if root not in parent.__path__:  # type: ignore[attr-defined]
-        parent.__path__.append(root)  # type: ignore[attr-defined]
+    if root not in parent.__path__:
+        parent.__path__.append(root)
     mod = importlib.import_module(f"{_PARENT}.{name}.domain")
     _modules[path] = mod
     return mod

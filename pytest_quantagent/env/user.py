@@ -201,7 +201,11 @@ def first_person(text: str) -> str:
     user says ("I want to return ..."), well enough for a scripted opening."""
     out = text
     for pat, rep in _SECOND_PERSON:
-        out = pat.sub(lambda m, rep=rep: rep if m.group(0)[0].islower() or rep[0] == "I" else rep.capitalize(), out)
+
+        def swap(m: re.Match[str], rep: str = rep) -> str:
+            return rep if m.group(0)[0].islower() or rep[0] == "I" else rep.capitalize()
+
+        out = pat.sub(swap, out)
     return out
 
 
@@ -390,8 +394,7 @@ class ScriptedUser:
             parts.append(f"My phone number is {ident['phone']}.")
         if not parts:
             return None
-        seen: set[str] = set()
-        return " ".join(p for p in parts if not (p in seen or seen.add(p)))
+        return " ".join(dict.fromkeys(parts))
 
     def _fact_answer(self, text: str) -> str | None:
         for rule in self.script.answers:

@@ -182,7 +182,7 @@ async def run_episode(
                 um = await user.act(user_view)
             except InfrastructureError:
                 raise
-            except Exception as e:  # noqa: BLE001 - any user failure ends the episode
+            except Exception as e:
                 termination, error_message = TerminationReason.USER_ERROR, f"{type(e).__name__}: {e}"
                 break
             if not um.tool_calls and not um.content:
@@ -198,7 +198,7 @@ async def run_episode(
                 am = await agent.act(agent_view)
             except InfrastructureError:
                 raise
-            except Exception as e:  # noqa: BLE001 - τ²-bench: agent failure → agent_error
+            except Exception as e:
                 termination, error_message = TerminationReason.AGENT_ERROR, f"{type(e).__name__}: {e}"
                 break
             if not am.tool_calls and not am.content:

@@ -12,7 +12,12 @@ from pytest_quantagent.env.channels import Channel
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.env.environment import to_json_str
 from pytest_quantagent.env.messages import ToolCall
-from pytest_quantagent.env.tasks import EnvAssertion, EnvFunctionCall, InitialState, InitializationData
+from pytest_quantagent.env.tasks import (
+    EnvAssertion,
+    EnvFunctionCall,
+    InitializationData,
+    InitialState,
+)
 
 
 def call(tool: str, requestor: str = "assistant", parse_error: str | None = None, **arguments: object) -> ToolCall:

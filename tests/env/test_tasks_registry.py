@@ -61,7 +61,7 @@ def test_duplicate_ids_and_bad_json(tmp_path: Path) -> None:
 def test_splits_must_name_known_tasks(tmp_path: Path) -> None:
     p = tmp_path / "split.json"
     p.write_text(json.dumps({"test": ["t1", "t9"]}))
-    with pytest.raises(DataFileError, match="split 'test'.*unknown task id 't9'"):
+    with pytest.raises(DataFileError, match=r"split 'test'.*unknown task id 't9'"):
         load_splits(p, ["t1"])
 
 

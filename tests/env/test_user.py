@@ -7,7 +7,13 @@ import pytest
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.env.messages import AssistantMessage, Message, ToolMessage
 from pytest_quantagent.env.tasks import Task
-from pytest_quantagent.env.user import DeviceIntent, ScriptedUser, UserScript, matches, script_from_instructions
+from pytest_quantagent.env.user import (
+    DeviceIntent,
+    ScriptedUser,
+    UserScript,
+    matches,
+    script_from_instructions,
+)
 
 SCRIPT = UserScript(
     requests=["I want to cancel order #W1.", "I also want to change my address."],
