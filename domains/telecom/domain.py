@@ -22,7 +22,7 @@ from .environment import TelecomEnvironment
 from .tools import TelecomTools
 from .user_data_model import TelecomUserDB
 from .user_sim import DEVICE_INTENTS, TelecomUser
-from .user_tools import TelecomUserTools
+from .user_tools import Tau2TelecomUserTools, TelecomUserTools
 
 
 class TelecomDomain(Domain):
@@ -126,7 +126,8 @@ def make_domain(data_dir: Path, tasks_file: str | None, official: bool) -> Domai
         db=db,
         tasks=tasks,
         agent_toolkit=TelecomTools,
-        user_toolkit=TelecomUserTools,
+        # τ²-bench's own tasks: its error semantics for device tools (see user_tools.py).
+        user_toolkit=Tau2TelecomUserTools if official else TelecomUserTools,
         user_db=user_db,
         splits=splits,
         environment_cls=TelecomEnvironment,

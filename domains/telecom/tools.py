@@ -10,6 +10,7 @@ impossible values (a non-positive refuel amount) raise :class:`ArgumentError`. M
 from __future__ import annotations
 
 import datetime
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,13 @@ from .data_model import (
 def _digits(phone_number: str) -> str:
     """Digits only: a number written with or without dashes/spaces is the same number."""
     return "".join(ch for ch in phone_number if ch.isdigit())
+
+
+def _fold(name: str) -> str:
+    """Case-, accent- and spacing-insensitive form of a name ('Álvaro  Pérez' = 'alvaro perez'),
+    as τ²-bench matches names: the spelling of a spoken name is not part of the task."""
+    decomposed = unicodedata.normalize("NFKD", name.casefold())
+    return " ".join("".join(ch for ch in decomposed if not unicodedata.combining(ch)).split())
 
 
 def _first_of_next_month(day: datetime.date) -> datetime.date:
@@ -163,11 +171,9 @@ class TelecomTools(Toolkit):
             full_name: The full name of the customer.
             dob: Date of birth for verification, in the format YYYY-MM-DD.
         """
-        wanted = " ".join(full_name.casefold().split())
+        wanted = _fold(full_name)
         return [
-            c
-            for c in self.db.customers
-            if " ".join(c.full_name.casefold().split()) == wanted and c.date_of_birth == dob
+            c for c in self.db.customers if _fold(c.full_name) == wanted and c.date_of_birth == dob
         ]
 
     @is_tool(ToolType.READ)

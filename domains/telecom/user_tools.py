@@ -4,10 +4,12 @@ Dual control: the agent cannot touch the phone; it asks the user, who performs t
 actions. Effects follow τ²-bench's phone simulation (network search after radio/SIM/APN
 changes, speed from technology × signal × VPN/data-saver factors, MMS preconditions).
 
-Deviation from τ²-bench, on purpose: where τ²-bench answers an impossible device action with
-a plain text (Wi-Fi while in airplane mode, an app that is not installed, no payment request,
-an invalid network mode), we raise :class:`UserToolError` with the same wording, so the
-failure is counted in the ``user_tool_error`` channel and the error budget.
+Where τ²-bench answers an impossible device action with a plain text (Wi-Fi while in
+airplane mode, an app that is not installed, no payment request, an invalid network mode),
+our domain raises :class:`UserToolError` with the same wording, so the failure is counted in
+the ``user_tool_error`` channel and the error budget. :class:`Tau2TelecomUserTools` (used
+with τ²-bench's own data files) answers with τ²-bench's exact text and no error instead, so
+error counts there match τ²-bench's.
 
 Non-tool methods (``set_user_info``, ``turn_*``, ``unseat_sim_card``, ``break_*``,
 ``assert_*``) are what task initialization actions and env assertions call by name.
@@ -15,7 +17,7 @@ Non-tool methods (``set_user_info``, ``turn_*``, ``unseat_sim_card``, ``break_*`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
@@ -87,8 +89,17 @@ class TelecomUserTools(Toolkit):
 
     db: TelecomUserDB
 
+    DEVICE_ERRORS_AS_TEXT: ClassVar[bool] = False
+    """True: impossible device actions return τ²-bench's text instead of raising."""
+
     def __init__(self, db: TelecomUserDB) -> None:
         super().__init__(db)
+
+    def _refuse(self, message: str, tau2_text: str, entity: str | None = None) -> str:
+        """Refuse an impossible device action: raise, or (τ²-bench mode) answer in text."""
+        if self.DEVICE_ERRORS_AS_TEXT:
+            return tau2_text
+        raise UserToolError(message, entity=entity)
 
     @property
     def device(self) -> MockPhoneAttributes:
@@ -215,16 +226,11 @@ class TelecomUserTools(Toolkit):
         d.network_technology_connected = NetworkTechnology.NONE
         d.network_signal_strength = SignalStrength.NONE
 
-    def _app(self, app_name: str, doing: str = "") -> Any:
+    def _allowed_permissions(self, app_name: str) -> list[str] | None:
         app = self.device.app_statuses.get(app_name)
         if app is None:
-            raise UserToolError(
-                f"App '{app_name}' not found on this phone.{doing}", entity=app_name
-            )
-        return app
-
-    def _allowed_permissions(self, app_name: str) -> list[str]:
-        perms = self._app(app_name).permissions.model_dump()
+            return None
+        perms = app.permissions.model_dump()
         return [name.replace("_", " ").lower() for name, allowed in perms.items() if allowed]
 
     # -- tools: status ------------------------------------------------------------------------
@@ -274,11 +280,11 @@ class TelecomUserTools(Toolkit):
             preference = NetworkModePreference(mode)
         except ValueError:
             options = ", ".join(m.value for m in NetworkModePreference)
-            raise UserToolError(
+            text = (
                 f"Failed to set network mode: '{mode}' is not a valid option. "
-                f"Please use one of: {options}",
-                entity=mode,
-            ) from None
+                f"Please use one of: {options}"
+            )
+            return self._refuse(text, self._with_status(text), entity=mode)
         self.device.network_mode_preference = preference
         self.simulate_network_search()
         return self._with_status(f"Preferred Network Mode set to: {preference.value}")
@@ -428,7 +434,8 @@ class TelecomUserTools(Toolkit):
         and connect to wireless networks for internet access."""
         d = self.device
         if d.airplane_mode:
-            raise UserToolError("Cannot change Wi-Fi settings while Airplane Mode is ON.")
+            text = "Cannot change Wi-Fi settings while Airplane Mode is ON."
+            return self._refuse(text, self._with_status(text))
         d.wifi_enabled = not d.wifi_enabled
         if not d.wifi_enabled:
             d.wifi_connected = False
@@ -469,7 +476,7 @@ class TelecomUserTools(Toolkit):
     def connect_vpn(self) -> str:
         """Connects to your VPN (Virtual Private Network)."""
         if self.device.vpn_connected:
-            raise UserToolError("VPN already connected.")
+            return self._refuse("VPN already connected.", "VPN already connected.")
         self.device.vpn_connected = True
         self.device.vpn_details = _DEFAULT_VPN.model_copy()
         return self._with_status("VPN connected successfully.")
@@ -480,7 +487,8 @@ class TelecomUserTools(Toolkit):
         internet traffic through a VPN server, which might affect connection speed or access
         to content."""
         if not self._disconnect_vpn():
-            raise UserToolError("No active VPN connection to disconnect.")
+            text = "No active VPN connection to disconnect."
+            return self._refuse(text, self._with_status(text))
         return self._with_status("VPN disconnected successfully.")
 
     def _disconnect_vpn(self) -> bool:
@@ -507,6 +515,9 @@ class TelecomUserTools(Toolkit):
             app_name: The name of the app (e.g. messaging, browser).
         """
         allowed = self._allowed_permissions(app_name)
+        if allowed is None:
+            text = f"App '{app_name}' not found on this phone."
+            return self._refuse(text, text, entity=app_name)
         lines = [f"Status for App: {app_name}"]
         if allowed:
             lines.append(" - Permissions Granted:")
@@ -524,6 +535,9 @@ class TelecomUserTools(Toolkit):
             app_name: The name of the app (e.g. messaging, browser).
         """
         allowed = self._allowed_permissions(app_name)
+        if allowed is None:
+            text = f"App '{app_name}' not found on this phone."
+            return self._refuse(text, text, entity=app_name)
         if not allowed:
             return f"App '{app_name}' currently has no permissions granted."
         return f"App '{app_name}' has permission for: {', '.join(allowed)}."
@@ -537,15 +551,18 @@ class TelecomUserTools(Toolkit):
             app_name: The name of the app to grant the permission to.
             permission: The permission to grant, should be lowercase.
         """
-        app = self._app(app_name, " Cannot grant permission.")
+        app = self.device.app_statuses.get(app_name)
+        if app is None:
+            text = f"App '{app_name}' not found. Cannot grant permission."
+            return self._refuse(text, self._with_status(f"Error. {text}"), entity=app_name)
         permission = permission.lower()
         available = list(app.permissions.model_dump())
         if permission not in available:
-            raise UserToolError(
+            text = (
                 f"Permission '{permission}' not tracked for app '{app_name}', "
-                f"available permissions: {available}",
-                entity=permission,
+                f"available permissions: {available}"
             )
+            return self._refuse(text, self._with_status(f"Error. {text}"), entity=permission)
         setattr(app.permissions, permission, True)
         return self._with_status(f"Success. Permission '{permission}' granted to app '{app_name}'.")
 
@@ -584,7 +601,8 @@ class TelecomUserTools(Toolkit):
         """Makes a payment for the bill that the agent has sent you."""
         request = self.surroundings.payment_request
         if request is None:
-            raise UserToolError("You do not have a payment request.")
+            text = "You do not have a payment request."
+            return self._refuse(text, text)
         request.paid = True
         return f"Payment of {request.amount_due} USD has been made for bill {request.bill_id}."
 
@@ -681,7 +699,9 @@ class TelecomUserTools(Toolkit):
 
     def remove_app_permission(self, app_name: str, permission: str) -> str:
         """Revoke one permission of an app."""
-        app = self._app(app_name, " Cannot remove permission.")
+        app = self.device.app_statuses.get(app_name)
+        if app is None:
+            raise UserToolError(f"App '{app_name}' not found. Cannot remove permission.")
         permission = permission.lower()
         if permission not in app.permissions.model_dump():
             raise UserToolError(f"Permission '{permission}' not tracked for app '{app_name}'.")
@@ -744,3 +764,9 @@ class TelecomUserTools(Toolkit):
     def assert_mobile_data_usage_exceeded(self, expected_status: bool) -> bool:
         """The line's data allowance is used up (or not) as expected."""
         return self.surroundings.mobile_data_usage_exceeded == expected_status
+
+
+class Tau2TelecomUserTools(TelecomUserTools):
+    """The device tools as τ²-bench runs them: impossible actions answer in text, no error."""
+
+    DEVICE_ERRORS_AS_TEXT = True

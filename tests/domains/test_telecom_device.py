@@ -288,3 +288,43 @@ def test_inactive_line_means_no_service_after_a_network_search(phone: Any) -> No
     assert phone.assert_service_status("no_service")  # until the next search
     phone.reboot_device()
     assert phone.assert_service_status("connected")
+
+
+def test_tau2_mode_answers_impossible_actions_in_text() -> None:
+    # The texts are τ²-bench's (tau2-bench src/tau2/domains/telecom/user_tools.py).
+    phone = ut.Tau2TelecomUserTools(udm.TelecomUserDB())
+    assert phone.make_payment() == "You do not have a payment request."
+    assert phone.connect_vpn().startswith("VPN connected successfully.")
+    assert phone.connect_vpn() == "VPN already connected."
+    phone.disconnect_vpn()
+    assert phone.disconnect_vpn().startswith("No active VPN connection to disconnect.\nStatus Bar:")
+    assert phone.check_app_status("camera") == "App 'camera' not found on this phone."
+    assert phone.check_app_permissions("camera") == "App 'camera' not found on this phone."
+    assert phone.grant_app_permission("camera", "sms").startswith(
+        "Error. App 'camera' not found. Cannot grant permission.\nStatus Bar:"
+    )
+    assert phone.grant_app_permission("messaging", "camera").startswith(
+        "Error. Permission 'camera' not tracked for app 'messaging', available permissions: "
+        "['sms', 'storage', 'phone', 'network']"
+    )
+    assert phone.set_network_mode_preference("6g").startswith(
+        "Failed to set network mode: '6g' is not a valid option. Please use one of: "
+        "4g_5g_preferred, 4g_only, 3g_only, 2g_only\nStatus Bar:"
+    )
+    phone.turn_airplane_mode_on()
+    assert phone.toggle_wifi().startswith("Cannot change Wi-Fi settings while Airplane Mode is ON.")
+    with pytest.raises(ArgumentError):  # τ²-bench raises here too (a validation error)
+        phone.set_apn_settings({"apn_name": "nope"})
+
+
+def test_official_domain_uses_tau2_device_semantics(tau2_data: Any) -> None:
+    from pytest_quantagent.env.messages import ToolCall
+    from pytest_quantagent.env.registry import get_domain
+
+    dom = get_domain("telecom", tau2_data=tau2_data, tasks_file="tasks_small.json")
+    env = dom.make_environment(dom.tasks[0])
+    d = env.execute(ToolCall(id="x", name="make_payment", arguments={}, requestor="user"))
+    assert d.channel is None and d.message.content == "You do not have a payment request."
+    ours = get_domain("telecom").make_environment(None)
+    d = ours.execute(ToolCall(id="x", name="make_payment", arguments={}, requestor="user"))
+    assert d.channel == Channel.USER_TOOL_ERROR

@@ -138,7 +138,7 @@ def test_resumed_line_gives_service_after_reboot(env: Any) -> None:
             "grant_app_permission",
             {"app_name": "camera", "permission": "sms"},
             Channel.USER_TOOL_ERROR,
-            "Error: App 'camera' not found on this phone. Cannot grant permission.",
+            "Error: App 'camera' not found. Cannot grant permission.",
         ),
     ],
 )

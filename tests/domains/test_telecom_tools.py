@@ -73,6 +73,7 @@ def test_customer_by_id_and_name(tools: Any) -> None:
         tools.get_customer_by_id("C9")
     assert [c.customer_id for c in tools.get_customer_by_name("ana  COSTA", "1990-01-02")] == ["C1"]
     assert tools.get_customer_by_name("Ana Costa", "1990-01-03") == []
+    assert [c.customer_id for c in tools.get_customer_by_name("Ána  Cósta", "1990-01-02")] == ["C1"]
 
 
 @pytest.mark.parametrize(
