@@ -814,7 +814,11 @@ def scenario_key(task: Task) -> tuple[str, ...]:
     names of the gold actions (amounts and new bill ids aside)."""
     init = task.initial_state.initialization_actions if task.initial_state else None
     phone = next(
-        (str(a.arguments.get("phone_number")) for a in init or [] if a.func_name == "set_user_info"),
+        (
+            str(a.arguments.get("phone_number"))
+            for a in init or []
+            if a.func_name == "set_user_info"
+        ),
         "",
     )
     purpose = task.description.purpose if task.description and task.description.purpose else ""
