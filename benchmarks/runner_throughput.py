@@ -6,7 +6,9 @@ fixed latency with scripted tool calls: ``--calls - 1`` valid read-tool calls, t
 stack (OpenAI backend on httpx, retry wrapper, LLMAgent, episode loop, environment,
 evaluation, fsynced episode store). Printed per concurrency: episodes/s, the ideal
 ``concurrency / (model calls × latency)``, their ratio (efficiency) and the harness CPU time
-per step (this process's CPU, all threads; the server runs in another process).
+per step (this process's user + system CPU, all threads, from getrusage; the server runs in
+another process). Loopback TCP is processed in the sender's system time, so ``sys`` includes
+the kernel's share of talking to the server.
 
 ``--domain synthetic`` (default) uses a small in-file domain with retail-sized prompts
 (policy + 16 tool schemas) to measure the harness itself; ``--domain retail`` (or any
@@ -23,6 +25,7 @@ import asyncio
 import json
 import multiprocessing as mp
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -142,9 +145,11 @@ async def _run_level(domain: Domain, task_id: str, url: str, concurrency: int, e
         # One untimed episode first: lazy imports and first connections are not steady state.
         await run_arm(domain=domain, runtime=rt, plan=[PlannedEpisode(task_id, -1, 0)], settings=settings)
         rt.client.total.calls = 0
-        cpu0, t0 = time.process_time(), time.perf_counter()
+        ru0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         recs = await run_arm(domain=domain, runtime=rt, plan=plan, settings=settings, store=store)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        wall, ru1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
+        user, sys_ = ru1.ru_utime - ru0.ru_utime, ru1.ru_stime - ru0.ru_stime
+        cpu = user + sys_
     finally:
         await rt.aclose()
     bad = [r for r in recs if not r.scored or r.n_errors]
@@ -155,6 +160,7 @@ async def _run_level(domain: Domain, task_id: str, url: str, concurrency: int, e
     calls = rt.client.total.calls
     return {"concurrency": concurrency, "episodes": len(recs), "wall_s": round(wall, 3),
             "model_calls": calls, "steps": steps, "cpu_s": round(cpu, 3),
+            "cpu_user_s": round(user, 3), "cpu_sys_s": round(sys_, 3),
             "cpu_ms_per_call": round(1000 * cpu / calls, 4)}
 
 
@@ -204,15 +210,19 @@ def main(argv: list[str] | None = None) -> int:
         server.join(5)
 
     out = {"latency_s": args.latency, "domain": domain.name, "model_calls_per_episode": args.calls,
+           "cpu_count": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2),
            "results": results}
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        print(f"domain {domain.name}, latency {args.latency * 1000:.0f} ms, {args.calls} model calls/episode")
-        print(f"{'conc':>5} {'episodes':>8} {'eps/s':>8} {'ideal':>8} {'eff':>6} {'cpu ms/step':>12} {'cpu ms/call':>12}")
+        print(f"domain {domain.name}, latency {args.latency * 1000:.0f} ms, {args.calls} model calls/episode, "
+              f"load avg {out['load_avg_1m']} on {out['cpu_count']} CPUs")
+        print(f"{'conc':>5} {'episodes':>8} {'eps/s':>8} {'ideal':>8} {'eff':>6} {'cpu ms/step':>12} "
+              f"{'(user+sys)':>14} {'cpu ms/call':>12}")
         for r in results:
+            us = f"{1000 * r['cpu_user_s'] / r['steps']:.3f}+{1000 * r['cpu_sys_s'] / r['steps']:.3f}"
             print(f"{r['concurrency']:>5} {r['episodes']:>8} {r['episodes_per_s']:>8.2f} {r['ideal_per_s']:>8.2f} "
-                  f"{r['efficiency']:>6.2f} {r['cpu_ms_per_step']:>12.3f} {r['cpu_ms_per_call']:>12.3f}")
+                  f"{r['efficiency']:>6.2f} {r['cpu_ms_per_step']:>12.3f} {us:>14} {r['cpu_ms_per_call']:>12.3f}")
     return 0
 
 

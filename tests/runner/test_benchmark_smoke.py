@@ -1,0 +1,30 @@
+"""benchmarks/runner_throughput.py runs end to end (tiny settings) and prints the JSON keys
+the issue asks for."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "runner_throughput.py"
+
+
+def test_benchmark_json_shape() -> None:
+    out = subprocess.run(
+        [sys.executable, str(BENCH), "--json", "--concurrency", "1,4", "--rounds", "1",
+         "--latency", "0.01", "--calls", "3"],
+        capture_output=True, text=True, timeout=180, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["latency_s"] == 0.01
+    assert [r["concurrency"] for r in data["results"]] == [1, 4]
+    for r in data["results"]:
+        assert {"concurrency", "episodes_per_s", "ideal_per_s", "efficiency", "cpu_ms_per_step"} <= set(r)
+        assert r["model_calls"] == 3 * r["episodes"]
+        # ideal = concurrency / (model calls per episode × latency)
+        assert r["ideal_per_s"] == round(r["concurrency"] / (3 * 0.01), 3)
+        assert 0 < r["efficiency"] <= 1.05 and r["cpu_ms_per_step"] > 0
