@@ -33,7 +33,7 @@ from pytest_quantagent.stats.paired import (
 )
 from pytest_quantagent.stats.power import paired_tost_sample_size
 from pytest_quantagent.stats.rank import failure_set_agreement
-from pytest_quantagent.stats.ratio import rate_ci, rate_ratio_from_clusters
+from pytest_quantagent.stats.ratio import per_unit_ci, rate_ci, rate_ratio_from_clusters
 from pytest_quantagent.store.records import EpisodeRecord
 
 SCHEMA_VERSION: Literal[1] = 1
@@ -171,6 +171,8 @@ class ChannelStats(_Model):
     reference_rate_ci: list[float] | None = None
     arm_per_episode: float | None = None
     reference_per_episode: float | None = None
+    arm_per_episode_ci: list[float | None] | None = None
+    reference_per_episode_ci: list[float | None] | None = None
     method: str | None = None
 
 
@@ -267,7 +269,8 @@ def _pair_index(a: ArmData, r: ArmData) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _cluster_sums(a: ArmData, r: ArmData) -> tuple[np.ndarray, ...]:
-    """Per-task sums of calls and channel counts for both arms, aligned over the union."""
+    """Per-task sums of calls, channel counts and episodes for both arms, aligned over the
+    union of tasks."""
     labels, inv = np.unique(np.concatenate([a.task_ids, r.task_ids]).astype(str),
                             return_inverse=True)
     g = labels.size
@@ -282,7 +285,9 @@ def _cluster_sums(a: ArmData, r: ArmData) -> tuple[np.ndarray, ...]:
                    for j in range(len(ALL_CHANNELS))], axis=1)
     yr = np.stack([sums(ir, r.channel_counts[:, j].astype(float))
                    for j in range(len(ALL_CHANNELS))], axis=1)
-    return na, ya, nr, yr
+    ea = sums(ia, np.ones(a.n))
+    er = sums(ir, np.ones(r.n))
+    return na, ya, nr, yr, ea, er
 
 
 def _arm_cluster_sums(a: ArmData) -> tuple[np.ndarray, np.ndarray]:
@@ -425,7 +430,7 @@ def _analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig,
             tests.append((f"gap:{k}", float(gap_p[k])))  # type: ignore[arg-type]
 
     # channels
-    na, ya, nr, yr = _cluster_sums(a, r)
+    na, ya, nr, yr, ea, er = _cluster_sums(a, r)
     calls_a, calls_r = int(na.sum()), int(nr.sum())
     channels: dict[str, ChannelStats] = {}
     for j, ch in enumerate(ALL_CHANNELS):
@@ -446,6 +451,12 @@ def _analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig,
             stats.method = rr.method
             stats.arm_rate_ci = rate_ci(ya[:, j], na, confidence=cfg.confidence).as_list()
             stats.reference_rate_ci = rate_ci(yr[:, j], nr, confidence=cfg.confidence).as_list()
+        if a.n:
+            pe = per_unit_ci(ya[:, j], ea, confidence=cfg.confidence)
+            stats.arm_per_episode_ci = [_f(pe.low), _f(pe.high)]
+        if r.n:
+            pe = per_unit_ci(yr[:, j], er, confidence=cfg.confidence)
+            stats.reference_per_episode_ci = [_f(pe.low), _f(pe.high)]
             if stats.p is not None and (ca or cr):
                 tests.append((f"channel:{ch.value}", stats.p))
         channels[ch.value] = stats

@@ -15,7 +15,7 @@ from pytest_quantagent.stats.paired import (
 )
 from pytest_quantagent.stats.power import paired_tost_sample_size
 from pytest_quantagent.stats.rank import failure_set_agreement
-from pytest_quantagent.stats.ratio import rate_ci, rate_ratio, rate_ratio_from_clusters
+from pytest_quantagent.stats.ratio import per_unit_ci, rate_ci, rate_ratio, rate_ratio_from_clusters
 from pytest_quantagent.stats.results import (
     ConfidenceInterval,
     DiffResult,
@@ -44,6 +44,7 @@ __all__ = [
     "paired_difference",
     "paired_tost",
     "paired_tost_sample_size",
+    "per_unit_ci",
     "rate_ci",
     "rate_ratio",
     "rate_ratio_from_clusters",

@@ -216,3 +216,26 @@ def rate_ci(
     se = math.sqrt(g / (g - 1) * float(np.sum(u * u)))
     tq = float(_st.t.ppf(0.5 + confidence / 2, g - 1))
     return ConfidenceInterval(rate * math.exp(-tq * se), min(1.0, rate * math.exp(tq * se)), confidence)
+
+
+def per_unit_ci(
+    counts: npt.ArrayLike, units: npt.ArrayLike, *, confidence: float = 0.95
+) -> ConfidenceInterval:
+    """Cluster-robust t CI of ``sum(counts) / sum(units)`` (e.g. failures per episode), one
+    entry per cluster; linear scale, clipped at 0. ``[mean, mean]`` is never returned for a
+    single cluster: the interval is then ``[0, inf]``."""
+    check_probability("confidence", confidence)
+    y = np.asarray(counts, dtype=float).ravel()
+    n = np.asarray(units, dtype=float).ravel()
+    if y.size != n.size:
+        raise ValueError(f"counts and units need one entry per cluster; got {y.size} and {n.size}")
+    ns, g = float(n.sum()), y.size
+    if ns == 0:
+        raise ValueError("units sum to 0; at least one unit (episode) is needed")
+    mean = float(y.sum()) / ns
+    if g < 2:
+        return ConfidenceInterval(0.0, math.inf, confidence)
+    u = y - mean * n
+    se = math.sqrt(g / (g - 1) * float(np.sum(u * u))) / ns
+    tq = float(_st.t.ppf(0.5 + confidence / 2, g - 1))
+    return ConfidenceInterval(max(0.0, mean - tq * se), mean + tq * se, confidence)

@@ -68,3 +68,11 @@ def test_analyze_bad_middle_line_is_an_error(tmp_path: Path, capsys: pytest.Capt
     assert main(["analyze", str(store)]) == 2
     err = capsys.readouterr().err
     assert "line 6" in err and "not a valid episode record" in err
+
+
+def test_analyze_html_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = _write_store(tmp_path / "run")
+    html = tmp_path / "out" / "report.html"
+    assert main(["analyze", str(store), "--html", str(html), "--quiet"]) == 0
+    text = html.read_text()
+    assert text.lstrip().lower().startswith("<!doctype html") and "int4" in text

@@ -263,3 +263,21 @@ def test_sample_size_reaches_power_by_simulation() -> None:
         ref = np.zeros(n)
         hits += paired_tost(ref + d.clip(0), ref - d.clip(max=0), margin=0.1).pvalue < 0.05
     assert hits / 400 >= 0.72
+
+
+def test_per_unit_ci_matches_ols_cluster_robust() -> None:
+    # failures per episode with tasks as clusters: for equal episodes per task the ratio
+    # estimator is the OLS mean; its CR1 SE (statsmodels cov_type="cluster") equals ours
+    # exactly (K=1), rel 1e-9
+    import statsmodels.api as sm
+
+    from pytest_quantagent.stats import per_unit_ci
+
+    rng = np.random.default_rng(11)
+    tasks = np.repeat(np.arange(25), 4)
+    y = rng.poisson(rng.gamma(2, 0.5, 25)[tasks])
+    fit = sm.OLS(y.astype(float), np.ones(y.size)).fit(cov_type="cluster", cov_kwds={"groups": tasks})
+    ci = per_unit_ci(np.bincount(tasks, weights=y), np.bincount(tasks), confidence=0.95)
+    se = (ci.high - ci.low) / (2 * st.t.ppf(0.975, 24))
+    assert se == pytest.approx(float(fit.bse[0]), rel=1e-9)
+    assert (ci.low + ci.high) / 2 == pytest.approx(float(y.mean()), rel=1e-12)
