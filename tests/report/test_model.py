@@ -146,3 +146,18 @@ def test_terminal_table_one_row_per_cell() -> None:
     assert "MASKED_DAMAGE" in text and "INCONCLUSIVE" in text
     assert "unknown_tool ×" in text and "--quant-trials" in text
     render_terminal(rep.model_dump(mode="json"), console)  # a saved report re-renders
+
+
+def test_all_infrastructure_errors_arm_is_inconclusive() -> None:
+    from pytest_quantagent.env.channels import TerminationReason
+
+    rng = np.random.default_rng(14)
+    tasks = make_tasks(rng, 5)
+    ref = list(synthetic_episodes(rng, tasks, arm="bf16"))
+    arm = [r.model_copy(update={"arm": "int4", "termination": TerminationReason.INFRASTRUCTURE_ERROR,
+                                "success": False}) for r in ref]
+    cell = analyze([CellInput("retail", "int4", arm, "bf16", ref)]).cells[0]
+    assert cell.verdict == "INCONCLUSIVE" and cell.episodes == 0
+    assert cell.infrastructure_errors.arm == 15
+    assert "no scored episodes in one arm" in cell.reasons
+    json.dumps(cell.model_dump(mode="json"), allow_nan=False)
