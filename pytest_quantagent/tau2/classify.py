@@ -4,17 +4,21 @@
 ``error=True``; it does not say *why* the call failed. Our own engine decides the channel
 when the failure happens (``env/environment.py``); for third-party results files the
 channel has to be recovered from the text plus the domain's tool lists. The rules, in the
-order they are tried:
+order they are tried (they agree with the channels our engine assigns to the same texts,
+see ``tests/tau2/test_tau2_engine_agreement.py``):
 
 1. ``Tool 'X' not found.`` (τ²-bench's ``ToolKitBase.use_tool``) → ``cross_role_tool``
    when X is a tool of the *other* side (the agent called a user/device tool or the
    reverse), else ``unknown_tool``. The entity is X.
 2. Python call-signature and validation errors (unexpected/missing keyword argument,
-   pydantic validation, wrong types, invalid enum value) → ``bad_arguments``.
+   pydantic validation, wrong types, invalid enum value) and the domains' refusals of an
+   argument value (``Invalid reason``, "should be different from", "must be positive")
+   → ``bad_arguments``.
 3. A failing call made by the user simulator to one of its own tools → ``user_tool_error``
    (telecom device-side failures).
 4. ``... not found`` / unknown id format → ``wrong_entity``; the entity is the id when the
-   text or the call's ``*_id`` argument gives it.
+   text or the call's ``*_id`` argument gives it ("not found or available" is a business
+   rule, rule 5).
 5. Anything else is a business rule refusing the action → ``policy_violation``.
 """
 
@@ -36,14 +40,13 @@ _TOOL_NOT_FOUND = re.compile(r"Tool '(?P<name>[^']*)' not found")
 # conversion errors: the call reached the tool with arguments of the wrong shape.
 _BAD_ARGUMENTS = re.compile(
     r"unexpected keyword argument"
-    r"|missing \d+ required (?:positional|keyword-only) argument"
+    r"|missing \d+ required (?:positional |keyword-only )?arguments?"
     r"|takes (?:from )?\d+ (?:to \d+ )?positional arguments? but"
     r"|got multiple values for argument"
     r"|validation errors? for"
     r"|Input should be"
     r"|Field required"
     r"|Extra inputs are not permitted"
-    r"|is not a valid \w+"
     r"|invalid literal for int\(\)"
     r"|could not convert string to float"
     r"|unhashable type"
@@ -54,6 +57,25 @@ _BAD_ARGUMENTS = re.compile(
     r"|must be (?:str|int|float|a string|an integer|a number|a list|a dict)\b",
     re.IGNORECASE,
 )
+
+# Argument *values* the τ²-bench domains refuse; our domains raise ArgumentError for the
+# same texts (domains/retail/tools.py, domains/telecom/tools.py), so both readings agree.
+# Case-sensitive: "'x' is not a valid NetworkModePreference" is an enum conversion, while a
+# device answering "... is not a valid option" is a user-side failure.
+_BAD_VALUES = re.compile(
+    r"^Invalid\b"
+    r"|is not a valid [A-Z]\w*"
+    r"|should be different from"
+    r"|to be exchanged should match"
+    r"|must be positive"
+    r"|^Expression too long"
+    r"|^division by zero"
+    r"|^Unsupported operation"
+)
+
+# Exists but cannot be had: a business rule, not a wrong id ("New item 123 not found or
+# available" — the retail domain raises PolicyViolationError for it).
+_UNAVAILABLE = re.compile(r"not found or (?:un)?available", re.IGNORECASE)
 
 _NOT_FOUND = re.compile(
     r"\bnot found\b|\bdoes not exist\b|\bno such\b|\bunknown id\b|\binvalid id\b"
@@ -161,11 +183,14 @@ def classify_error(
             return Classification(Channel.CROSS_ROLE_TOOL, name)
         return Classification(Channel.UNKNOWN_TOOL, name)
 
-    if _BAD_ARGUMENTS.search(text):
+    if _BAD_ARGUMENTS.search(text) or _BAD_VALUES.search(text):
         return Classification(Channel.BAD_ARGUMENTS, None)
 
     if requestor == "user":
         return Classification(Channel.USER_TOOL_ERROR, None)
+
+    if _UNAVAILABLE.search(text):
+        return Classification(Channel.POLICY_VIOLATION, None)
 
     if _NOT_FOUND.search(text):
         return Classification(Channel.WRONG_ENTITY, _entity(text, arguments))

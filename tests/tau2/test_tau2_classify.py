@@ -106,6 +106,38 @@ NAMES = ToolNames.of(
             Channel.WRONG_ENTITY,
             "X12",
         ),
+        # bad_arguments: argument values the domains refuse (our engine's ArgumentError)
+        ("Error: Invalid reason", "cancel_pending_order", "assistant", Channel.BAD_ARGUMENTS, None),
+        (
+            "Error: The new item id should be different from the old item id",
+            "modify_pending_order_items",
+            "assistant",
+            Channel.BAD_ARGUMENTS,
+            None,
+        ),
+        (
+            "Error: get_order_details() missing 1 required argument: 'order_id'",
+            "get_order_details",
+            "assistant",
+            Channel.BAD_ARGUMENTS,
+            None,
+        ),
+        # a device refusing a value is a user-side failure, not an enum conversion error
+        (
+            "Error: Failed to set network mode: 'bogus' is not a valid option.",
+            "set_network_mode_preference",
+            "user",
+            Channel.USER_TOOL_ERROR,
+            None,
+        ),
+        # exists but unavailable: a business rule, not a wrong id
+        (
+            "Error: New item 1234567890 not found or available",
+            "modify_pending_order_items",
+            "assistant",
+            Channel.POLICY_VIOLATION,
+            None,
+        ),
         # policy_violation: business rules
         (
             "Error: Non-pending order cannot be cancelled",
