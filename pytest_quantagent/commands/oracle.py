@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pytest_quantagent.errors import QuantAgentError
 
@@ -24,12 +24,16 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--tau2-tasks", default=None, metavar="FILE",
                    help="task file name inside the domain dir (default: tasks.json)")
     p.add_argument("--tasks", default=None, metavar="IDS", help="comma-separated task ids (default: all)")
-    p.add_argument("--seed", type=int, default=0, help="scripted-user seed (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="scripted-user and oracle seed (default 0)")
+    p.add_argument("--style", choices=("direct", "conversational"), default="direct",
+                   help="direct: only the gold actions; conversational: also asks for identity "
+                   "and confirmations and varies its wording (checks the scripted user)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def oracle_summary(domain_name: str, tau2_data: Path | None = None, tasks_file: str | None = None,
-                   task_ids: list[str] | None = None, seed: int = 0) -> dict[str, Any]:
+                   task_ids: list[str] | None = None, seed: int = 0,
+                   style: Literal["direct", "conversational"] = "direct") -> dict[str, Any]:
     """The oracle's result over a domain's tasks, as printed by the command."""
     from pytest_quantagent.env.registry import get_domain
     from pytest_quantagent.env.tasks import select_tasks
@@ -37,7 +41,7 @@ def oracle_summary(domain_name: str, tau2_data: Path | None = None, tasks_file: 
 
     domain = get_domain(domain_name, tau2_data=tau2_data, tasks_file=tasks_file)
     tasks = select_tasks(domain.tasks, task_ids) if task_ids else domain.tasks
-    results = run_oracle(domain, tasks, seed=seed)
+    results = run_oracle(domain, tasks, seed=seed, style=style)
     ok = sum(r.success for r in results)
     nl = sum(1 for r in results if "NL_ASSERTION" in r.outcome.reward_info.not_evaluated)
     out: dict[str, Any] = {
@@ -56,7 +60,7 @@ def oracle_summary(domain_name: str, tau2_data: Path | None = None, tasks_file: 
 def run(args: argparse.Namespace) -> int:
     try:
         ids = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-        out = oracle_summary(args.domain, args.tau2_data, args.tau2_tasks, ids, args.seed)
+        out = oracle_summary(args.domain, args.tau2_data, args.tau2_tasks, ids, args.seed, args.style)
     except QuantAgentError as e:
         print(f"quantagent oracle: error: {e}", file=sys.stderr)
         return 2

@@ -30,6 +30,19 @@ def test_oracle_json_on_toy(toy_dir: Path, capsys: pytest.CaptureFixture[str]) -
     assert "NL_ASSERTION not evaluated on 1 task" in out["note"]
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_conversational_oracle_on_toy(toy_dir: Path, seed: int, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_quantagent.runner.oracle import run_oracle
+
+    domain = registry.get_domain("toy")
+    results = run_oracle(domain, seed=seed, style="conversational")
+    assert all(r.success for r in results), [r.reason for r in results]
+    deposit = next(r for r in results if r.task_id == "deposit").outcome.messages
+    texts = [m.content or "" for m in deposit if m.role == "assistant"]
+    assert any("deposit" in t and ("confirm" in t or "go ahead" in t) for t in texts)
+    assert any(m.role == "user" and "Ada Lovelace" in (m.content or "") for m in deposit)
+
+
 def test_oracle_reports_failing_tasks_with_reason(toy_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tasks = json.loads((toy_dir / "toy" / "tasks.json").read_text())
     # An assertion the gold actions cannot satisfy: wifi is on after the user toggles it.
@@ -117,12 +130,15 @@ def test_official_oracle(tau2_data: Path, domain: str, tasks_file: str | None, c
     assert out["success_rate"] >= 0.97, out["failed"]
 
 
+@pytest.mark.parametrize("style", ["direct", "conversational"])
 @pytest.mark.parametrize("domain", ["retail", "telecom"])
-def test_bundled_domains_oracle_all_succeed(domain: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bundled_domains_oracle_all_succeed(
+    domain: str, style: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.delenv("QUANTAGENT_DOMAINS_DIR", raising=False)
     registry.clear_cache()
     if domain not in registry.list_domains():
         pytest.skip(f"domain {domain} not present in this checkout")
-    assert main(["oracle", "--domain", domain, "--json"]) == 0
+    assert main(["oracle", "--domain", domain, "--json", "--style", style, "--seed", "1"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["tasks"] >= 100 and out["success_rate"] == 1.0, out["failed"][:3]
