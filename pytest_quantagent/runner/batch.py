@@ -237,9 +237,13 @@ class ArmRunner:
     async def run(self, plan: Sequence[PlannedEpisode]) -> list[EpisodeRecord]:
         """Run (or load) every planned episode; records in plan order, infrastructure
         failures included (``record.scored`` is False for them)."""
-        stored = self.store.load() if self.store is not None else {}
         keys = [self.key(ep) for ep in plan]
-        results: list[EpisodeRecord | None] = [stored.get(k) for k in keys]
+        if self.store is not None:
+            self.store.refresh()
+            store = self.store
+            results: list[EpisodeRecord | None] = [store.get(k) if k in store else None for k in keys]
+        else:
+            results = [None] * len(keys)
         todo = [i for i, r in enumerate(results) if r is None]
         if self.progress is not None:
             self.progress.preload(len(plan) - len(todo))

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 from filelock import FileLock
@@ -34,6 +34,11 @@ from pytest_quantagent.store.records import EpisodeRecord
 
 EPISODES_FILE = "episodes.jsonl"
 FAILURES_FILE = "failures.jsonl"
+
+
+# Records are written by pydantic in field order, so the key sits near the start of each
+# line; reading it without decoding the record keeps opening a large store cheap.
+_KEY_RE = re.compile(rb'^\{"schema_version":\d+,"key":"([^"\\]+)"')
 
 
 class TornLineWarning(UserWarning):
@@ -50,7 +55,9 @@ class EpisodeStore:
         self.failures_path = self.run_dir / FAILURES_FILE
         self._flock = FileLock(str(self.path) + ".lock")
         self._tlock = threading.Lock()
-        self._index: dict[str, EpisodeRecord] = {}
+        self._index: dict[str, tuple[int, int, int]] = {}
+        """key → (byte offset, length, line number) of its line."""
+        self._parsed: dict[str, EpisodeRecord] = {}
         self._offset = 0
         self._line_no = 0
 
@@ -73,15 +80,20 @@ class EpisodeStore:
             data = f.read(size - self._offset)
         end = data.rfind(b"\n") + 1
         complete, tail = data[:end], data[end:]
-        for line in complete.splitlines():
+        pos = self._offset
+        for line in complete.split(b"\n")[:-1]:
             self._line_no += 1
+            start, pos = pos, pos + len(line) + 1
             if not line.strip():
                 continue
-            try:
-                rec = EpisodeRecord.model_validate_json(line)
-            except ValidationError as e:
-                raise DataFileError(self.path, f"line {self._line_no}", f"not an episode record: {e}") from None
-            self._index.setdefault(rec.key, rec)
+            m = _KEY_RE.match(line)
+            if m is not None:
+                key = m.group(1).decode()
+            else:
+                rec = self._parse(line, self._line_no)
+                key = rec.key
+                self._parsed.setdefault(key, rec)
+            self._index.setdefault(key, (start, len(line), self._line_no))
         self._offset += end
         if tail and repair:
             warnings.warn(
@@ -95,24 +107,58 @@ class EpisodeStore:
                 f.flush()
                 os.fsync(f.fileno())
 
-    def load(self) -> dict[str, EpisodeRecord]:
-        """Every stored record by key (a torn last line is dropped with a warning)."""
+    def _parse(self, line: bytes, line_no: int) -> EpisodeRecord:
+        try:
+            return EpisodeRecord.model_validate_json(line)
+        except ValidationError as e:
+            raise DataFileError(self.path, f"line {line_no}", f"not an episode record: {e}") from None
+
+    def refresh(self) -> None:
+        """Index what was appended since (by any process); drop a torn last line."""
         with self._tlock, self._flock:
             self._read_new(repair=True)
-            return dict(self._index)
+
+    def get(self, key: str) -> EpisodeRecord | None:
+        """The stored record with this key (decoded on first access), or None."""
+        rec = self._parsed.get(key)
+        if rec is not None:
+            return rec
+        where = self._index.get(key)
+        if where is None:
+            return None
+        start, length, line_no = where
+        with open(self.path, "rb") as f:
+            f.seek(start)
+            rec = self._parse(f.read(length), line_no)
+        if rec.key != key:
+            raise DataFileError(self.path, f"line {line_no}", "the store changed under its index")
+        self._parsed[key] = rec
+        return rec
+
+    def load(self) -> dict[str, EpisodeRecord]:
+        """Every stored record by key, in file order (a torn last line is dropped with a
+        warning). Decodes every record: prefer :meth:`refresh` + :meth:`get` for lookups."""
+        self.refresh()
+        out: dict[str, EpisodeRecord] = {}
+        for key in list(self._index):
+            rec = self.get(key)
+            assert rec is not None
+            out[key] = rec
+        return out
 
     def records(self) -> list[EpisodeRecord]:
         """Stored records in file order."""
         return list(self.load().values())
+
+    def keys(self) -> list[str]:
+        """Keys indexed so far (call :meth:`refresh` first to see other writers)."""
+        return list(self._index)
 
     def __contains__(self, key: object) -> bool:
         return key in self._index
 
     def __len__(self) -> int:
         return len(self._index)
-
-    def __iter__(self) -> Iterator[EpisodeRecord]:
-        return iter(list(self._index.values()))
 
     # -- writing -----------------------------------------------------------------------
 
@@ -136,9 +182,10 @@ class EpisodeStore:
                 f.write(line)
                 f.flush()
                 os.fsync(f.fileno())
-            self._index[record.key] = record
-            self._offset += len(line)
             self._line_no += 1
+            self._index[record.key] = (self._offset, len(line) - 1, self._line_no)
+            self._parsed[record.key] = record
+            self._offset += len(line)
             return True
 
     def append_failure(self, record: EpisodeRecord) -> None:

@@ -157,3 +157,24 @@ def test_records_survive_sigkill_of_the_writer(tmp_path: Path) -> None:
     assert n > 0
     assert s.append(rec("after-kill"))
 
+
+
+def test_lookup_by_key_decodes_lazily_and_reports_bad_lines(tmp_path: Path) -> None:
+    a = EpisodeStore(tmp_path)
+    for i in range(5):
+        a.append(rec(f"k{i}", task=f"t{i}"))
+    b = EpisodeStore(tmp_path)
+    b.refresh()
+    assert b.keys() == [f"k{i}" for i in range(5)]
+    assert b._parsed == {}  # nothing decoded yet
+    got = b.get("k3")
+    assert got is not None and got.task_id == "t3" and list(b._parsed) == ["k3"]
+    assert b.get("absent") is None
+    # A line whose key is readable but whose body is broken fails when it is read.
+    with open(tmp_path / "episodes.jsonl", "ab") as f:
+        f.write(b'{"schema_version":1,"key":"k9","model":\n')
+    c = EpisodeStore(tmp_path)
+    c.refresh()
+    assert "k9" in c
+    with pytest.raises(DataFileError, match="line 6: not an episode record"):
+        c.get("k9")
