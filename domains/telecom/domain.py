@@ -30,9 +30,20 @@ class TelecomDomain(Domain):
 
     def make_user(self, task: Task, seed: int) -> ScriptedUser:
         """The telecom scripted user for ``task`` (deterministic given ``seed``)."""
-        # The user's private view of its own phone (see TelecomUser): the device right after
-        # the task's initial state.
-        phone = self.make_environment(task).user_tools
+        # The user's private view of its own phone (see TelecomUser): the device after the
+        # task's user-side initialization. Switch states depend on user-side actions only,
+        # so the agent side (and the sync) is not needed here.
+        phone = TelecomUserTools(self._user_db_copy())
+        ist = task.initial_state
+        if (
+            ist is not None
+            and ist.initialization_data is not None
+            and ist.initialization_data.user_data
+        ):
+            phone.db.update_device(ist.initialization_data.user_data.get("device", {}))
+        for action in (ist.initialization_actions or []) if ist is not None else []:
+            if action.env_type == "user":
+                getattr(phone, action.func_name)(**action.arguments)
         return TelecomUser(
             script_for_task(task),
             seed=seed,
@@ -40,6 +51,11 @@ class TelecomDomain(Domain):
             user_tool_names=self.user_tool_names,
             phone=phone,
         )
+
+    def _user_db_copy(self) -> TelecomUserDB:
+        if not isinstance(self.user_db, TelecomUserDB):
+            raise TypeError(f"telecom user DB expected, got {type(self.user_db).__name__}")
+        return self.user_db.copy_fresh()
 
     def generate_tasks(self, seed: int, n: int, kinds: Sequence[str] | None = None) -> list[Task]:
         """``n`` fresh tasks over this domain's DB (see :func:`generate.generate_tasks`),

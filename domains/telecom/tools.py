@@ -76,6 +76,12 @@ class TelecomTools(Toolkit):
         raise EntityNotFoundError(f"Line with ID {line_id} not found", entity=line_id)
 
     def _line_by_phone(self, phone_number: str) -> Line:
+        for line in self.db.lines:  # the common case, without digit folding (sync runs often)
+            if (
+                line.phone_number == phone_number
+                and phone_number not in self.db.phone_number_aliases
+            ):
+                return line
         wanted = _digits(phone_number)
         for alias, canonical in self.db.phone_number_aliases.items():
             if _digits(alias) == wanted:
@@ -139,6 +145,10 @@ class TelecomTools(Toolkit):
         Args:
             phone_number: The phone number to search for.
         """
+        exact = {line.line_id for line in self.db.lines if line.phone_number == phone_number}
+        for customer in self.db.customers:  # exact match first: cheap and the common case
+            if customer.phone_number == phone_number or exact.intersection(customer.line_ids):
+                return customer
         wanted = _digits(phone_number)
         if wanted:
             lines = {line.line_id: line for line in self.db.lines}

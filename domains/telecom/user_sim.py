@@ -389,6 +389,13 @@ _STATE_QUESTION = re.compile(
     re.IGNORECASE,
 )
 
+
+def _normalize(text: str) -> str:
+    """The text as :func:`pytest_quantagent.env.user.matches` sees it (lower case, words
+    separated by single spaces, padded), computed once per sentence instead of per intent."""
+    return " " + re.sub(r"[^a-z0-9#@._\-]+", " ", text.lower()) + " "
+
+
 _DOB = (("date", "birth"), ("dob",), ("birthday",), ("birth", "date"))
 
 #: Toggle tools → (device attribute, name the user says).
@@ -440,6 +447,7 @@ class TelecomUser(ScriptedUser):
         super().__init__(script, seed=seed, intents=intents, user_tool_names=user_tool_names)
         self.phone = phone
         self._already: list[str] = []
+        self._literal_re: re.Pattern[str] | None = None
 
     def respond(self, view: list[Message]) -> UserMessage:
         """As :meth:`ScriptedUser.respond`, saying so when a switch is already as asked."""
@@ -498,15 +506,18 @@ class TelecomUser(ScriptedUser):
         seen: set[str] = set()
         # A literal tool name is always understood (word-bounded, so toggle_data is not
         # found inside toggle_data_saver_mode).
-        for name in sorted(self.user_tool_names):
-            m = re.search(rf"(?<![a-z_]){re.escape(name)}(?![a-z_])", low)
-            if m:
+        for m in self._literal_names().finditer(low):
+            name = m.group(0)
+            if name not in seen:
                 args = self._script_args(name)
                 found.append((m.start(), name, args if args is not None else {}))
                 seen.add(name)
         if not seen:
+            norm = _normalize(sentence)
             for intent in self.intents:
-                if intent.tool in self.user_tool_names and matches(sentence, intent.keywords):
+                if intent.tool in self.user_tool_names and any(
+                    all(" " + w in norm for w in group) for group in intent.keywords
+                ):
                     pos = min(
                         (low.find(g[0]) for g in intent.keywords if g[0] in low), default=len(low)
                     )
@@ -534,6 +545,16 @@ class TelecomUser(ScriptedUser):
             found = [f for f in resolved if not self._already_as_asked(f[1], sentence)]
         found.sort(key=lambda x: x[0])
         return [(name, args) for _, name, args in found]
+
+    def _literal_names(self) -> re.Pattern[str]:
+        if self._literal_re is None:
+            names = "|".join(
+                re.escape(n) for n in sorted(self.user_tool_names, key=len, reverse=True)
+            )
+            self._literal_re = re.compile(
+                rf"(?<![a-z_])(?:{names})(?![a-z_])" if names else r"(?!)"
+            )
+        return self._literal_re
 
     def _already_as_asked(self, tool: str, sentence: str) -> bool:
         if self.phone is None or tool not in _SWITCHES:
