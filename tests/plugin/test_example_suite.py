@@ -1,0 +1,83 @@
+"""The shipped example_suite/, run as a user would: on scripted mock arms (fast, default
+selection) and on the bundled CPU model (slow, opt-in with ``-m slow``)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_quantagent.report.json_io import read_report, validate_report
+
+EXAMPLE = Path(__file__).resolve().parent.parent.parent / "example_suite"
+
+# bf16 looks the customer up and gives up; int4 first calls a tool that does not exist
+# (named with markup), then does the same. Same success, one extra failed call per episode:
+# masked damage by construction.
+MOCK_ARMS = """
+[arms.bf16]
+backend = "mock"
+model = "scripted"
+responses = [
+  {tool_calls = [{name = "get_customer_by_phone", arguments = {phone_number = "555-0100"}}]},
+  {content = "Sorry, I cannot help. ###STOP###"},
+]
+
+[arms.int4]
+backend = "mock"
+model = "scripted"
+responses = [
+  {tool_calls = [{name = "<script>alert(1)</script>", arguments = {}}]},
+  {tool_calls = [{name = "get_customer_by_phone", arguments = {phone_number = "555-0100"}}]},
+  {content = "Sorry, I cannot help. ###STOP###"},
+]
+"""
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    for name in ("pytest.ini", "conftest.py", "test_release_gate.py"):
+        (pytester.path / name).write_text((EXAMPLE / name).read_text(encoding="utf-8"), encoding="utf-8")
+    return pytester
+
+
+def test_example_suite_on_mock_arms(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = suite.path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    suite.makefile(".toml", arms=MOCK_ARMS)
+    result = suite.runpytest("--quant-config=arms.toml", "--quant=int4", "--domain=telecom")
+    result.assert_outcomes(passed=5, failed=1)
+    result.stdout.fnmatch_lines(["*_ test_no_failure_channel_is_amplified?telecom-int4? _*"])
+    result.stdout.fnmatch_lines([
+        "*telecom-int4: 1 channel(s) amplified above ×1.2 while the final score is equivalent (MASKED_DAMAGE):",
+        "*unknown_tool: 50.0% of int4 tool calls vs 0.0% of bf16 (40 vs 0)*",
+    ])
+    report = read_report(suite.path / "quantagent-report.json")  # path from the suite's pytest.ini
+    validate_report(report)
+    (cell,) = report["cells"]
+    assert (cell["domain"], cell["arm"], cell["episodes"], cell["verdict"]) == (
+        "telecom", "int4", 40, "MASKED_DAMAGE")
+    page = (suite.path / "quantagent-report.html").read_text(encoding="utf-8")
+    assert "<script" not in page.lower() and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "| telecom-int4 | 0.0% vs 0.0% | MASKED_DAMAGE |" in summary.read_text()
+
+
+def test_domain_marker_skips_outside_its_domain(suite: pytest.Pytester) -> None:
+    suite.makefile(".toml", arms=MOCK_ARMS)
+    result = suite.runpytest("--quant-config=arms.toml", "--domain=retail", "--quant-tasks=3",
+                             "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["*test_fails_in_the_same_ways?retail-int4?*"])
+    assert "test_agent_does_not_call_device_tools[retail" not in result.stdout.str()
+
+
+@pytest.mark.slow
+def test_example_suite_on_the_bundled_model_within_three_minutes(suite: pytest.Pytester) -> None:
+    start = time.monotonic()
+    result = suite.runpytest_subprocess("--quant=int4", "--domain=telecom", timeout=600)
+    elapsed = time.monotonic() - start
+    print(result.stdout.str())
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 6, outcomes
+    validate_report(read_report(suite.path / "quantagent-report.json"))
+    assert elapsed <= 180, f"example suite took {elapsed:.0f} s on this machine"
