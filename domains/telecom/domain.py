@@ -9,8 +9,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.env.tasks import Task, load_splits, load_tasks
@@ -80,6 +86,12 @@ def _first_existing(data_dir: Path, names: tuple[str, ...]) -> Path:
     )
 
 
+def _read(path: Path) -> str:
+    if not path.is_file():
+        raise DataFileError(path, "", "telecom policy file not found")
+    return path.read_text(encoding="utf-8")
+
+
 def _load_db(cls: type[TelecomDB] | type[TelecomUserDB], path: Path) -> TelecomDB | TelecomUserDB:
     from pydantic import ValidationError
 
@@ -89,6 +101,12 @@ def _load_db(cls: type[TelecomDB] | type[TelecomUserDB], path: Path) -> TelecomD
         first = e.errors()[0]
         loc = ".".join(str(x) for x in first["loc"])
         raise DataFileError(path, f"field {loc!r}", first["msg"]) from None
+    except json.JSONDecodeError as e:
+        raise DataFileError(
+            path, f"line {e.lineno} column {e.colno}", f"invalid JSON: {e.msg}"
+        ) from None
+    except tomllib.TOMLDecodeError as e:
+        raise DataFileError(path, "", f"invalid TOML: {e}") from None
 
 
 def _contained_splits(path: Path, ids: list[str]) -> dict[str, list[str]]:
@@ -120,13 +138,13 @@ def make_domain(data_dir: Path, tasks_file: str | None, official: bool) -> Domai
     if official:
         policy = (
             "<main_policy>\n"
-            + (data_dir / "main_policy.md").read_text(encoding="utf-8")
+            + _read(data_dir / "main_policy.md")
             + "\n</main_policy>\n<tech_support_policy>\n"
-            + (data_dir / "tech_support_manual.md").read_text(encoding="utf-8")
+            + _read(data_dir / "tech_support_manual.md")
             + "\n</tech_support_policy>"
         )
     else:
-        policy = (data_dir / "policy.md").read_text(encoding="utf-8")
+        policy = _read(data_dir / "policy.md")
     tasks_path = data_dir / (tasks_file or "tasks.json")
     tasks = load_tasks(tasks_path)
     # τ²-bench's convention: tasks_X.json has its splits in split_X.json.

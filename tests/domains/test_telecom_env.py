@@ -229,3 +229,36 @@ def test_db_hashes_are_stable(env: Any) -> None:
     assert env.get_user_db_hash() != uh
     _call(env, "user", "toggle_data")
     assert env.get_user_db_hash() == uh
+
+
+def _copy_data(src: Any, dst: Any) -> None:
+    import shutil
+
+    for name in ("db.json", "user_db.json", "policy.md", "tasks.json", "split_tasks.json"):
+        shutil.copy(src / name, dst / name)
+
+
+def test_bad_data_files_name_the_file_and_field(tmp_path: Any) -> None:
+    import json
+    from pathlib import Path
+
+    from pytest_quantagent.errors import DataFileError
+
+    src = Path(str(domain_mod.__file__)).parent
+    _copy_data(src, tmp_path)
+    db = json.loads((tmp_path / "db.json").read_text())
+    db["lines"][0]["colour"] = "red"
+    (tmp_path / "db.json").write_text(json.dumps(db))
+    with pytest.raises(DataFileError, match=r"db\.json at field 'lines\.0\.colour': Extra inputs"):
+        domain_mod.make_domain(tmp_path, None, False)
+    _copy_data(src, tmp_path)
+    (tmp_path / "user_db.json").write_text("{not json")
+    with pytest.raises(DataFileError, match=r"user_db\.json at line 1 column 2: invalid JSON"):
+        domain_mod.make_domain(tmp_path, None, False)
+    _copy_data(src, tmp_path)
+    (tmp_path / "policy.md").unlink()
+    with pytest.raises(DataFileError, match=r"policy\.md: telecom policy file not found"):
+        domain_mod.make_domain(tmp_path, None, False)
+    _copy_data(src, tmp_path)
+    with pytest.raises(DataFileError, match=r"nope\.json: file not found"):
+        domain_mod.make_domain(tmp_path, "nope.json", False)
