@@ -96,17 +96,41 @@ def synthetic_script(n_calls: int) -> list[dict[str, Any]]:
     return [*calls, STOP]
 
 
+def _read_calls(domain: Domain, task: Task) -> list[tuple[str, dict[str, Any]]]:
+    """Valid read-only agent calls for ``task``: its read gold calls, else read tools whose
+    required arguments all appear (same names) in one of its gold calls, e.g.
+    ``get_customer_by_id(customer_id)`` from ``resume_line(customer_id, line_id)``."""
+    reads = [(a.name, a.arguments) for a in task.gold_actions
+             if a.requestor == "assistant" and domain.tool_type(a.name) == ToolType.READ]
+    if reads:
+        return reads
+    out = []
+    for schema in domain.agent_tool_schemas():
+        fn = schema["function"]
+        if domain.tool_type(fn["name"]) != ToolType.READ:
+            continue
+        required = fn.get("parameters", {}).get("required", [])
+        for a in task.gold_actions:
+            if required and all(k in a.arguments for k in required):
+                out.append((fn["name"], {k: a.arguments[k] for k in required}))
+                break
+    return out
+
+
 def domain_script(domain: Domain, n_calls: int) -> tuple[str, list[dict[str, Any]]]:
-    """The first task having read-only gold calls by the agent, and a script cycling them."""
+    """The first task with valid read-only agent calls (checked against a fresh
+    environment), and a script cycling them."""
+    from pytest_quantagent.env.messages import ToolCall
+
     for task in domain.tasks:
-        reads = [a for a in task.gold_actions
-                 if a.requestor == "assistant" and domain.tool_type(a.name) == ToolType.READ]
-        if reads:
-            calls = [{"tool_calls": [{"name": reads[i % len(reads)].name,
-                                      "arguments": reads[i % len(reads)].arguments}]}
-                     for i in range(n_calls - 1)]
-            return task.id, [*calls, STOP]
-    raise SystemExit(f"domain {domain.name!r}: no task with read-only gold calls to script")
+        env = domain.make_environment(task)
+        calls = [(n, a) for n, a in _read_calls(domain, task)
+                 if not env.execute(ToolCall(id="probe", name=n, arguments=a)).message.error]
+        if calls:
+            script = [{"tool_calls": [{"name": calls[i % len(calls)][0], "arguments": calls[i % len(calls)][1]}]}
+                      for i in range(n_calls - 1)]
+            return task.id, [*script, STOP]
+    raise SystemExit(f"domain {domain.name!r}: no task with valid read-only agent calls to script")
 
 
 # -- the server process ---------------------------------------------------------------------
