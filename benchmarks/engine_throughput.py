@@ -18,7 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pytest_quantagent.env.messages import AssistantMessage, Message, UserMessage
 from pytest_quantagent.env.registry import get_domain, list_domains
+from pytest_quantagent.runner.episode import run_episode
 from pytest_quantagent.runner.oracle import run_oracle_task
 
 
@@ -61,6 +63,35 @@ def measure(name: str, tau2_data: Path | None, tasks_file: str | None, min_secon
     }
 
 
+class _Talker:
+    """Agent and user that only talk (no tools): isolates the loop's own cost per hop."""
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+
+    async def act(self, view: list[Message]) -> Any:
+        if self.role == "assistant":
+            return AssistantMessage(content="Could you tell me more about the issue?")
+        return UserMessage(content="It still does not work.")
+
+
+def loop_overhead(name: str, hops: int = 200, rounds: int = 30) -> dict[str, Any]:
+    """Harness CPU per message hop, tools excluded (what the runner pays per model call)."""
+    domain = get_domain(name)
+    task = domain.tasks[0]
+
+    async def go() -> None:
+        for _ in range(rounds):
+            await run_episode(domain=domain, task=task, agent=_Talker("assistant"),
+                              user=_Talker("user"), max_steps=hops, evaluate_reward=False)
+
+    t0 = time.perf_counter()
+    asyncio.run(go())
+    elapsed = time.perf_counter() - t0
+    return {"domain": name, "hops": hops * rounds,
+            "us_per_hop_incl_env_copy": round(1e6 * elapsed / (hops * rounds), 1)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--domain", action="append", help="domain(s) (default: all)")
@@ -76,13 +107,17 @@ def main() -> None:
         if args.tau2_data is not None and name == "telecom" and tasks_file is None:
             tasks_file = "tasks_base_2025-06-10.json"
         rows.append(measure(name, args.tau2_data, tasks_file, args.min_seconds))
+    overhead = [loop_overhead(name) for name in (args.domain or list_domains())]
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"throughput": rows, "loop_overhead": overhead}, indent=2))
     else:
         for r in rows:
             print(f"{r['domain']:8s} official={r['official']!s:5s} tasks={r['tasks']:4d} "
                   f"oracle={r['oracle_success']:.3f} {r['episodes_per_s']:8.1f} episodes/s "
                   f"({r['ms_per_step']} ms/step, {r['ms_per_tool_call']} ms/tool call, load {r['load_s']} s)")
+        for o in overhead:
+            print(f"{o['domain']:8s} loop overhead {o['us_per_hop_incl_env_copy']} µs per message hop "
+                  f"(no tools; includes one environment copy per {o['hops'] // 30} hops)")
 
 
 if __name__ == "__main__":

@@ -108,7 +108,9 @@ class Environment:
     """Agent-side and user-side toolkits bound to this episode's DB copies.
 
     Domains with dual control (telecom) subclass this and override :meth:`sync_tools`
-    (and, if their toolkits need more than one DB, :meth:`make_toolkits`).
+    (and, if their toolkits need more than one DB, :meth:`make_toolkits`). ``sync_tools``
+    must be idempotent (a function of the current state): the engine calls it after each
+    successful tool call and after each tool step, not after every message as τ²-bench does.
     """
 
     def __init__(self, domain: Domain, db: DB, user_db: DB | None = None) -> None:

@@ -233,8 +233,10 @@ async def run_episode(
                     )
                 )
             to_role = "agent" if pending.role == "assistant" else "user"
+            # τ²-bench syncs after every step; only tool steps change state and sync is a
+            # function of the state, so syncing here alone gives the same states.
+            env.sync_tools()
         steps += 1
-        env.sync_tools()
         if to_role != "env":
             if steps >= max_steps:
                 termination = TerminationReason.MAX_STEPS
