@@ -60,6 +60,9 @@ def add_parser(subparsers: Any) -> None:
                    help="episodes in flight per arm")
     p.add_argument("--episode-timeout", type=float, default=900.0, metavar="SECONDS",
                    help="wall-clock limit per episode attempt (an infrastructure failure)")
+    p.add_argument("--repair", choices=("none", "reflexive"), default="none",
+                   help="reflexive: also run every arm as '<arm>+repair' (reflexive repair of "
+                   "unknown-tool / bad-argument results), each compared with the reference")
     p.add_argument("--tau2-data", type=Path, default=None, metavar="DIR",
                    help="run tau2-bench's official task/DB files from DIR/domains/<domain>/")
     p.add_argument("--out", type=Path, default=Path(DEFAULT_OUT), metavar="DIR",
@@ -87,9 +90,20 @@ def _run_info(args: argparse.Namespace, specs: list[Any], runtimes: list[Any]) -
         "seed": args.seed,
         "trials": args.trials,
         "budget": args.error_budget,
+        "repair": args.repair,
         "max_steps": args.max_steps,
         "store": str(args.out),
     }
+
+
+def with_repair_arms(arms: str, repair: str) -> str:
+    """``"bf16,int4"`` → ``"bf16,int4,bf16+repair,int4+repair"`` for ``repair="reflexive"``
+    (the reference stays first, without repair); unchanged for ``"none"``."""
+    if repair == "none":
+        return arms
+    labels = [a.strip() for a in arms.split(",")]
+    extra = [f"{a}+repair" for a in labels if a and not a.endswith("+repair") and f"{a}+repair" not in labels]
+    return ",".join(labels + extra)
 
 
 def execute(args: argparse.Namespace) -> dict[str, Any]:
@@ -101,7 +115,8 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
     from pytest_quantagent.runner.progress import RunProgress
     from pytest_quantagent.store.jsonl import EpisodeStore
 
-    specs = resolve_arms(args.arms, model_spec=args.model, config_path=args.config)
+    specs = resolve_arms(with_repair_arms(args.arms, args.repair), model_spec=args.model,
+                         config_path=args.config)
     domain = get_domain(args.domain, tau2_data=args.tau2_data)
     task_ids = select_tasks(
         domain,

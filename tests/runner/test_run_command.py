@@ -62,6 +62,19 @@ def test_two_arm_run_writes_report_and_resumes(arms_toml: Path, tmp_path: Path) 
     assert json.loads(rep.read_text())["cells"][0]["episodes"] == 8
 
 
+def test_repair_flag_adds_repair_arms_side_by_side(arms_toml: Path, tmp_path: Path) -> None:
+    rep = tmp_path / "r.json"
+    assert _run("--arms", "bf16,int4", "--config", str(arms_toml), "--repair", "reflexive",
+                "--out", str(tmp_path / "s"), "--json", str(rep)) == 0
+    report = json.loads(rep.read_text())
+    assert [(c["arm"], c["reference"]) for c in report["cells"]] == [
+        ("int4", "bf16"), ("bf16+repair", "bf16"), ("int4+repair", "bf16")]
+    assert report["run"]["repair"] == "reflexive"
+    recs = [json.loads(x) for x in (tmp_path / "s" / "episodes.jsonl").read_text().splitlines()]
+    assert {(r["arm"], r["repair"]) for r in recs} == {
+        ("bf16", "none"), ("int4", "none"), ("bf16+repair", "reflexive"), ("int4+repair", "reflexive")}
+
+
 def test_one_arm_run_has_null_reference(arms_toml: Path, tmp_path: Path) -> None:
     rep = tmp_path / "r.json"
     assert _run("--arms", "int4", "--config", str(arms_toml), "--tasks", "t1,t2",
