@@ -87,7 +87,7 @@ class Domain:
         self.device_intents: tuple[DeviceIntent, ...] = tuple(device_intents)
         self.official = official
         self._by_id = {t.id: t for t in self.tasks}
-        self._gold: dict[str, GoldState] = {}
+        self._gold: dict[str, tuple[Task, GoldState]] = {}
         clash = self.agent_tool_names & self.user_tool_names
         if clash:
             raise ValueError(
@@ -194,8 +194,8 @@ class Domain:
         skipped. A failing state-changing gold call is reported in ``failed_writes``.
         """
         cached = self._gold.get(task.id)
-        if cached is not None:
-            return cached
+        if cached is not None and cached[0] is task:
+            return cached[1]
         env = self.make_environment(task)
         failed: list[str] = []
         for i, action in enumerate(task.gold_actions):
@@ -211,7 +211,9 @@ class Domain:
         state = GoldState(
             env.get_db_hash(), env.get_user_db_hash(), tuple(failed), tuple(env.write_log)
         )
-        self._gold[task.id] = state
+        # Keyed by id but checked by identity: a modified copy of a task is never served
+        # the original's gold state.
+        self._gold[task.id] = (task, state)
         return state
 
     def __repr__(self) -> str:

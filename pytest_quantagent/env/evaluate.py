@@ -42,7 +42,8 @@ class RewardInfo(BaseModel):
     reward_basis: list[RewardType] | None = None
     reward_breakdown: dict[str, float] = Field(default_factory=dict)
     db_match: bool | None = None
-    """None when the DB was not checked (not in basis, or gold state incomplete)."""
+    """None when the DB was not checked (DB not in the reward basis, or the gold state is
+    incomplete)."""
     env_assertions: list[dict[str, Any]] = Field(default_factory=list)
     action_checks: list[dict[str, Any]] = Field(default_factory=list)
     communicate_checks: list[dict[str, Any]] = Field(default_factory=list)
@@ -100,8 +101,12 @@ def evaluate(
     reward = 1.0
 
     if basis & {RewardType.DB, RewardType.ENV_ASSERTION}:
-        if ec.actions is None and ec.env_assertions is None:
-            db_reward: float | None = 1.0
+        if RewardType.DB not in basis:
+            # τ²-bench computes the DB check here too but never uses it; skipping the hash
+            # keeps ENV_ASSERTION-only (telecom) scoring cheap.
+            db_reward: float | None = None
+        elif ec.actions is None and ec.env_assertions is None:
+            db_reward = 1.0
             info.db_match = True
         else:
             gold = domain.gold_state(task)

@@ -117,3 +117,12 @@ def test_db_shortcut_agrees_on_official_retail(tau2_data: Path) -> None:
         o = r.outcome
         slow = evaluate(domain, domain.task(r.task_id), o.messages, o.termination, o.env, db_shortcut=False)
         assert (slow.reward, slow.db_match) == (o.reward, o.reward_info.db_match), r.task_id
+
+
+def test_gold_state_not_shared_with_a_modified_copy(toy: Domain) -> None:
+    t = toy.task("deposit")
+    ec = t.evaluation_criteria
+    assert ec is not None and ec.actions is not None
+    changed = [a.model_copy(update={"arguments": {**a.arguments, "amount": 7.0}}) if a.name == "deposit" else a for a in ec.actions]
+    t2 = t.model_copy(update={"evaluation_criteria": ec.model_copy(update={"actions": changed})})
+    assert toy.gold_state(t2).db_hash != toy.gold_state(t).db_hash
