@@ -39,9 +39,9 @@ def _extract_app(text: str) -> dict[str, Any]:
     for app in _APPS:
         if app in low:
             return {"app_name": app}
-    if "messag" in low or "sms" in low or "mms" in low or "text" in low:
+    if re.search(r"\b(?:message|messages|text|texting|mms)\b", low):
         return {"app_name": "messaging"}
-    return {"app_name": "messaging"}
+    return {}
 
 
 def _extract_permission(text: str) -> dict[str, Any]:
@@ -51,8 +51,6 @@ def _extract_permission(text: str) -> dict[str, Any]:
         if re.search(rf"\b{perm}\b", low):
             args["permission"] = perm
             break
-    else:
-        args["permission"] = "storage"
     return args
 
 
@@ -302,6 +300,7 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("status", "of", "messaging"),
         ("status", "of", "browser"),
         extract=_extract_app,
+        defaults={"app_name": "messaging"},
     ),
     _intent(
         "check_app_permissions",
@@ -312,6 +311,7 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("app", "permissions"),
         ("permissions", "app", "has"),
         extract=_extract_app,
+        defaults={"app_name": "messaging"},
     ),
     _intent(
         "grant_app_permission",
@@ -323,6 +323,7 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("give", "access"),
         ("allow", "access"),
         extract=_extract_permission,
+        defaults={"app_name": "messaging", "permission": "storage"},
     ),
     _intent(
         "can_send_mms",
@@ -509,8 +510,7 @@ class TelecomUser(ScriptedUser):
         for m in self._literal_names().finditer(low):
             name = m.group(0)
             if name not in seen:
-                args = self._script_args(name)
-                found.append((m.start(), name, args if args is not None else {}))
+                found.append((m.start(), name, {}))
                 seen.add(name)
         if not seen:
             norm = _normalize(sentence)
@@ -530,19 +530,19 @@ class TelecomUser(ScriptedUser):
                 found = [f for f in found if f[1] != "connect_vpn"]
             if "roaming" in low and not re.search(r"\b(?:mobile|cellular) data\b", low):
                 found = [f for f in found if f[1] != "toggle_data"]
-            resolved = []
-            for pos, name, _ in found:
-                args = self._script_args(name)
-                if args is None:
-                    intent = next(i for i in self.intents if i.tool == name)
-                    args = dict(intent.defaults)
-                    if intent.extract is not None:
-                        args.update(intent.extract(sentence))
-                    if name == "set_network_mode_preference" and "mode" not in args:
-                        # "What is your network mode set to?" names no mode: a question.
-                        name, args = "check_network_mode_preference", {}
-                resolved.append((pos, name, args))
-            found = [f for f in resolved if not self._already_as_asked(f[1], sentence)]
+        resolved = []
+        for pos, name, _ in found:
+            spec = next((i for i in self.intents if i.tool == name), None)
+            said = spec.extract(sentence) if spec and spec.extract else {}
+            if name == "set_network_mode_preference" and "mode" not in said:
+                # "What is your network mode set to?" names no mode: it is a question.
+                name, said, spec = "check_network_mode_preference", {}, None
+            # What the agent said wins; the scenario fills in what it left out (the user
+            # knows which app misbehaves), then the intent's defaults.
+            script = self._script_args(name) or {}
+            args = {**(spec.defaults if spec else {}), **script, **said}
+            resolved.append((pos, name, args))
+        found = [f for f in resolved if not self._already_as_asked(f[1], sentence)]
         found.sort(key=lambda x: x[0])
         return [(name, args) for _, name, args in found]
 

@@ -106,13 +106,24 @@ def test_user_performs_and_reports(domain: Any) -> None:
     assert "Airplane Mode is now OFF." in reply.content
 
 
-def test_script_arguments_win_over_guesses(domain: Any) -> None:
+def test_agent_words_win_and_the_script_fills_the_rest(domain: Any) -> None:
     task = next(t for t in domain.tasks if "mms_permission" in (t.description.purpose or ""))
-    perm = task.user_scenario.script["device_actions"]
-    wanted = next(a for a in perm if a["tool"] == "grant_app_permission")["arguments"]
+    acts = task.user_scenario.script["device_actions"]
+    wanted = next(a for a in acts if a["tool"] == "grant_app_permission")["arguments"]
     user = domain.make_user(task, seed=0)
-    assert _asked(user, "Please grant the messaging app the needed permission.") == [
+    user.phone = None
+    assert _asked(user, "Please grant the needed permission to the app.") == [
         ("grant_app_permission", wanted)
+    ]
+    other = "sms" if wanted["permission"] == "storage" else "storage"
+    assert _asked(user, f"Please grant the messaging app the {other} permission.") == [
+        ("grant_app_permission", {"app_name": "messaging", "permission": other})
+    ]
+    assert _asked(user, "Please set your network mode to 3G only.") == [
+        ("set_network_mode_preference", {"mode": "3g_only"})
+    ]
+    assert _asked(user, "Please run set_network_mode_preference.") == [
+        ("check_network_mode_preference", {})
     ]
 
 
