@@ -1,0 +1,134 @@
+"""Assertion outcomes and messages, on deterministic fake records (see fakes.py).
+
+Fake cells: 60 tasks, one trial. bf16 and int4 succeed on the same 48 tasks (every 5th task
+fails). On every 3rd task bf16 makes 1 unknown_tool failure and int4 makes 3, so at K=2 the
+int4 episodes with 3 failures no longer count (success 53.3% vs 80.0%); fp8 equals bf16.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.plugin.fakes import FAKE_CONFTEST
+
+
+@pytest.fixture
+def fake(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeconftest(FAKE_CONFTEST)
+    return pytester
+
+
+def run(p: pytest.Pytester, body: str, *args: str) -> pytest.RunResult:
+    p.makepyfile(
+        "import pytest\nfrom pytest_quantagent.assertions import *\n\n" + body
+    )
+    return p.runpytest("--domain=telecom", *args)
+
+
+def test_score_equivalent_passes_then_degrades_at_a_tight_budget(fake: pytest.Pytester) -> None:
+    result = run(fake, """
+def test_run_budget(quant_cell):
+    r = assert_score_equivalent(quant_cell)
+    assert r.verdict == "EQUIVALENT" and r.n_pairs == 60
+    assert r.arm_success == pytest.approx(0.8) and r.reference_success == pytest.approx(0.8)
+
+@pytest.mark.error_budget(2)
+def test_k2(quant_cell):
+    assert_score_equivalent(quant_cell)
+""", "--quant=int4")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "E       AssertionError: DEGRADED: int4 scores significantly lower than bf16;*",
+        "E       telecom-int4 at error budget K=2: success 53.3% (int4) vs 80.0% (bf16) over 60 paired "
+        "episodes; diff -26.7 pts, 90% CI *, margin ±7.5 pts, TOST p=*",
+    ])
+
+
+def test_inconclusive_says_how_many_trials_are_needed(
+    fake: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_TASKS", "10")
+    result = run(fake, """
+def test_small(quant_cell):
+    assert_score_equivalent(quant_cell, margin=0.075)
+""", "--quant=fp8", "--quant-trials=1")
+    # 10 identical pairs: no discordant pair, so paired_tost adds one pseudo pair each way
+    # and the CI stays wider than ±7.5 points.
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "E       AssertionError: INCONCLUSIVE: 10 paired episodes give ±*points; run with "
+        "--quant-trials * for ±7.5",
+        "E       telecom-fp8 at error budget K=10: success 80.0% (fp8) vs 80.0% (bf16) over 10 paired*",
+    ])
+
+
+def test_channel_amplification_names_every_channel(fake: pytest.Pytester) -> None:
+    result = run(fake, """
+def test_all(quant_cell):
+    assert_no_channel_amplification(quant_cell, channel=None, max_ratio=1.2)
+
+def test_other_channel(quant_cell):
+    checked = assert_no_channel_amplification(quant_cell, channel="wrong_entity")
+    assert checked["wrong_entity"]["arm_count"] == 0
+
+def test_lenient(quant_cell):
+    assert_no_channel_amplification(quant_cell, max_ratio=5)
+""", "--quant=int4")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines([
+        "E       AssertionError: telecom-int4: 1 channel(s) amplified above ×1.2 while the final "
+        "score is equivalent (MASKED_DAMAGE):",
+        "E         unknown_tool: 11.1% of int4 tool calls vs 4.0% of bf16 (60 vs 20), ratio ×2.78 "
+        "(95% CI *), Holm p=*",
+    ])
+
+
+def test_budget_robust_lists_the_budgets_where_the_gap_is_significant(fake: pytest.Pytester) -> None:
+    result = run(fake, """
+def test_budgets(quant_cell):
+    assert_budget_robust(quant_cell, budgets=(2, 5, 10))
+
+def test_fp8_budgets(quant_cell):
+    pass
+""", "--quant=int4")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "E       AssertionError: telecom-int4: int4 is significantly worse than bf16 at 1 of 3 error budgets:",
+        "E         K=2: 53.3% vs 80.0%, diff -26.7 pts, 95% CI *, Holm p=*",
+    ])
+    assert "K=5:" not in result.stdout.str()
+
+
+def test_failure_set_invariant(fake: pytest.Pytester) -> None:
+    result = run(fake, """
+def test_same_names(quant_cell):
+    checked = assert_failure_set_invariant(quant_cell, min_rank_corr=0.9)
+    assert set(checked) <= {"unknown_tool"}
+""", "--quant=int4")
+    result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        ("assert_score_equivalent(quant_cell, margin=1.5)",
+         "*ValueError: margin=1.5 is not allowed; margin must be a number in (0.0, 1.0)"),
+        ("assert_score_equivalent(quant_cell, alpha=0.7)",
+         "*ValueError: alpha=0.7 is not allowed; alpha must be a number in (0.0, 0.5)"),
+        ("assert_no_channel_amplification(quant_cell, channel='unknown_tools')",
+         "*unknown channel 'unknown_tools'; known channels: bad_arguments, cross_role_tool, malformed_call, "
+         "policy_violation, unknown_tool, user_tool_error, wrong_entity"),
+        ("assert_no_channel_amplification(quant_cell, max_ratio=0)",
+         "*ValueError: max_ratio=0 is not allowed; max_ratio must be a number > 0"),
+        ("assert_budget_robust(quant_cell, budgets=(2, 11))",
+         "*ValueError: budget 11 in budgets=(2, 11) is not allowed; budgets must be integers from 0 to "
+         "the run's error budget 10 (raise --error-budget to judge larger ones)"),
+        ("assert_budget_robust(quant_cell, budgets=())", "*ValueError: budgets is empty*"),
+        ("assert_failure_set_invariant(quant_cell, min_rank_corr=2)",
+         "*ValueError: min_rank_corr=2 is not allowed; it must be a number from -1 to 1"),
+    ],
+)
+def test_bad_arguments_raise_clear_errors(fake: pytest.Pytester, call: str, message: str) -> None:
+    result = run(fake, f"def test_bad(quant_cell):\n    {call}\n", "--quant=fp8")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([message])
