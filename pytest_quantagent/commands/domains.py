@@ -19,22 +19,34 @@ def add_parser(subparsers: Any) -> None:
 
 
 def describe_domains(tau2_data: Path | None = None) -> list[dict[str, Any]]:
-    """One entry per available domain: name, tools, task and split counts."""
+    """One entry per available domain: name, tools, task and split counts. With
+    ``tau2_data``, every ``tasks*.json`` of the official domain dir is counted
+    (``task_files``) and the domain is described from ``tasks.json`` or, when absent, the
+    first of them."""
     from pytest_quantagent.env.registry import get_domain, list_domains
+    from pytest_quantagent.env.tasks import load_tasks
 
     out = []
     for name in list_domains():
-        if tau2_data is not None and not (Path(tau2_data) / "domains" / name).is_dir():
-            continue
-        d = get_domain(name, tau2_data=tau2_data)
-        out.append({
-            "domain": name,
+        entry: dict[str, Any] = {"domain": name}
+        tasks_file: str | None = None
+        if tau2_data is not None:
+            data_dir = Path(tau2_data) / "domains" / name
+            if not data_dir.is_dir():
+                continue
+            files = sorted(p.name for p in data_dir.glob("tasks*.json"))
+            entry["task_files"] = {f: len(load_tasks(data_dir / f)) for f in files}
+            if "tasks.json" not in files and files:
+                tasks_file = files[0]
+        d = get_domain(name, tau2_data=tau2_data, tasks_file=tasks_file)
+        entry.update({
             "official": d.official,
             "agent_tools": sorted(d.agent_tool_names),
             "user_tools": sorted(d.user_tool_names),
             "tasks": len(d.tasks),
             "splits": {k: len(v) for k, v in sorted(d.splits.items())},
         })
+        out.append(entry)
     return out
 
 
@@ -52,4 +64,6 @@ def run(args: argparse.Namespace) -> int:
               f"({', '.join(f'{k} {v}' for k, v in d['splits'].items()) or 'no splits'})")
         print(f"  agent tools ({len(d['agent_tools'])}): {', '.join(d['agent_tools'])}")
         print(f"  user tools ({len(d['user_tools'])}): {', '.join(d['user_tools']) or '-'}")
+        if "task_files" in d:
+            print("  task files: " + ", ".join(f"{f} ({n})" for f, n in d["task_files"].items()))
     return 0

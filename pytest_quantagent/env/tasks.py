@@ -198,7 +198,9 @@ def load_tasks(path: str | Path) -> list[Task]:
     try:
         raw = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise DataFileError(p, "", "file not found") from None
+        others = sorted(x.name for x in p.parent.glob("tasks*.json")) if p.parent.is_dir() else []
+        hint = f" (task files there: {', '.join(others)})" if others else ""
+        raise DataFileError(p, "", f"file not found{hint}") from None
     except json.JSONDecodeError as e:
         raise DataFileError(p, f"line {e.lineno} column {e.colno}", f"invalid JSON: {e.msg}") from None
     return parse_tasks(raw, p)

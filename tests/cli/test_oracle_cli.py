@@ -142,3 +142,16 @@ def test_bundled_domains_oracle_all_succeed(
     assert main(["oracle", "--domain", domain, "--json", "--style", style, "--seed", "1"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["tasks"] >= 100 and out["success_rate"] == 1.0, out["failed"][:3]
+
+
+@pytest.mark.tau2data
+def test_official_domains_listing_and_missing_task_file(tau2_data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    registry.clear_cache()
+    assert main(["domains", "--tau2-data", str(tau2_data), "--json"]) == 0
+    by_name = {d["domain"]: d for d in json.loads(capsys.readouterr().out)["domains"]}
+    assert by_name["retail"]["task_files"] == {"tasks.json": 114}
+    assert by_name["telecom"]["task_files"]["tasks_base_2025-06-10.json"] == 114
+    assert len(by_name["telecom"]["user_tools"]) == 30 and len(by_name["retail"]["agent_tools"]) == 16
+    assert main(["oracle", "--domain", "telecom", "--tau2-data", str(tau2_data)]) == 2
+    err = capsys.readouterr().err
+    assert "tasks.json: file not found (task files there: tasks_base_2025-06-10.json" in err
