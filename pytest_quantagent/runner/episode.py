@@ -47,7 +47,11 @@ _DETAIL_MAX = 300
 
 
 class Agent(Protocol):
-    """Anything that answers the agent's view with the next assistant message."""
+    """Anything that answers the agent's view with the next assistant message.
+
+    ``view`` is the engine's live list of the messages the agent may see (no copy is made
+    per turn): read it, never mutate it, and copy it if you keep it past ``act``.
+    """
 
     async def act(self, view: list[Message]) -> AssistantMessage: ...
 
