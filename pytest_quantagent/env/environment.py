@@ -202,10 +202,11 @@ class Environment:
         )
 
     def is_mutating(self, name: str) -> bool:
-        """Whether a tool changes state (WRITE tools, and anything not known as a read)."""
+        """τ²-bench's ``mutates_state``: WRITE tools (unknown names count as mutating).
+        Used for history replay and for "the gold state is incomplete" decisions."""
         for kit in (self.tools, self.user_tools):
             if kit is not None and kit.has_tool(name):
-                return kit.tool_type(name) not in _PURE
+                return kit.tool_type(name) == ToolType.WRITE
         return True
 
     # -- state ----------------------------------------------------------------------------
