@@ -660,7 +660,11 @@ def _account(kind: str, db: TelecomDB, rng: random.Random) -> dict[str, Any]:
         asserts = [_assert("assistant", "assert_line_status", **w.ids, expected_status="Suspended")]
         facts["reason"] = f"I'll be away for {months} months."
     elif kind == "resume_request":
-        init.append(_agent("suspend_line", **w.ids, reason="Customer request"))
+        # The phone loses service at its next network search, as it would have by now.
+        init += [
+            _agent("suspend_line", **w.ids, reason="Customer request"),
+            _user("simulate_network_search"),
+        ]
         opening = (
             f"Hi, I suspended my line {w.line.phone_number} a while ago and I'm back now. "
             "Please reactivate it."

@@ -368,3 +368,25 @@ def test_paraphrased_requests_still_solve_every_task(official: bool, request: An
         return failed
 
     assert asyncio.run(run_all()) == []
+
+
+def test_every_gold_action_of_every_bundled_task_is_needed(domain: Any) -> None:
+    from pytest_quantagent.env.channels import TerminationReason
+    from pytest_quantagent.env.evaluate import evaluate
+    from pytest_quantagent.env.messages import ToolCall, UserMessage
+
+    unneeded = []
+    for task in domain.tasks:
+        gold = task.gold_actions
+        for skip in range(len(gold)):
+            msgs: list[Any] = []
+            for j, a in enumerate(gold):
+                if j != skip:
+                    call = ToolCall(
+                        id=f"c{j}", name=a.name, arguments=a.arguments, requestor=a.requestor
+                    )
+                    cls = AssistantMessage if a.requestor == "assistant" else UserMessage
+                    msgs.append(cls(tool_calls=[call]))
+            if evaluate(domain, task, msgs, TerminationReason.USER_STOP).reward > 0:
+                unneeded.append((task.id, gold[skip].name))
+    assert unneeded == []
