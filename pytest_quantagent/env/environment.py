@@ -184,13 +184,29 @@ class Environment:
 
     def _refused(self, call: ToolCall, e: Exception) -> Dispatch:
         if isinstance(e, ArgumentError):
-            return self._fail(call, Channel.BAD_ARGUMENTS, str(e), e.entity)
+            return self._fail(call, Channel.BAD_ARGUMENTS, self._tau2_signature_text(call, str(e)), e.entity)
         if isinstance(e, ToolError):
             return self._fail(call, e.channel, str(e), e.entity)
         text = str(e)
         channel = self.domain.classify_error(text)
         entity = self.domain.error_entity(call, text) if channel == Channel.WRONG_ENTITY else None
         return self._fail(call, channel, text, entity)
+
+    def _tau2_signature_text(self, call: ToolCall, text: str) -> str:
+        """τ²-bench calls tools as bound methods without a schema check, so a missing or
+        unexpected key surfaces as Python's ``TypeError`` text, e.g. ``RetailTools.
+        get_order_details() missing 1 required positional argument: 'order_id'``. Render
+        the toolkit's signature errors the same way so replays compare equal."""
+        prefix = f"{call.name}() "
+        if not text.startswith(prefix):
+            return text
+        rest = text[len(prefix):]
+        if rest.startswith("missing "):
+            rest = rest.replace(" required argument", " required positional argument", 1)
+        elif not rest.startswith("got an unexpected keyword argument"):
+            return text
+        kit = self.user_tools if call.requestor == "user" else self.tools
+        return f"{type(kit).__name__}.{call.name}() {rest}"
 
     def get_response(self, call: ToolCall) -> ToolMessage:
         """τ²-bench's interface: the tool message answering ``call``."""

@@ -56,10 +56,13 @@ def test_to_json_str_follows_tau2_rules() -> None:
         (call("ghost", requestor="user"), Channel.UNKNOWN_TOOL, "Error: Tool 'ghost' not found.", "ghost"),
         (call("get_account", parse_error="Invalid JSON in arguments: '{\"account_id\": '"),
          Channel.MALFORMED_CALL, "Error: Invalid JSON in arguments: '{\"account_id\": '", "get_account"),
+        # τ²-bench's text for these is Python's TypeError of the bound method.
         (call("get_account"), Channel.BAD_ARGUMENTS,
-         "Error: get_account() missing 1 required argument: 'account_id'", None),
+         "Error: ToyTools.get_account() missing 1 required positional argument: 'account_id'", None),
+        (call("deposit"), Channel.BAD_ARGUMENTS,
+         "Error: ToyTools.deposit() missing 2 required positional arguments: 'account_id' and 'amount'", None),
         (call("get_account", account_id="a1", verbose=True), Channel.BAD_ARGUMENTS,
-         "Error: get_account() got an unexpected keyword argument 'verbose'", None),
+         "Error: ToyTools.get_account() got an unexpected keyword argument 'verbose'", None),
         (call("deposit", account_id="a1", amount="lots"), Channel.BAD_ARGUMENTS, None, None),
         (call("deposit", account_id="a1", amount=-3), Channel.BAD_ARGUMENTS,
          "Error: Amount must be positive", None),
@@ -84,6 +87,18 @@ def test_each_channel_from_a_crafted_call(
         assert d.message.content.startswith("Error: deposit() argument 'amount'")
     assert d.entity == entity
     assert env.get_db_hash() == before, "a failed call must not change the DB"
+
+
+def test_signature_error_texts_are_pythons(toy: Domain) -> None:
+    # Independent reference: what Python itself says when τ²-bench calls the bound method.
+    kit = toy.agent_toolkit(toy.db.copy_fresh())
+    for kwargs in ({}, {"account_id": "a1", "verbose": True}):
+        try:
+            kit.get_account(**kwargs)  # type: ignore[call-arg]
+        except TypeError as e:
+            expected = f"Error: {e}"
+        got = toy.make_environment().execute(call("get_account", **kwargs)).message.content
+        assert got == expected
 
 
 def test_plain_value_error_goes_through_domain_hook(toy: Domain) -> None:
