@@ -1,0 +1,177 @@
+"""Report writers: JSON round trip and schema, HTML escaping and self-containment, the
+terminal summary under -q/-qq and --color."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_quantagent.env.channels import ALL_CHANNELS
+from pytest_quantagent.errors import DataFileError
+from pytest_quantagent.report.html import render_html
+from pytest_quantagent.report.json_io import (
+    dumps_report,
+    read_report,
+    report_schema,
+    validate_report,
+    write_report,
+)
+from tests.plugin.fakes import FAKE_CONFTEST
+
+EVIL = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+
+
+def _cell(name: str = "unknown_tool", evil: str = EVIL) -> dict[str, Any]:
+    channels = {
+        c.value: {"arm_count": 0, "reference_count": 0, "arm_rate": 0.0, "reference_rate": 0.0,
+                  "ratio": None, "ratio_ci": None, "p": None, "p_holm": None}
+        for c in ALL_CHANNELS
+    }
+    channels[name] = {"arm_count": 8, "reference_count": 3, "arm_rate": 0.2, "reference_rate": 0.075,
+                      "ratio": 2.6, "ratio_ci": [2.2, 3.1], "p": 1e-9, "p_holm": 1e-8}
+    return {
+        "domain": "telecom", "arm": "int4", "reference": "bf16",
+        "episodes": 40, "reference_episodes": 40, "paired": 40,
+        "tool_calls": {"arm": 40, "reference": 40},
+        "success": {"arm": 0.72, "reference": 0.71, "diff": 0.01, "ci": [-0.03, 0.05],
+                    "tost_p": 0.001, "mcnemar_p": 0.6, "margin": 0.075},
+        "budget": {"K": [0, 1, 2], "arm": [0.0, 0.5, 0.6], "reference": [0.0, 0.6, 0.7],
+                   "gap": [0.0, -0.1, -0.1], "gap_ci": [[0.0, 0.0], [-0.2, 0.0], [-0.2, 0.0]]},
+        "channels": channels,
+        "failure_set": {name: {"spearman": 0.98, "kendall": 0.93, "novel_share": 0.002,
+                               "top_arm": [[evil, 5]]}},
+        "recovery": {"arm": 0.55, "reference": 0.56},
+        "steps": {"arm": 31.2, "reference": 28.0},
+        "terminations": {"arm": {"user_stop": 40}, "reference": {"user_stop": 40}},
+        "pass_k": {"arm": {"1": 0.72}, "reference": {"1": 0.71}},
+        "margins": {"arm": [0.1, 2.0, 3.5, float("nan")], "reference": [1.0, 2.5, 4.0]},
+        "verdict": "MASKED_DAMAGE",
+        "reasons": [f"unknown_tool ×2.6 (Holm p=1e-8), e.g. {evil}"],
+    }
+
+
+def _report(evil: str = EVIL) -> dict[str, Any]:
+    return {"schema_version": 1, "run": {"model": evil, "arms": ["int4"], "budget": 10},
+            "cells": [_cell(evil=evil)]}
+
+
+def test_html_escapes_every_model_string_and_is_self_contained() -> None:
+    page = render_html(_report())
+    assert "<script" not in page.lower()
+    assert "onerror=alert" not in page.replace("onerror=alert(1)&gt;", "")
+    assert "<img" not in page
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
+    # No external resources: the only URL is the SVG namespace.
+    assert set(re.findall(r"https?://[^\s\"'<>]+", page)) == {"http://www.w3.org/2000/svg"}
+    assert page.count("<svg") == 3  # budget curve, channel bars, margin histograms
+    assert "Content-Security-Policy" in page
+
+
+def test_html_tolerates_missing_and_undefined_figures() -> None:
+    cell = _cell()
+    cell["budget"] = {"K": [], "arm": [], "reference": [], "gap": [], "gap_ci": []}
+    cell["margins"] = None
+    cell["success"]["ci"] = None
+    page = render_html({"schema_version": 1, "run": {}, "cells": [cell]})
+    assert page.count("<svg") == 1  # only the channel bars remain
+
+
+def test_json_round_trip_and_schema(tmp_path: Path) -> None:
+    report = _report()
+    report["cells"][0]["margins"] = None
+    report["cells"][0]["success"]["mcnemar_p"] = math.nan  # undefined → null
+    path = write_report(report, tmp_path / "sub" / "r.json")
+    back = read_report(path)
+    assert back["cells"][0]["success"]["mcnemar_p"] is None
+    validate_report(back)
+    assert json.loads(dumps_report(back)) == back
+    assert report_schema()["properties"]["schema_version"] == {"const": 1}
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600: CI uploads it
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{", "r.json at line 1: not valid JSON"),
+        ('{"schema_version": 2, "run": {}, "cells": []}',
+         "r.json at schema_version: unsupported report schema_version 2; this version reads 1"),
+    ],
+)
+def test_read_report_refuses_bad_files(tmp_path: Path, content: str, message: str) -> None:
+    (tmp_path / "r.json").write_text(content)
+    with pytest.raises(DataFileError, match=re.escape(message)):
+        read_report(tmp_path / "r.json")
+
+
+def test_schema_catches_a_missing_channel_and_a_bad_verdict() -> None:
+    report = _report()
+    report["cells"][0]["margins"] = None
+    del report["cells"][0]["channels"]["malformed_call"]
+    with pytest.raises(ValueError, match="at cells/0/channels: 'malformed_call' is a required property"):
+        validate_report(report)
+    report = _report()
+    report["cells"][0]["margins"] = None
+    report["cells"][0]["verdict"] = "OK"
+    with pytest.raises(ValueError, match="at cells/0/verdict"):
+        validate_report(report)
+
+
+@pytest.fixture
+def fake(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makepyfile("def test_cell(quant_cell):\n    assert len(quant_cell.episodes) == 60\n")
+    return pytester
+
+
+def test_terminal_summary_quiet_levels_and_color(fake: pytest.Pytester) -> None:
+    normal = fake.runpytest("--quant=int4,fp8", "--domain=telecom", "--color=no")
+    normal.stdout.fnmatch_lines(["*= quantagent =*", "*telecom /*LOSSLESS*", "*telecom /*MASKED_DAM*"])
+    assert "\x1b[" not in normal.stdout.str()
+
+    colored = fake.runpytest("--quant=int4", "--domain=telecom", "--color=yes")
+    assert "\x1b[" in colored.stdout.str().split("quantagent")[-1]
+
+    qq = fake.runpytest("--quant=int4,fp8", "--domain=telecom", "-qq")
+    qq.stdout.fnmatch_lines(["quantagent telecom-fp8: LOSSLESS", "quantagent telecom-int4: MASKED_DAMAGE"])
+    assert "┏" not in qq.stdout.str()
+
+
+def test_report_failure_is_shown_not_raised(fake: pytest.Pytester) -> None:
+    fake.makeconftest(FAKE_CONFTEST + "\n\ndef pytest_quantagent_report_ready(config, report):\n"
+                      "    raise RuntimeError('dashboard down')\n")
+    result = fake.runpytest("--quant=int4", "--domain=telecom")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["could not build the quantagent report: RuntimeError: dashboard down"])
+
+
+def test_report_ready_hook_sees_the_report(fake: pytest.Pytester) -> None:
+    fake.makeconftest(FAKE_CONFTEST + "\n\ndef pytest_quantagent_report_ready(config, report):\n"
+                      "    print('HOOK', [c['verdict'] for c in report['cells']])\n")
+    result = fake.runpytest("--quant=int4", "--domain=telecom", "-s")
+    result.stdout.fnmatch_lines(["*HOOK ?'MASKED_DAMAGE'?*"])
+
+
+def test_resolve_arm_hook_overrides_the_default(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("""
+from pytest_quantagent.quant.arms import ArmSpec
+
+def pytest_quantagent_resolve_arm(config, label):
+    if label == "int4":
+        return ArmSpec(label="int4", backend="openai", model="my-awq", base_url="http://gpu:8000/v1")
+    return None
+""")
+    pytester.makepyfile("""
+def test_arms(quant_arm, reference_arm):
+    assert (quant_arm.backend, quant_arm.model) == ("openai", "my-awq")
+    assert reference_arm.backend == "transformers" and reference_arm.label == "bf16"
+""")
+    pytester.runpytest("--domain=telecom").assert_outcomes(passed=1)
