@@ -153,7 +153,7 @@ class TransformersBackend(Backend):
         self.model.to(device)
         self.model.eval()
         if max_new_tokens is None:
-            max_new_tokens = 256 if self.bundled else 1024
+            max_new_tokens = 160 if self.bundled else 1024
         self.max_new_tokens = max_new_tokens
         self._pending: list[_Job] = []
         self._lock = threading.Lock()
@@ -381,11 +381,12 @@ def apply_on_load_quantization(model: Any, scheme: str | None) -> dict[str, Any]
         return {"scheme": "bf16"}
     m = re.fullmatch(r"(?:int4-rtn|w4a16-rtn)-g(-?\d+)", scheme)
     if m:
-        rep = fake_quantize_model(model, "int4-rtn", group_size=int(m.group(1)))
+        # lm_head stays full precision, as in llm-compressor's W4A16 recipes and vLLM.
+        rep = fake_quantize_model(model, "int4-rtn", group_size=int(m.group(1)), include_lm_head=False)
         return {"scheme": scheme, "mean_rel_error": rep.mean_rel_error, "layers": len(rep.layers)}
     m = re.fullmatch(r"fp8-cast-(none|tensor|channel)", scheme)
     if m:
-        rep = fake_quantize_model(model, "fp8-cast", fp8_scale=m.group(1))  # type: ignore[arg-type]
+        rep = fake_quantize_model(model, "fp8-cast", fp8_scale=m.group(1), include_lm_head=False)  # type: ignore[arg-type]
         return {"scheme": scheme, "mean_rel_error": rep.mean_rel_error, "layers": len(rep.layers)}
     raise ValueError(
         f"quantization {scheme!r} is not understood by the transformers backend; on-load schemes: "

@@ -78,7 +78,9 @@ def id_pool(domain: Domain, tasks: Iterable[Task] = ()) -> list[str]:
     if domain.user_db is not None:
         texts.append(domain.user_db.model_dump_json())
     for t in list(domain.tasks) + list(tasks):
-        texts.append(t.model_dump_json())
+        # Values a conversation can contain (not task or action ids, which it never does).
+        texts.append(t.user_scenario.model_dump_json())
+        texts.append(json.dumps([a.arguments for a in t.gold_actions]))
     pool: set[str] = set()
     for text in texts:
         # JSON escapes would hide ids inside strings; split the decoded values too.

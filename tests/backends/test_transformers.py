@@ -1,0 +1,149 @@
+"""The transformers backend: loading, deterministic batched generation, margins, arms."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from pytest_quantagent.backends.base import BackendOptions, GenerateRequest  # noqa: E402
+from pytest_quantagent.backends.transformers import (  # noqa: E402
+    BUNDLED_DIR,
+    TransformersBackend,
+    apply_on_load_quantization,
+    create_backend,
+    resolve_model_path,
+)
+from pytest_quantagent.errors import UnknownNameError  # noqa: E402
+from pytest_quantagent.quant.arms import resolve_arm  # noqa: E402
+from pytest_quantagent.reference.model import ModelSize, make_model  # noqa: E402
+from pytest_quantagent.reference.tokenizer import CALL, DomainTokenizer  # noqa: E402
+from pytest_quantagent.reference.train import save_model  # noqa: E402
+
+TOOLS = [{"type": "function", "function": {"name": "get_user", "parameters": {"type": "object"}}}]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A randomly initialised 2-layer model in the bundled format (fast to load and run)."""
+    corpus = ['{"name":"get_user","arguments":{"user_id":"u_001"}} hello there'] * 30
+    tok = DomainTokenizer.build(corpus, ["u_001", "u_002"])
+    model = make_model(tok, ModelSize(hidden=32, layers=2, heads=2, mlp=64, max_positions=256), seed=0)
+    out = tmp_path_factory.mktemp("tiny")
+    save_model(model, tok, out)
+    return out
+
+
+def _request(text: str, seed: int = 0, **kw: object) -> GenerateRequest:
+    return GenerateRequest(
+        messages=[{"role": "system", "content": "policy"}, {"role": "user", "content": text}],
+        tools=TOOLS, seed=seed, max_tokens=12, **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_greedy_generation_is_deterministic_and_batch_invariant(tiny_dir: Path) -> None:
+    backend = TransformersBackend(tiny_dir, max_new_tokens=12)
+    prompts = ["hi", "hello there, I need help with my account", "u_001"]
+
+    async def together() -> list[str | None]:
+        gens = await asyncio.gather(*(backend.generate(_request(p)) for p in prompts))
+        return [g.raw_text for g in gens]
+
+    batched = asyncio.run(together())
+    single = [backend.generate_batch([_request(p)])[0].raw_text for p in prompts]
+    assert batched == single
+    assert asyncio.run(together()) == batched
+    g = backend.generate_batch([_request("hi")])[0]
+    assert g.prompt_tokens == len(backend.prompt_ids(_request("hi")))
+    assert 0 < (g.completion_tokens or 0) <= 12
+
+
+def test_seeded_sampling_repeats_per_seed(tiny_dir: Path) -> None:
+    backend = TransformersBackend(tiny_dir, max_new_tokens=12)
+    a = backend.generate_batch([_request("hi", seed=1, temperature=1.0)])[0].raw_text
+    b = backend.generate_batch([_request("hi", seed=1, temperature=1.0)])[0].raw_text
+    assert a == b
+
+
+def test_name_decision_is_the_tightest_name_token(tiny_dir: Path) -> None:
+    backend = TransformersBackend(tiny_dir)
+    tok = backend.dtok
+    assert tok is not None
+    text = CALL + '{"name":"get_user","arguments":{}}'
+    ids = tok.encode(text)
+    pieces = [tok.id_to_piece(i) for i in ids]
+    name_pos = [i for i, p in enumerate(pieces) if p in ("get", "_", "user")]
+    logits = torch.zeros(len(ids), tok.vocab_size)
+    for k, i in enumerate(ids):
+        logits[k, i] = 5.0  # the generated token leads by 5 logits ...
+        logits[k, (i + 1) % tok.vocab_size] = 1.0
+    tight = name_pos[1]
+    logits[tight, (ids[tight] + 7) % tok.vocab_size] = 4.5  # ... except here, by 0.5
+    (d,) = backend.name_decisions(ids, logits)
+    assert d.chosen == "get_user" and d.kind == "tool_name"
+    assert d.margin == pytest.approx(0.5)
+    assert d.top1 == pieces[tight]
+
+
+def test_on_load_quantization_schemes(tiny_dir: Path) -> None:
+    base = TransformersBackend(tiny_dir).model
+    rtn = TransformersBackend(tiny_dir, quantization="int4-rtn-g32")
+    bf = TransformersBackend(tiny_dir, quantization="bf16")
+    w0 = base.model.layers[0].mlp.up_proj.weight
+    w_rtn = rtn.model.model.layers[0].mlp.up_proj.weight
+    assert not torch.equal(w0, w_rtn)
+    assert torch.unique(w_rtn[0, :32]).numel() <= 16
+    assert torch.equal(bf.model.model.layers[0].mlp.up_proj.weight, w0.to(torch.bfloat16).float())
+    # lm_head stays full precision, as in the llm-compressor recipes.
+    assert torch.equal(rtn.model.lm_head.weight, base.lm_head.weight)
+    with pytest.raises(ValueError, match="'int3' is not understood"):
+        apply_on_load_quantization(base, "int3")
+
+
+def test_model_resolution_errors(tmp_path: Path) -> None:
+    with pytest.raises(UnknownNameError, match="unknown model 'no-such-model'"):
+        resolve_model_path("no-such-model")
+    with pytest.raises(UnknownNameError, match="must hold config.json"):
+        resolve_model_path(str(tmp_path))
+    assert resolve_model_path("org/model") == "org/model"  # hub id, loaded from the local cache
+
+
+def test_bundled_arm_resolution() -> None:
+    rtn = resolve_arm("int4-rtn", "tiny-agent")
+    assert rtn.backend == "transformers" and rtn.quantization == "int4-rtn-g128"
+    assert Path(rtn.path or "").name == "tiny-agent"
+    bf16 = resolve_arm("bf16", "tiny-agent-prone")
+    assert bf16.quantization == "bf16" and Path(bf16.path or "").name == "tiny-agent-prone"
+    int4 = resolve_arm("int4", "tiny-agent")
+    assert int4.quantization in ("awq-w4a16-g128", "w4a16-rtn-g128")
+    with pytest.raises(UnknownNameError, match="int2"):
+        resolve_arm("int2", "tiny-agent")
+
+
+BUNDLED = BUNDLED_DIR / "tiny-agent"
+
+
+@pytest.mark.skipif(not (BUNDLED / "config.json").is_file(), reason="bundled model not built")
+def test_bundled_model_asks_for_identification_or_calls_a_retail_tool() -> None:
+    backend = create_backend(resolve_arm("bf16", "tiny-agent"), BackendOptions())
+    req = GenerateRequest(
+        messages=[{"role": "system", "content": "retail policy"},
+                  {"role": "assistant", "content": "Hi! How can I help you today?"},
+                  {"role": "user", "content": "I want to cancel my order #W1000000."}],
+        tools=[], seed=0, max_tokens=64,
+    )
+    g1 = backend.generate_batch([req])[0]
+    g2 = backend.generate_batch([req])[0]
+    assert g1.raw_text == g2.raw_text  # greedy: deterministic
+    if g1.tool_calls:
+        assert g1.tool_calls[0].name.startswith(("find_user", "get_"))
+        assert g1.decisions and g1.decisions[0].chosen == g1.tool_calls[0].name
+    else:
+        assert g1.content and any(w in g1.content.lower() for w in ("email", "name", "zip"))
+    cfg = json.loads((BUNDLED / "config.json").read_text())
+    assert cfg["model_type"] == "llama" and cfg["tie_word_embeddings"] is False

@@ -1,0 +1,182 @@
+"""Domain tokenizer round trips and the bundled chat format / tool-call parsing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_quantagent.backends.base import Generation, RawToolCall
+from pytest_quantagent.errors import DataFileError
+from pytest_quantagent.reference.chat import compact_json, parse_tool_calls, render_messages
+from pytest_quantagent.reference.tokenizer import (
+    ASSISTANT,
+    CALL,
+    END,
+    SPECIALS,
+    DomainTokenizer,
+    is_id_like,
+    split_pieces,
+)
+from pytest_quantagent.runner.agent import generation_to_message
+
+CORPUS = [
+    'My email is "ada.novak1234@example.com". Cancel order #W1234567 please.',
+    '{"name":"get_user_details","arguments":{"user_id":"ada_novak_1234"}}',
+] * 25
+POOL = ["#W1234567", "#W7654321", "ada_novak_1234", "ada.novak1234@example.com", "555-0102"]
+
+
+@pytest.fixture(scope="module")
+def tok() -> DomainTokenizer:
+    return DomainTokenizer.build(CORPUS, POOL, min_word_count=20)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "plain words, punctuation!? and digits 0123456789",
+        "unicode: ünïcödé — 📶⁴ Excellent | 5G",
+        "<bos><|user|>Hi<|end|><|assistant|><|call|>{\"name\":\"x\"}<|end|>",
+        "ids #W1234567. and #W9999999, 555-0102\nnew line\ttab",
+        '{"a":null,"b":[1,2.5,"c"],"d":{"e":"f"}}',
+    ],
+)
+def test_round_trip_is_lossless(tok: DomainTokenizer, text: str) -> None:
+    assert tok.decode(tok.encode(text)) == text
+
+
+def test_pool_ids_are_single_tokens_and_unknown_ids_fall_back(tok: DomainTokenizer) -> None:
+    for value in POOL:
+        ids = tok.encode(value)
+        assert len(ids) == 1, value
+        assert tok.id_to_piece(ids[0]) == value
+    # An id outside the pool is spelt out (still lossless) rather than mapped to <unk>.
+    ids = tok.encode("#W0000001")
+    assert len(ids) > 1
+    assert tok.decode(ids) == "#W0000001"
+
+
+def test_words_below_min_count_are_not_pieces(tok: DomainTokenizer) -> None:
+    assert " please" in tok.pieces  # 25 occurrences
+    rare = DomainTokenizer.build(["zebra"] * 3, min_word_count=20)
+    assert "zebra" not in rare.pieces
+    assert rare.decode(rare.encode("zebra")) == "zebra"
+
+
+def test_specials_are_single_tokens(tok: DomainTokenizer) -> None:
+    for s in SPECIALS:
+        assert tok.encode(s) == [tok.token_id(s)]
+    assert tok.decode(tok.encode(f"{ASSISTANT}hi{END}"), skip_special=True) == "hi"
+
+
+def test_split_and_id_like() -> None:
+    assert split_pieces("order #W1234567.") == ["order", " ", "#W1234567", "."]
+    assert is_id_like("#W1234567") and is_id_like("555-0102") and not is_id_like("order")
+    assert not is_id_like("7")  # single digits are plain digit tokens
+
+
+def test_save_load_and_bad_files(tok: DomainTokenizer, tmp_path: Path) -> None:
+    tok.save(tmp_path)
+    again = DomainTokenizer.load(tmp_path)
+    assert again.pieces == tok.pieces
+    assert again.encode(CORPUS[0]) == tok.encode(CORPUS[0])
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "quantagent_tokenizer.json").write_text(json.dumps({"format": "other"}))
+    with pytest.raises(DataFileError, match="not a quantagent tokenizer"):
+        DomainTokenizer.load(bad)
+    with pytest.raises(DataFileError, match="cannot read tokenizer"):
+        DomainTokenizer.load(tmp_path / "missing")
+
+
+def test_duplicate_piece_is_refused() -> None:
+    with pytest.raises(ValueError, match="duplicated"):
+        DomainTokenizer(["abc", "abc"])
+
+
+# -- chat format ------------------------------------------------------------------------
+
+
+def _conversation() -> list[dict]:
+    return [
+        {"role": "system", "content": "long policy text that the tiny model never sees"},
+        {"role": "user", "content": "Cancel #W1234567"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "get_order_details", "arguments": '{"order_id": "#W1234567"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"order_id": "#W1234567", "note": null}'},
+    ]
+
+
+def test_render_format() -> None:
+    text = render_messages(_conversation())
+    assert text == (
+        '<bos><|system|><|end|><|user|>Cancel #W1234567<|end|>'
+        '<|assistant|><|call|>{"name":"get_order_details","arguments":{"order_id":"#W1234567"}}<|end|>'
+        '<|tool|>{"order_id":"#W1234567"}<|end|><|assistant|>'
+    )
+    assert not render_messages(_conversation(), add_generation_prompt=False).endswith(ASSISTANT)
+    with pytest.raises(ValueError, match="role 'robot'"):
+        render_messages([{"role": "robot", "content": "x"}])
+
+
+def test_rendered_call_parses_back() -> None:
+    text = render_messages(_conversation(), add_generation_prompt=False)
+    turn = text.split(ASSISTANT)[1].removesuffix(END).split(END)[0]
+    parsed = parse_tool_calls(turn)
+    assert parsed.content is None
+    assert [(c.name, json.loads(c.arguments)) for c in parsed.calls] == [
+        ("get_order_details", {"order_id": "#W1234567"})
+    ]
+
+
+def test_compact_json_drops_nulls_and_keeps_text() -> None:
+    assert compact_json('{"a": 1, "b": null, "c": [{"d": null}]}') == '{"a":1,"c":[{}]}'
+    assert compact_json("Error: order not found") == "Error: order not found"
+    assert compact_json("{not json") == "{not json"
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "args"),
+    [
+        (f'{CALL}{{"name":"f","arguments":{{"x":1}}}}', "f", {"x": 1}),
+        ('<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>', "f", {"x": 1}),
+        ('{"name": "f", "arguments": {"x": 1}}', "f", {"x": 1}),
+        (f'{CALL}{{"name":"f","arguments":{{"x":1}}}} trailing words', "f", {"x": 1}),
+    ],
+)
+def test_parse_formats(text: str, name: str, args: dict) -> None:
+    calls = parse_tool_calls(text).calls
+    assert len(calls) == 1
+    assert calls[0].name == name
+    assert json.loads(calls[0].arguments) == args
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f'{CALL}{{"name":"f","arguments":{{"x":',  # cut off mid-object
+        f"{CALL}get_user_details please",  # no JSON at all
+        f'{CALL}{{"arguments":{{}}}}',  # no name
+        f'{CALL}["f"]',  # not an object
+    ],
+)
+def test_malformed_call_becomes_parse_error(text: str) -> None:
+    parsed = parse_tool_calls(text)
+    assert len(parsed.calls) == 1 and parsed.calls[0].name == ""
+    gen = Generation(
+        content=parsed.content,
+        tool_calls=[RawToolCall(id="", name=c.name, arguments=c.arguments) for c in parsed.calls],
+        raw_text=text,
+    )
+    msg = generation_to_message(gen, turn=0)
+    assert msg.tool_calls is not None and msg.tool_calls[0].parse_error
+    assert msg.raw == text
+
+
+def test_plain_text_has_no_calls() -> None:
+    parsed = parse_tool_calls("Could you please provide your email address?")
+    assert parsed.calls == [] and parsed.content == "Could you please provide your email address?"
