@@ -167,3 +167,12 @@ def test_plugin_is_inert_without_quant_options(pytester: pytest.Pytester) -> Non
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert "=== quantagent ===" not in result.stdout.str()
+
+
+def test_public_api_names_resolve() -> None:
+    import pytest_quantagent as qa
+
+    for name in qa.__all__:
+        assert getattr(qa, name) is not None, name
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        qa.nope  # noqa: B018
