@@ -35,6 +35,7 @@ from pytest_quantagent.backends.base import (
     Generation,
     RawToolCall,
 )
+from pytest_quantagent.backends.wrapper import with_timeout
 from pytest_quantagent.env.messages import Decision
 from pytest_quantagent.quant.arms import ArmSpec
 
@@ -121,25 +122,34 @@ class NativeHTTPClient:
                     conn = c
                     break
                 c.close()
+            holder = [] if conn is None else [conn]
             try:
-                async with asyncio.timeout(self.timeout_s):
-                    if conn is None:
-                        conn = await self._connect()
-                    conn.writer.write(head + body)
-                    status, keep, data = await self._read_response(conn.reader)
+                status, keep, data = await with_timeout(self._exchange(holder, head + body), self.timeout_s)
+            except TimeoutError:
+                for c in holder:
+                    c.close()
+                raise TimeoutError(f"no response within {self.timeout_s} s") from None
             except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as e:
-                if conn is not None:
-                    conn.close()
+                for c in holder:
+                    c.close()
                 raise ConnectionError(f"{type(e).__name__}: {e}") from e
             except BaseException:
-                if conn is not None:
-                    conn.close()
+                for c in holder:
+                    c.close()
                 raise
+            conn = holder[0]
             if keep:
                 self._idle.append(conn)
             else:
                 conn.close()
             return status, data
+
+    async def _exchange(self, holder: list[_Conn], payload: bytes) -> tuple[int, bool, bytes]:
+        if not holder:
+            holder.append(await self._connect())
+        conn = holder[0]
+        conn.writer.write(payload)
+        return await self._read_response(conn.reader)
 
     @staticmethod
     async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bool, bytes]:

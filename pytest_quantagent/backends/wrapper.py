@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sys
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pytest_quantagent.backends.base import Backend, GenerateRequest, Generation
 from pytest_quantagent.errors import InfrastructureError
@@ -35,6 +37,25 @@ class UsageCounter:
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+
+T = TypeVar("T")
+
+if sys.version_info >= (3, 11):
+
+    async def with_timeout(aw: Awaitable[T], seconds: float) -> T:
+        """``await aw`` with a deadline; raises the builtin ``TimeoutError``."""
+        async with asyncio.timeout(seconds):
+            return await aw
+
+else:  # pragma: no cover - Python 3.10
+
+    async def with_timeout(aw: Awaitable[T], seconds: float) -> T:
+        """``await aw`` with a deadline; raises the builtin ``TimeoutError``."""
+        try:
+            return await asyncio.wait_for(aw, seconds)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"no result within {seconds} s") from None
 
 
 _EPISODE_USAGE: ContextVar[UsageCounter | None] = ContextVar("quantagent_episode_usage", default=None)

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pytest_quantagent.backends.wrapper import bind_episode_usage
+from pytest_quantagent.backends.wrapper import bind_episode_usage, with_timeout
 from pytest_quantagent.env.channels import SCORABLE_TERMINATIONS, TerminationReason
 from pytest_quantagent.errors import InfrastructureError
 from pytest_quantagent.runner.build import AgentPrompt, ArmRuntime, make_agent
@@ -197,11 +197,11 @@ class ArmRunner:
         task = self.domain.task(ep.task_id)
         agent = make_agent(self.runtime, self.prompt, ep.seed)
         user = self.domain.make_user(task, ep.seed)
-        async with asyncio.timeout(self.settings.episode_timeout_s):
-            return await self.episode_fn(
-                domain=self.domain, task=task, agent=agent, user=user,
-                max_steps=self.settings.max_steps, max_errors=self.settings.max_errors,
-            )
+        return await with_timeout(
+            self.episode_fn(domain=self.domain, task=task, agent=agent, user=user,
+                            max_steps=self.settings.max_steps, max_errors=self.settings.max_errors),
+            self.settings.episode_timeout_s,
+        )
 
     async def _run_one(self, ep: PlannedEpisode, key: str, writer: ThreadPoolExecutor,
                        sem: asyncio.Semaphore) -> EpisodeRecord:
