@@ -45,6 +45,14 @@ _ALLOWED_OPTIONS = frozenset(
 HTTP_CLIENTS: tuple[str, ...] = ("auto", "native", "httpx")
 
 
+def _without_userinfo(url: str) -> str:
+    """``http://user:secret@host/v1`` → ``http://host/v1`` (run metadata never holds secrets)."""
+    u = urlsplit(url)
+    if u.username is None and u.password is None:
+        return url
+    return u._replace(netloc=u.netloc.rpartition("@")[2]).geturl()
+
+
 def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -251,7 +259,7 @@ class OpenAICompatBackend(Backend):
             "backend": self.name,
             "version": self.version(),
             "model": self.model,
-            "base_url": self.base_url,
+            "base_url": _without_userinfo(self.base_url),
             "constrained": self.constrained,
             "http_client": self.http_client,
         }

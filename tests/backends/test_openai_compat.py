@@ -135,6 +135,12 @@ def test_api_key_read_from_env_and_never_described(monkeypatch: pytest.MonkeyPat
     asyncio.run(backend.aclose())
 
 
+def test_credentials_in_url_are_not_described() -> None:
+    b = OpenAICompatBackend(base_url="http://bob:hunter2@10.0.0.1:8000/v1", model="m", http_client="httpx")
+    assert b.describe()["base_url"] == "http://10.0.0.1:8000/v1"
+    asyncio.run(b.aclose())
+
+
 def test_missing_api_key_env_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("QA_ABSENT_KEY", raising=False)
     arm = ArmSpec(label="bf16", backend="openai", model="m", base_url="http://x/v1", api_key_env="QA_ABSENT_KEY")
