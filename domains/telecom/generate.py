@@ -733,6 +733,7 @@ def _assemble(
 ) -> dict[str, Any]:
     c = w.customer
     first, last = c.full_name.split(" ", 1)
+    facts = {"location": "I'm at home in the United States, not travelling.", **facts}
     actions = []
     for i, g in enumerate(gold):
         action: dict[str, Any] = {

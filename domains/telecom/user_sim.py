@@ -391,6 +391,9 @@ _STATE_QUESTION = re.compile(
 )
 
 
+_OFFER = re.compile(r"^\s*(?:would|do) you (?:like|want|wish) to\b")
+
+
 def _normalize(text: str) -> str:
     """The text as :func:`pytest_quantagent.env.user.matches` sees it (lower case, words
     separated by single spaces, padded), computed once per sentence instead of per intent."""
@@ -530,6 +533,8 @@ class TelecomUser(ScriptedUser):
                 found = [f for f in found if f[1] != "connect_vpn"]
             if "roaming" in low and not re.search(r"\b(?:mobile|cellular) data\b", low):
                 found = [f for f in found if f[1] != "toggle_data"]
+            if _OFFER.match(low):  # "Would you like to pay the bill?" asks for agreement
+                found = [f for f in found if f[1] != "make_payment"]
         resolved = []
         for pos, name, _ in found:
             spec = next((i for i in self.intents if i.tool == name), None)

@@ -88,6 +88,7 @@ def test_paraphrases(user: Any, text: Any, expected: Any) -> None:
         "I have resumed your line.",
         "Your line is suspended because of an overdue bill.",
         "Thanks for waiting while I look up your account.",
+        "Would you like to pay the overdue bill now?",
     ],
 )
 def test_statements_and_state_questions_trigger_nothing(user: Any, text: Any) -> None:
