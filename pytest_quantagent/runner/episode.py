@@ -218,7 +218,11 @@ async def run_episode(
         else:  # env
             assert pending is not None and pending.tool_calls
             step_idx = len(messages) - 1
-            for tc in pending.tool_calls:
+            role = "assistant" if isinstance(pending, AssistantMessage) else "user"
+            for i, tc in enumerate(pending.tool_calls):
+                if tc.requestor != role:
+                    # The speaker decides the toolkit, whatever the call object claims.
+                    tc = pending.tool_calls[i] = tc.model_copy(update={"requestor": role})
                 d = env.execute(tc)
                 tm = d.message
                 if tm.error:

@@ -202,3 +202,12 @@ def test_task_message_history_replaces_the_greeting(toy: Domain) -> None:
     assert len(agent.views[0]) == 4
     env_balance = out.env.tools.db.accounts["a1"].balance  # type: ignore[union-attr]
     assert env_balance == 15.0, "history writes are applied to the environment"
+
+
+def test_the_speaker_decides_the_requestor(toy: Domain) -> None:
+    # A user implementation that forgets requestor="user" still only reaches user tools.
+    sloppy = ToolCall(id="s", name="get_account", arguments={"account_id": "a1"})  # requestor defaults to assistant
+    out = run(toy, ScriptAgent([AssistantMessage(content="ok"), AssistantMessage(content="###STOP###")]), ChattyUser(sloppy))
+    [c] = out.calls
+    assert (c.requestor, c.channel) == ("user", Channel.CROSS_ROLE_TOOL)
+    assert isinstance(out.messages[1], UserMessage) and out.messages[1].tool_calls[0].requestor == "user"  # type: ignore[index]
