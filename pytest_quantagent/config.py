@@ -155,8 +155,9 @@ def check_contradictions(qc: QuantAgentConfig) -> None:
         )
     if qc.backend == "replay" and qc.config_path is None:
         raise pytest.UsageError(
-            "--quant-backend=replay reads one τ²-bench results file per arm, named in the arms "
-            "config; add --quant-config=arms.toml with [arms.<label>] results = \"...json\""
+            "--quant-backend=replay reads τ²-bench results files named per arm in the arms "
+            "config; add --quant-config=arms.toml with [arms.<label>] backend = \"replay\" and "
+            "path = \"results/<label>.json\""
         )
     if qc.config_path is not None and qc.model is not None:
         raise pytest.UsageError(

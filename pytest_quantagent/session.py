@@ -253,13 +253,24 @@ class QuantAgentSession:
         from pytest_quantagent.store.jsonl import EpisodeStore
 
         qc = self.qc
+        ref_spec, arm_spec = self.arm_spec(cell.reference), self.arm_spec(cell.arm)
+        # Replay arms are never run: their records come from τ²-bench results files.
+        replayed: dict[str, list[EpisodeRecord]] = {}
+        for spec in (ref_spec, arm_spec):
+            if spec.backend == "replay":
+                from pytest_quantagent.backends.replay import load_replay_arm
+
+                replayed[spec.label] = load_replay_arm(spec, cell.domain)
+        if len(replayed) == 2:
+            return CellEpisodes(arm=replayed[cell.arm], reference=replayed[cell.reference])
+
         domain = get_domain(cell.domain, tau2_data=qc.tau2_data)
         task_ids = qc.tasks.select([t.id for t in domain.tasks], domain.splits)
         plan = plan_episodes(task_ids, qc.trials, qc.seed)
         concurrency = qc.concurrency or RunSettings().concurrency
         settings = RunSettings(max_errors=qc.error_budget, concurrency=concurrency,
                                user_sim=qc.user)
-        specs = [self.arm_spec(cell.reference), self.arm_spec(cell.arm)]
+        specs = [s for s in (ref_spec, arm_spec) if s.label not in replayed]
         qc.cache_dir.mkdir(parents=True, exist_ok=True)
         store = EpisodeStore(qc.cache_dir)
 
@@ -276,9 +287,10 @@ class QuantAgentSession:
         # share the reference arm wait for each other instead of running it twice, and the
         # fixed order rules out a deadlock.
         with ExitStack() as stack:
-            for label in sorted({cell.reference, cell.arm}):
+            for label in sorted(s.label for s in specs):
                 stack.enter_context(store.claim(f"{cell.domain}/{label}"))
             result = asyncio.run(go())
+        result.update(replayed)
         return CellEpisodes(arm=result[cell.arm], reference=result[cell.reference])
 
     # ------------------------------------------------------------------ analysis

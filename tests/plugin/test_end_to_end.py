@@ -168,3 +168,38 @@ def test_rerun_loads_from_the_store(toy: pytest.Pytester) -> None:
     before = store.read_text()
     toy.runpytest(*args).assert_outcomes(failed=1)
     assert store.read_text() == before
+
+
+@pytest.mark.tau2data
+def test_replay_arms_read_tau2_results_without_running(
+    pytester: pytest.Pytester, tau2_data: Path
+) -> None:
+    results = tau2_data / "results" / "gpt-4.1_retail_1trial_feature-gym.json"
+    if not results.is_file():
+        pytest.skip(f"{results} not present")
+    # The same results file as both arms: a replayed pair must come out identical.
+    pytester.makefile(".toml", arms=f"""
+[arms.bf16]
+backend = "replay"
+path = "{results}"
+
+[arms.int4]
+backend = "replay"
+path = "{results}"
+""")
+    pytester.makepyfile("""
+from pytest_quantagent.assertions import assert_no_channel_amplification
+
+def test_same(quant_cell):
+    assert all(e.backend == "replay" for e in quant_cell.episodes)
+    assert len(quant_cell.episodes) == len(quant_cell.reference_episodes) > 0
+    assert_no_channel_amplification(quant_cell, channel=None)
+""")
+    result = pytester.runpytest("--quant-config=arms.toml", "--quant-backend=replay",
+                                "--domain=retail", "--quant-report=r.json",
+                                "--quant-cache-dir=store")
+    result.assert_outcomes(passed=1)
+    report = read_report(pytester.path / "r.json")
+    (cell,) = report["cells"]
+    assert cell["success"]["diff"] == 0.0
+    assert not (pytester.path / "store" / "episodes.jsonl").exists()  # nothing was run

@@ -124,7 +124,7 @@ def test_defaults_when_nothing_is_given(pytester: pytest.Pytester) -> None:
          "*--quant lists the reference arm 'fp8'*use --quant=int4, or choose another reference*"),
         (["--quant-user-model=gpt-x"], "*--quant-user-model=gpt-x needs the LLM user simulator*add --quant-user=llm*"),
         (["--quant-user=llm"], "*--quant-user=llm needs a model for the simulated user; add --quant-user-model*"),
-        (["--quant-backend=replay"], "*--quant-backend=replay reads one τ²-bench results file per arm*--quant-config*"),
+        (["--quant-backend=replay"], "*--quant-backend=replay reads τ²-bench results files named per arm*--quant-config=arms.toml*"),
         (["--quant-report=same.json", "--quant-html=same.json.html"], None),
     ],
 )
