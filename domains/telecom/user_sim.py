@@ -462,6 +462,8 @@ class TelecomUser(ScriptedUser):
             if not calls and self._already:
                 return UserMessage(content=" ".join(self._already))
             if calls:
+                # Reported together with the results of the calls made.
+                self._results.extend(self._already)
                 self._pending = calls[1:]
                 return self._call(calls[0])
             return UserMessage(content=self.respond_text(last.content))

@@ -391,3 +391,18 @@ def test_every_gold_action_of_every_bundled_task_is_needed(domain: Any) -> None:
             if evaluate(domain, task, msgs, TerminationReason.USER_STOP).reward > 0:
                 unneeded.append((task.id, gold[skip].name))
     assert unneeded == []
+
+
+def test_already_as_asked_is_reported_with_the_other_results(domain: Any) -> None:
+    task = next(t for t in domain.tasks if "data_off" in (t.description.purpose or ""))
+    user = domain.make_user(task, seed=0)
+    env = domain.make_environment(task)
+    msg = user.respond(
+        [AssistantMessage(content="Please turn airplane mode off. Then turn mobile data on.")]
+    )
+    (call,) = msg.tool_calls
+    assert call.name == "toggle_data"
+    result = env.get_response(call)
+    reply = user.respond([ToolMessage(id=call.id, content=result.content, requestor="user")])
+    assert reply.content.startswith("Airplane mode is already OFF on my phone. Done.")
+    assert "Mobile Data is now ON." in reply.content
