@@ -181,12 +181,14 @@ def parse_tau2_dir(option: str) -> Callable[[str], Path]:
         p = Path(str(value).strip())
         if not p.is_dir():
             raise _bad(option, value, "an existing τ²-bench data directory (no such directory)")
-        if not (p / "domains").is_dir() and not (p / "data" / "tau2" / "domains").is_dir():
-            raise _bad(
-                option, value,
-                "a τ²-bench data directory containing domains/ (or a checkout with data/tau2/domains/)",
-            )
-        return p
+        if (p / "domains").is_dir():
+            return p
+        if (p / "data" / "tau2" / "domains").is_dir():  # a τ²-bench checkout's root
+            return p / "data" / "tau2"
+        raise _bad(
+            option, value,
+            "a τ²-bench data directory containing domains/ (or a checkout with data/tau2/domains/)",
+        )
 
     parse.__name__ = f"parse {option}"
     return parse
