@@ -406,3 +406,11 @@ def test_already_as_asked_is_reported_with_the_other_results(domain: Any) -> Non
     reply = user.respond([ToolMessage(id=call.id, content=result.content, requestor="user")])
     assert reply.content.startswith("Airplane mode is already OFF on my phone. Done.")
     assert "Mobile Data is now ON." in reply.content
+
+
+def test_tau2_base_tasks_get_the_splits_of_split_tasks_json(tau2_data: Any) -> None:
+    dom = get_domain("telecom", tau2_data=tau2_data, tasks_file="tasks_base_2025-06-10.json")
+    # split_tasks.json also lists the 2285-task "full" set, absent from this file: dropped.
+    assert sorted(dom.splits) == ["base", "test", "train"]
+    assert len(dom.splits["base"]) == 114
+    assert len(dom.splits["train"]) + len(dom.splits["test"]) == 114
