@@ -33,7 +33,7 @@ How it answers an agent message, first matching rule wins:
 5. custom ``answers`` rules, then ``facts`` topics (order id, reason, payment, address, ...);
 6. the agent says it is done / asks if there is anything else → next request or stop;
 7. the greeting → the opening request; otherwise restate the request (after
-   ``max_fallbacks`` unproductive turns it stops).
+   ``max_fallbacks`` unproductive turns it leaves with ``###OUT-OF-SCOPE###``).
 
 τ²-bench's task files have no script: :func:`script_from_instructions` derives one from the
 structured instructions (reason for call, known info: name, zip, email, phone).
@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_quantagent.env.messages import (
+    OUT_OF_SCOPE_TOKEN,
     STOP_TOKEN,
     TRANSFER_TOKEN,
     AssistantMessage,
@@ -461,7 +462,8 @@ class ScriptedUser:
             return self._current_request()
         self._fallbacks += 1
         if self._fallbacks >= self.script.max_fallbacks:
-            return self._stop()
+            # τ²-bench's token for "the scenario gives me nothing more to say".
+            return f"I don't think I can get further with this. {OUT_OF_SCOPE_TOKEN}"
         return self._pick(
             f"I'm not sure. What I need is: {self._current_request()}",
             f"To repeat my request: {self._current_request()}",

@@ -94,7 +94,7 @@ def test_fallbacks_end_the_conversation() -> None:
     u = opened(variant({"max_fallbacks": 2}))
     first = say(u, "Lorem ipsum dolor sit amet.")
     assert SCRIPT.requests[0] in first
-    assert say(u, "Lorem ipsum dolor sit amet.").endswith("###STOP###")
+    assert say(u, "Lorem ipsum dolor sit amet.").endswith("###OUT-OF-SCOPE###")
 
 
 def test_deterministic_given_seed() -> None:
