@@ -63,6 +63,15 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--repair", choices=("none", "reflexive"), default="none",
                    help="reflexive: also run every arm as '<arm>+repair' (reflexive repair of "
                    "unknown-tool / bad-argument results), each compared with the reference")
+    p.add_argument("--user", choices=("scripted", "llm"), default="scripted",
+                   help="user simulator: the domain's scripted user (default) or an LLM user "
+                   "(one model, pinned and cached, shared by every arm)")
+    p.add_argument("--user-model", metavar="SPEC", default=None,
+                   help="model of the LLM user: BACKEND:MODEL[@BASE_URL] (e.g. "
+                   "openai:gpt-4.1@http://127.0.0.1:8001/v1) or a model spec (tiny-agent[:ARM]); "
+                   "default: the [user] table of --config")
+    p.add_argument("--user-temperature", type=float, default=None, metavar="T",
+                   help="LLM user sampling temperature (default 0, or the [user] table's)")
     p.add_argument("--tau2-data", type=Path, default=None, metavar="DIR",
                    help="run tau2-bench's official task/DB files from DIR/domains/<domain>/")
     p.add_argument("--out", type=Path, default=Path(DEFAULT_OUT), metavar="DIR",
@@ -72,7 +81,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, no summary")
 
 
-def _run_info(args: argparse.Namespace, specs: list[Any], runtimes: list[Any]) -> dict[str, Any]:
+def _run_info(args: argparse.Namespace, specs: list[Any], runtimes: list[Any],
+              user: Any = None) -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -93,6 +103,8 @@ def _run_info(args: argparse.Namespace, specs: list[Any], runtimes: list[Any]) -
         "repair": args.repair,
         "max_steps": args.max_steps,
         "store": str(args.out),
+        "user_sim": user.identity if user is not None else "scripted",
+        "user": user.describe() if user is not None else {"identity": "scripted"},
     }
 
 
@@ -111,12 +123,26 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
     from pytest_quantagent.env.registry import get_domain
     from pytest_quantagent.report.model import CellInput, analyze
     from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_cell
-    from pytest_quantagent.runner.build import build_arm, resolve_arms, select_tasks
+    from pytest_quantagent.runner.build import (
+        USER_TURNS_FILE,
+        build_arm,
+        build_user,
+        resolve_arms,
+        resolve_user,
+        select_tasks,
+    )
     from pytest_quantagent.runner.progress import RunProgress
     from pytest_quantagent.store.jsonl import EpisodeStore
 
     specs = resolve_arms(with_repair_arms(args.arms, args.repair), model_spec=args.model,
                          config_path=args.config)
+    user_model, user_temp = getattr(args, "user_model", None), getattr(args, "user_temperature", None)
+    user_config = None
+    if getattr(args, "user", "scripted") == "llm":
+        user_config = resolve_user(user_model, config_path=args.config, temperature=user_temp)
+    elif user_model is not None or user_temp is not None:
+        raise ValueError("--user-model/--user-temperature configure the LLM user simulator, but "
+                         "the user is 'scripted'; add --user llm or drop them")
     domain = get_domain(args.domain, tau2_data=args.tau2_data)
     task_ids = select_tasks(
         domain,
@@ -126,19 +152,26 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
     )
     plan = plan_episodes(task_ids, args.trials, args.seed)
     settings = RunSettings(max_errors=args.error_budget, max_steps=args.max_steps,
-                           concurrency=args.concurrency, episode_timeout_s=args.episode_timeout)
+                           concurrency=args.concurrency, episode_timeout_s=args.episode_timeout,
+                           user_sim="llm" if user_config is not None else "scripted")
     store = EpisodeStore(args.out)
 
     async def go() -> tuple[dict[str, list[Any]], dict[str, Any]]:
         runtimes = [build_arm(s, concurrency=args.concurrency) for s in specs]
+        # One user for the whole run: every arm asks the same client and the same turn cache.
+        user = None if user_config is None else build_user(
+            user_config, cache_path=Path(args.out) / USER_TURNS_FILE, concurrency=args.concurrency)
         try:
             with RunProgress(quiet=args.quiet) as progress:
                 result = await run_cell(domain=domain, runtimes=runtimes, plan=plan,
-                                        settings=settings, store=store, progress=progress.arm)
-            return result, _run_info(args, specs, runtimes)
+                                        settings=settings, store=store, progress=progress.arm,
+                                        user=user)
+            return result, _run_info(args, specs, runtimes, user)
         finally:
             for rt in runtimes:
                 await rt.aclose()
+            if user is not None:
+                await user.aclose()
 
     result, run_info = asyncio.run(go())
     ref = specs[0].label

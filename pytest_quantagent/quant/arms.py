@@ -18,6 +18,19 @@ Arms come from two places:
 
 An arm label may carry a ``+repair`` suffix (``int4+repair``): the same model with the
 reflexive-repair mode on.
+
+The same TOML file may pin the LLM user simulator in a ``[user]`` table, written like an arm
+plus the user's decoding settings (see :func:`load_user_config`)::
+
+      [user]
+      backend = "openai"
+      base_url = "http://127.0.0.1:8001/v1"
+      model = "gpt-4.1"
+      api_key_env = "USER_API_KEY"
+      temperature = 0.0     # default 0
+      max_tokens = 512      # default 512
+
+or be given as a spec string (:func:`parse_user_model`).
 """
 
 from __future__ import annotations
@@ -247,3 +260,118 @@ def resolve_arm(
     if base != label:
         spec = replace(spec, label=label, repair="reflexive")
     return spec
+
+
+# -- The LLM user simulator's model ---------------------------------------------------------
+
+USER_LABEL = "user"
+"""The label of the user simulator's :class:`ArmSpec` (it is never an arm of the comparison)."""
+DEFAULT_USER_MAX_TOKENS = 512
+
+
+@dataclass(frozen=True)
+class UserModelConfig:
+    """The model that plays the customer: an arm-like spec plus its decoding settings."""
+
+    arm: ArmSpec
+    temperature: float = 0.0
+    max_tokens: int = DEFAULT_USER_MAX_TOKENS
+
+    def __post_init__(self) -> None:
+        if not (self.temperature >= 0):  # also refuses nan
+            raise ValueError(f"user temperature must be >= 0, got {self.temperature!r}")
+        if self.max_tokens < 1:
+            raise ValueError(f"user max_tokens must be >= 1, got {self.max_tokens!r}")
+
+
+def load_user_config(path: str | Path) -> UserModelConfig | None:
+    """The ``[user]`` table of an arms config, or None when the file has none.
+
+    Keys: ``backend`` (required), ``model``, ``path``, ``base_url``, ``api_key_env``,
+    ``quantization``, ``revision``, ``temperature`` (>= 0, default 0), ``max_tokens``
+    (>= 1, default 512); any other key is a backend option, as in an arm table. Raises
+    :class:`DataFileError` naming the file and the key for anything malformed.
+    """
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataFileError(p, "", "arms config file not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise DataFileError(p, "", f"not valid TOML: {e}") from None
+    table = data.get("user")
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise DataFileError(p, "user", "must be a table ([user] backend = \"openai\" model = ...)")
+    backend = table.get("backend")
+    if not isinstance(backend, str) or not backend:
+        raise DataFileError(p, "user", "missing string key 'backend' (e.g. \"openai\", \"mock\")")
+    for key in ("model", "path", "base_url", "api_key_env", "quantization", "revision"):
+        if key in table and not isinstance(table[key], str):
+            raise DataFileError(p, f"user.{key}", f"must be a string, got {table[key]!r}")
+    if "repair" in table:
+        raise DataFileError(p, "user.repair", "the user simulator has no repair mode; remove the key")
+    temperature = table.get("temperature", 0.0)
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
+        raise DataFileError(p, "user.temperature", f"must be a number >= 0, got {temperature!r}")
+    max_tokens = table.get("max_tokens", DEFAULT_USER_MAX_TOKENS)
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise DataFileError(p, "user.max_tokens", f"must be an integer >= 1, got {max_tokens!r}")
+    options = {k: v for k, v in table.items()
+               if k not in _SPEC_FIELDS and k not in ("temperature", "max_tokens")}
+    arm = ArmSpec(
+        label=USER_LABEL, backend=backend, model=table.get("model", backend),
+        path=table.get("path"), base_url=table.get("base_url"),
+        api_key_env=table.get("api_key_env"), quantization=table.get("quantization"),
+        revision=table.get("revision"), options=options,
+    )
+    return UserModelConfig(arm=arm, temperature=float(temperature), max_tokens=max_tokens)
+
+
+def parse_user_model(
+    spec: str, *, temperature: float = 0.0, max_tokens: int = DEFAULT_USER_MAX_TOKENS
+) -> UserModelConfig:
+    """A ``--user-model`` / ``--quant-user-model`` spec → :class:`UserModelConfig`.
+
+    Accepted forms:
+
+    - ``BACKEND:MODEL@BASE_URL`` — e.g. ``openai:gpt-4.1@http://127.0.0.1:8001/v1``
+      (``@BASE_URL`` is required by ``openai``, optional otherwise);
+    - ``BACKEND:MODEL`` — e.g. ``transformers:/ckpt/qwen3-8b``, ``vllm:Qwen/Qwen3-8B``
+      (an existing directory is also the checkpoint ``path``);
+    - ``NAME`` or ``NAME:ARM`` — a registered model spec and one of its arms (default
+      ``bf16``), e.g. ``tiny-agent`` or ``tiny-agent:int4``.
+
+    Anything else raises :class:`UnknownNameError` listing the backends and model specs.
+    """
+    from pytest_quantagent.backends.registry import list_backends
+
+    value = spec.strip()
+    if not value or any(c.isspace() for c in value):
+        raise ValueError(f"user model spec {spec!r} must be non-empty and contain no spaces")
+    head, sep, rest = value.partition(":")
+    backends = list_backends()
+    if sep and head in backends:
+        model, at, base_url = rest.partition("@")
+        if not model:
+            raise ValueError(f"user model spec {spec!r}: no model after {head + ':'!r} "
+                             f"(e.g. '{head}:MODEL' or 'openai:MODEL@http://HOST:PORT/v1')")
+        if at and not base_url:
+            raise ValueError(f"user model spec {spec!r}: empty base URL after '@'")
+        if head == "openai" and not base_url:
+            raise ValueError(f"user model spec {spec!r}: backend 'openai' needs a base URL, "
+                             f"e.g. 'openai:{model}@http://127.0.0.1:8000/v1'")
+        path = model if Path(model).is_dir() else None
+        arm = ArmSpec(label=USER_LABEL, backend=head, model=model, path=path,
+                      base_url=base_url or None)
+        return UserModelConfig(arm=arm, temperature=temperature, max_tokens=max_tokens)
+    _load_bundled()
+    if head in _MODEL_SPECS:
+        label = rest if sep else "bf16"
+        arm = resolve_arm(label, model_spec=head)
+        return UserModelConfig(arm=replace(arm, label=USER_LABEL), temperature=temperature,
+                               max_tokens=max_tokens)
+    known = [f"{b}:MODEL" for b in backends] + sorted(_MODEL_SPECS)
+    raise UnknownNameError("user model spec", value, known,
+                           hint="e.g. openai:MODEL@http://127.0.0.1:8000/v1 or tiny-agent")

@@ -10,6 +10,11 @@
   times; the retries are recorded in ``EpisodeRecord.infra_retries`` and never scored. An
   episode that still fails gets termination ``infrastructure_error`` (logged to the store's
   ``failures.jsonl``, not stored as an outcome, so a resume runs it again).
+- **User simulator**: the domain's scripted user by default; with a ``user``
+  (:class:`~pytest_quantagent.runner.build.UserRuntime`) one LLM user per episode, all built
+  on the run's one user client and turn cache, shared by every arm. Its identity is the
+  records' ``user_sim`` and part of their cache key. A user whose server fails past its
+  retries is an infrastructure failure of the episode, like the agent's.
 - **Store/resume**: episodes whose key is stored are not run; each finished episode is
   appended (fsync) from a writer thread so the event loop never blocks on the disk.
 """
@@ -27,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pytest_quantagent.backends.wrapper import bind_episode_usage, with_timeout
 from pytest_quantagent.env.channels import SCORABLE_TERMINATIONS, TerminationReason
 from pytest_quantagent.errors import InfrastructureError
-from pytest_quantagent.runner.build import AgentPrompt, ArmRuntime, make_agent
+from pytest_quantagent.runner.build import AgentPrompt, ArmRuntime, UserRuntime, make_agent
 from pytest_quantagent.store.jsonl import EpisodeStore
 from pytest_quantagent.store.keys import episode_key
 from pytest_quantagent.store.records import EpisodeRecord
@@ -80,6 +85,8 @@ class RunSettings:
     episode_retries: int = 2
     """Whole-episode re-runs after an infrastructure failure."""
     user_sim: str = "scripted"
+    """``"scripted"``, or ``"llm"`` — which needs a ``user`` runtime passed to
+    :func:`run_cell`/:func:`run_arm`; the records then carry the runtime's identity."""
 
     def __post_init__(self) -> None:
         for name in ("max_errors", "max_steps", "concurrency"):
@@ -136,8 +143,16 @@ class ArmRunner:
         progress: ProgressSink | None = None,
         episode_fn: EpisodeFn | None = None,
         prompt: AgentPrompt | None = None,
+        user: UserRuntime | None = None,
     ) -> None:
+        if user is None and settings.user_sim == "llm":
+            raise ValueError(
+                "user_sim 'llm' needs the LLM user runtime: pass user=build_user(...) "
+                "(runner.build) to run_cell/run_arm"
+            )
         self.domain = domain
+        self.user = user
+        self.user_sim = user.identity if user is not None else settings.user_sim
         self.runtime = runtime
         self.settings = settings
         self.store = store
@@ -160,7 +175,7 @@ class ArmRunner:
             seed=ep.seed,
             max_errors=s.max_errors,
             max_steps=s.max_steps,
-            user_sim=s.user_sim,
+            user_sim=self.user_sim,
             prompt=self.prompt.hash,
             repair=arm.repair,
         )
@@ -172,7 +187,7 @@ class ArmRunner:
         return EpisodeRecord(
             key=key, model=arm.model, arm=arm.label, backend=arm.backend, domain=self.domain.name,
             task_id=ep.task_id, trial=ep.trial, seed=ep.seed, max_errors=s.max_errors,
-            max_steps=s.max_steps, user_sim=s.user_sim, repair=arm.repair,
+            max_steps=s.max_steps, user_sim=self.user_sim, repair=arm.repair,
             termination=termination, reward=float(outcome.reward),
             success=_success(float(outcome.reward), termination),
             reward_info=_dump(outcome.reward_info), n_errors=outcome.n_errors, steps=outcome.steps,
@@ -187,7 +202,7 @@ class ArmRunner:
         return EpisodeRecord(
             key=key, model=arm.model, arm=arm.label, backend=arm.backend, domain=self.domain.name,
             task_id=ep.task_id, trial=ep.trial, seed=ep.seed, max_errors=s.max_errors,
-            max_steps=s.max_steps, user_sim=s.user_sim, repair=arm.repair,
+            max_steps=s.max_steps, user_sim=self.user_sim, repair=arm.repair,
             termination=TerminationReason.INFRASTRUCTURE_ERROR, reward=0.0, success=False,
             n_errors=0, steps=0, duration_s=round(duration, 4), infra_retries=retries,
             error_message=message[:2000],
@@ -196,7 +211,10 @@ class ArmRunner:
     async def _attempt(self, ep: PlannedEpisode) -> Any:
         task = self.domain.task(ep.task_id)
         agent = make_agent(self.runtime, self.prompt, ep.seed)
-        user = self.domain.make_user(task, ep.seed)
+        if self.user is not None:
+            user: Any = self.user.make_user(self.domain, task, trial=ep.trial, seed=ep.seed)
+        else:
+            user = self.domain.make_user(task, ep.seed)
         return await with_timeout(
             self.episode_fn(domain=self.domain, task=task, agent=agent, user=user,
                             max_steps=self.settings.max_steps, max_errors=self.settings.max_errors),
@@ -264,10 +282,11 @@ async def run_arm(
     store: EpisodeStore | None = None,
     progress: ProgressSink | None = None,
     episode_fn: EpisodeFn | None = None,
+    user: UserRuntime | None = None,
 ) -> list[EpisodeRecord]:
     """Run or resume one arm's episodes (see :class:`ArmRunner`)."""
     runner = ArmRunner(domain=domain, runtime=runtime, settings=settings, store=store,
-                       progress=progress, episode_fn=episode_fn)
+                       progress=progress, episode_fn=episode_fn, user=user)
     return await runner.run(plan)
 
 
@@ -280,10 +299,12 @@ async def run_cell(
     store: EpisodeStore | None = None,
     progress: Callable[[str, int], ProgressSink] | None = None,
     episode_fn: EpisodeFn | None = None,
+    user: UserRuntime | None = None,
 ) -> dict[str, list[EpisodeRecord]]:
     """Run every arm on the same plan (paired design), arms concurrently.
 
     ``progress(label, total)`` returns the sink of one arm (e.g. ``RunProgress.arm``).
+    ``user``: the run's one LLM user simulator (None = the domain's scripted user).
     """
     labels = [rt.arm.label for rt in runtimes]
     if len(set(labels)) != len(labels):
@@ -292,7 +313,7 @@ async def run_cell(
     runners = [
         ArmRunner(domain=domain, runtime=rt, settings=settings, store=store,
                   progress=progress(rt.arm.label, len(plan)) if progress else None,
-                  episode_fn=episode_fn, prompt=prompt)
+                  episode_fn=episode_fn, prompt=prompt, user=user)
         for rt in runtimes
     ]
     results = await asyncio.gather(*(r.run(plan) for r in runners))

@@ -48,8 +48,12 @@ from pytest_quantagent.env.messages import (
     UserMessage,
 )
 from pytest_quantagent.env.tasks import StructuredUserInstructions, Task
+from pytest_quantagent.quant.arms import UserModelConfig
 
 USER_PROMPT_VERSION = "1"
+
+#: ``runner.agent.generation_to_message``'s parse error for a turn with no text and no call.
+EMPTY_TURN = "empty turn: no text and no tool call"
 
 GUIDELINES = """\
 # How to play the customer
@@ -127,29 +131,59 @@ def view_to_openai(view: Sequence[Message]) -> list[dict[str, Any]]:
     return out
 
 
+#: How a user turn's sampling seed is drawn: from the episode seed (identical in every arm of
+#: a run, since arms share the plan's seeds), the user's turn number and the re-ask attempt.
+USER_SEED_POLICY = "episode"
+
+
 @dataclass(frozen=True)
 class LLMUserSpec:
     """What pins the user simulator: model, decoding, seed policy, prompt version."""
 
     model: str
-    """The user model's spec as given (e.g. an arm-like description ``openai:gpt-4.1``)."""
+    """The user model as the report names it (model id, plus revision/quantization/options
+    digest when the config gives them; see :meth:`from_config`)."""
     backend: str
     temperature: float = 0.0
     max_tokens: int = 512
     prompt_version: str = USER_PROMPT_VERSION
+    seed_policy: str = USER_SEED_POLICY
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
+        if not (self.temperature >= 0):
             raise ValueError(f"user temperature must be >= 0, got {self.temperature!r}")
         if self.max_tokens < 1:
             raise ValueError(f"user max_tokens must be >= 1, got {self.max_tokens!r}")
+
+    @classmethod
+    def from_config(cls, config: UserModelConfig) -> LLMUserSpec:
+        """The spec of a user model given by ``--user-model`` or a ``[user]`` table.
+
+        Everything of the arm that changes the user's replies goes into ``model``: the model
+        id, ``@revision``, ``[quantization]``, and a digest of outcome-relevant backend
+        options (e.g. a mock's scripted responses); the endpoint URL and key do not.
+        """
+        arm = config.arm
+        fields = arm.cache_fields()
+        model = arm.model
+        if arm.path and arm.path != arm.model:
+            model += f"({arm.path})"
+        if arm.revision:
+            model += f"@{arm.revision}"
+        if arm.quantization:
+            model += f"[{arm.quantization}]"
+        if fields["options"]:
+            blob = json.dumps(fields["options"], sort_keys=True, default=repr)
+            model += f"+opts={hashlib.sha256(blob.encode()).hexdigest()[:10]}"
+        return cls(model=model, backend=arm.backend, temperature=config.temperature,
+                   max_tokens=config.max_tokens)
 
     @property
     def identity(self) -> str:
         """The user simulator's name in cache keys and reports (``user_sim``)."""
         return (
             f"llm:{self.backend}:{self.model}:t={self.temperature:g}:"
-            f"max={self.max_tokens}:p{self.prompt_version}"
+            f"max={self.max_tokens}:seed={self.seed_policy}:p{self.prompt_version}"
         )
 
 
@@ -237,7 +271,6 @@ class LLMUser:
         self.tools = tools or []
         self.cache = cache if cache is not None else UserTurnCache()
         self.system_prompt = user_system_prompt(task, with_device=bool(self.tools))
-        self._turn = 0
 
     async def act(self, view: list[Message]) -> UserMessage:
         from pytest_quantagent.runner.agent import generation_to_message
@@ -246,12 +279,12 @@ class LLMUser:
         key = transcript_key(self.spec.identity, self.task.id, self.trial, self.seed, messages)
         cached = self.cache.get(key)
         if cached is not None:
-            self._turn += 1
             return cached
+        # The turn number comes from the transcript, not from a counter: the same transcript
+        # gets the same sampling seed whether earlier turns were sampled or read from the cache.
+        turn = sum(1 for m in view if isinstance(m, UserMessage))
         msg: UserMessage | None = None
         for attempt in range(2):  # an empty turn is asked once more, then it is the user's error
-            turn = self._turn
-            self._turn += 1
             gen = await self.client.generate(
                 GenerateRequest(
                     messages=messages,
@@ -264,12 +297,13 @@ class LLMUser:
             )
             am = generation_to_message(gen, turn)
             calls = [c.model_copy(update={"requestor": "user", "id": f"user_{c.id}"})
-                     for c in am.tool_calls or () if c.parse_error != "empty turn: no text and no tool call"]
-            if calls or am.content:
+                     for c in am.tool_calls or () if c.parse_error != EMPTY_TURN]
+            if calls or (am.content and am.content.strip()):
                 msg = UserMessage(content=am.content, tool_calls=calls or None, raw=am.raw)
                 break
         if msg is None:
-            # The episode loop ends an empty user message with user_error.
+            # The episode loop ends an empty user message with user_error. Not cached: a
+            # resumed run asks again.
             return UserMessage(content=None, tool_calls=None, raw="")
         self.cache.put(key, msg)
         return msg

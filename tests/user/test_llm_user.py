@@ -194,4 +194,4 @@ def test_bad_spec(kw: dict[str, float], msg: str) -> None:
 
 
 def test_identity_pins_model_and_decoding() -> None:
-    assert SPEC.identity == "llm:mock:scripted-user:t=0:max=512:p1"
+    assert SPEC.identity == "llm:mock:scripted-user:t=0:max=512:seed=episode:p1"
