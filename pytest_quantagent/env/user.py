@@ -445,6 +445,12 @@ class ScriptedUser:
                 if ident is not None:
                     self._fallbacks = 0
                     return ident
+            if is_confirm and not about_action:
+                # "Could you confirm your order id?" asks for the fact, not for a yes.
+                fact = self._fact_answer(question)
+                if fact is not None:
+                    self._fallbacks = 0
+                    return fact
             if is_confirm:
                 self._fallbacks = 0
                 if self.script.confirm:

@@ -74,6 +74,8 @@ def test_confirm_refuse_and_facts() -> None:
     refuser = opened(variant({"confirm": False, "refusal": "No, keep it."}))
     assert say(refuser, "Shall I proceed with cancelling order #W1?") == "No, keep it."
     assert say(u, "Would you also like to know your gift card balance?") == "I don't know my balance."
+    assert say(u, "Could you confirm the order id, please?") == "#W1"
+    assert say(u, "Please confirm: shall I cancel order #W1 now?").startswith("Yes")
 
 
 def test_follow_up_requests_then_stop() -> None:
