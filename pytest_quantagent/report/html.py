@@ -53,6 +53,16 @@ def _ci(ci: Any, fmt: str = "{:+.1%}") -> str:
     return f"[{_num(ci[0], fmt)}, {_num(ci[1], fmt)}]"
 
 
+def _at(seq: Any, i: int) -> Any:
+    return seq[i] if isinstance(seq, list) and i < len(seq) else None
+
+
+def _g(cell: dict[str, Any], key: str, side: str) -> Any:
+    """``cell[key][side]``, None when either level is missing or null (arm-only cells)."""
+    v = cell.get(key)
+    return v.get(side) if isinstance(v, dict) else None
+
+
 def _finite(xs: Sequence[Any]) -> list[float]:
     return [float(x) for x in xs if isinstance(x, (int, float)) and math.isfinite(x)]
 
@@ -209,10 +219,11 @@ def _legend(arm: str, ref: str) -> str:
 
 
 def _cell_section(cell: dict[str, Any]) -> str:
-    arm, ref = cell.get("arm", "?"), cell.get("reference", "?")
-    title = f"{cell.get('domain', '?')} · {arm} vs {ref}"
+    arm, ref = cell.get("arm") or "?", cell.get("reference")
+    title = f"{cell.get('domain', '?')} · {arm} " + (f"vs {ref}" if ref else "(no reference arm)")
+    ref = ref or "reference"
     verdict = str(cell.get("verdict", "?"))
-    s = cell.get("success", {})
+    s = cell.get("success") or {}
     out = [f'<h2 id="{_e(cell.get("domain"))}-{_e(arm)}">{_e(title)}: '
            f'<span class="v-{_e(verdict)}">{_e(verdict)}</span></h2>']
     reasons = cell.get("reasons") or []
@@ -222,14 +233,14 @@ def _cell_section(cell: dict[str, Any]) -> str:
         "<table><tr><th class=l></th><th>episodes</th><th>tool calls</th><th>success</th>"
         "<th>steps</th><th>recovery</th></tr>"
         f"<tr><td class=l>{_e(arm)}</td><td>{_num(cell.get('episodes'), '{}')}</td>"
-        f"<td>{_num(cell.get('tool_calls', {}).get('arm'), '{}')}</td><td>{_pct(s.get('arm'))}</td>"
-        f"<td>{_num(cell.get('steps', {}).get('arm'), '{:.1f}')}</td>"
-        f"<td>{_pct(cell.get('recovery', {}).get('arm'))}</td></tr>"
+        f"<td>{_num(_g(cell, 'tool_calls', 'arm'), '{}')}</td><td>{_pct(s.get('arm'))}</td>"
+        f"<td>{_num(_g(cell, 'steps', 'arm'), '{:.1f}')}</td>"
+        f"<td>{_pct(_g(cell, 'recovery', 'arm'))}</td></tr>"
         f"<tr><td class=l>{_e(ref)}</td><td>{_num(cell.get('reference_episodes'), '{}')}</td>"
-        f"<td>{_num(cell.get('tool_calls', {}).get('reference'), '{}')}</td>"
+        f"<td>{_num(_g(cell, 'tool_calls', 'reference'), '{}')}</td>"
         f"<td>{_pct(s.get('reference'))}</td>"
-        f"<td>{_num(cell.get('steps', {}).get('reference'), '{:.1f}')}</td>"
-        f"<td>{_pct(cell.get('recovery', {}).get('reference'))}</td></tr></table>"
+        f"<td>{_num(_g(cell, 'steps', 'reference'), '{:.1f}')}</td>"
+        f"<td>{_pct(_g(cell, 'recovery', 'reference'))}</td></tr></table>"
     )
     out.append(
         f"<p>Paired episodes: {_num(cell.get('paired'), '{}')}. Success difference "
@@ -237,7 +248,7 @@ def _cell_section(cell: dict[str, Any]) -> str:
         f"{_num(s.get('tost_p'), '{:.3g}')} at margin ±{_num(s.get('margin'), '{:.1%}')}, "
         f"McNemar p = {_num(s.get('mcnemar_p'), '{:.3g}')}.</p>"
     )
-    chans: dict[str, Any] = cell.get("channels", {})
+    chans: dict[str, Any] = cell.get("channels") or {}
     rows = []
     for name, c in chans.items():
         rows.append(
@@ -252,10 +263,10 @@ def _cell_section(cell: dict[str, Any]) -> str:
         + "".join(rows) + "</table>"
     )
     plots = []
-    b = cell.get("budget", {})
+    b = cell.get("budget") or {}
     if b.get("K"):
         svg = _svg_lines("success by error budget", b["K"],
-                         {arm: (b.get("arm", []), _ARM_COLOR), ref: (b.get("reference", []), _REF_COLOR)},
+                         {arm: (b.get("arm") or [], _ARM_COLOR), ref: (b.get("reference") or [], _REF_COLOR)},
                          "error budget K", "success")
         plots.append(f"<figure>{svg}<figcaption>Success if episodes had ended at the K-th failed "
                      "tool call (counterfactual over stored trajectories)</figcaption></figure>")
@@ -296,14 +307,14 @@ def render_html(report: dict[str, Any]) -> str:
     cells = report.get("cells", [])
     summary_rows = []
     for c in cells:
-        s = c.get("success", {})
-        b = c.get("budget", {})
+        s = c.get("success") or {}
+        b = c.get("budget") or {}
         k2 = ""
         if 2 in (b.get("K") or []):
             i = b["K"].index(2)
-            k2 = f"{_pct(b['arm'][i])} vs {_pct(b['reference'][i])}"
+            k2 = f"{_pct(_at(b.get('arm'), i))} vs {_pct(_at(b.get('reference'), i))}"
         top = max(
-            ((n, ch.get("ratio")) for n, ch in c.get("channels", {}).items()
+            ((n, ch.get("ratio")) for n, ch in (c.get("channels") or {}).items()
              if isinstance(ch.get("ratio"), (int, float))),
             key=lambda t: t[1], default=None,
         )

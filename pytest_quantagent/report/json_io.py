@@ -23,6 +23,11 @@ SCHEMA_VERSION = 1
 _NUM: dict[str, Any] = {"type": ["number", "null"]}
 _PROB: dict[str, Any] = {"type": ["number", "null"], "minimum": 0, "maximum": 1}
 _COUNT: dict[str, Any] = {"type": "integer", "minimum": 0}
+# An arm-only cell (no reference arm, e.g. ``quantagent analyze`` of one store) has null
+# reference-side figures and a null verdict.
+_OPT_COUNT: dict[str, Any] = {"type": ["integer", "null"], "minimum": 0}
+_COUNTS: dict[str, Any] = {"type": ["object", "null"], "additionalProperties": _COUNT}
+_PROBS: dict[str, Any] = {"type": ["object", "null"], "additionalProperties": _PROB}
 _CI: dict[str, Any] = {"type": ["array", "null"], "items": _NUM, "minItems": 2, "maxItems": 2}
 _PAIR_NUM: dict[str, Any] = {
     "type": "object", "required": ["arm", "reference"],
@@ -37,7 +42,7 @@ def _obj(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
 _CHANNEL: dict[str, Any] = _obj(
     ["arm_count", "reference_count", "arm_rate", "reference_rate", "ratio", "ratio_ci", "p", "p_holm"],
     {
-        "arm_count": _COUNT, "reference_count": _COUNT,
+        "arm_count": _COUNT, "reference_count": _OPT_COUNT,
         "arm_rate": _PROB, "reference_rate": _PROB,
         "ratio": {"type": ["number", "null"], "minimum": 0},
         "ratio_ci": _CI, "p": _PROB, "p_holm": _PROB,
@@ -49,9 +54,10 @@ _CELL: dict[str, Any] = _obj(
      "success", "budget", "channels", "failure_set", "recovery", "steps", "terminations",
      "pass_k", "verdict", "reasons"],
     {
-        "domain": {"type": "string"}, "arm": {"type": "string"}, "reference": {"type": "string"},
-        "episodes": _COUNT, "reference_episodes": _COUNT, "paired": _COUNT,
-        "tool_calls": _obj(["arm", "reference"], {"arm": _COUNT, "reference": _COUNT}),
+        "domain": {"type": "string"}, "arm": {"type": "string"},
+        "reference": {"type": ["string", "null"]},
+        "episodes": _COUNT, "reference_episodes": _OPT_COUNT, "paired": _COUNT,
+        "tool_calls": _obj(["arm", "reference"], {"arm": _COUNT, "reference": _OPT_COUNT}),
         "success": _obj(
             ["arm", "reference", "diff", "ci", "tost_p", "mcnemar_p", "margin"],
             {"arm": _PROB, "reference": _PROB, "diff": _NUM, "ci": _CI, "tost_p": _PROB,
@@ -60,8 +66,9 @@ _CELL: dict[str, Any] = _obj(
         "budget": _obj(
             ["K", "arm", "reference", "gap", "gap_ci"],
             {"K": {"type": "array", "items": _COUNT}, "arm": {"type": "array", "items": _PROB},
-             "reference": {"type": "array", "items": _PROB}, "gap": {"type": "array", "items": _NUM},
-             "gap_ci": {"type": "array", "items": _CI}},
+             "reference": {"type": ["array", "null"], "items": _PROB},
+             "gap": {"type": ["array", "null"], "items": _NUM},
+             "gap_ci": {"type": ["array", "null"], "items": _CI}},
         ),
         "channels": _obj([c.value for c in ALL_CHANNELS],
                          {c.value: _CHANNEL for c in ALL_CHANNELS}),
@@ -71,16 +78,10 @@ _CELL: dict[str, Any] = _obj(
         )},
         "recovery": _PAIR_NUM,
         "steps": _PAIR_NUM,
-        "terminations": _obj(["arm", "reference"], {
-            "arm": {"type": "object", "additionalProperties": _COUNT},
-            "reference": {"type": "object", "additionalProperties": _COUNT},
-        }),
-        "pass_k": _obj(["arm", "reference"], {
-            "arm": {"type": "object", "additionalProperties": _PROB},
-            "reference": {"type": "object", "additionalProperties": _PROB},
-        }),
+        "terminations": _obj(["arm", "reference"], {"arm": _COUNTS, "reference": _COUNTS}),
+        "pass_k": _obj(["arm", "reference"], {"arm": _PROBS, "reference": _PROBS}),
         "margins": {"type": ["object", "null"]},
-        "verdict": {"enum": ["LOSSLESS", "MASKED_DAMAGE", "DEGRADED", "INCONCLUSIVE"]},
+        "verdict": {"enum": ["LOSSLESS", "MASKED_DAMAGE", "DEGRADED", "INCONCLUSIVE", None]},
         "reasons": {"type": "array", "items": {"type": "string"}},
     },
 )

@@ -175,3 +175,22 @@ def test_arms(quant_arm, reference_arm):
     assert reference_arm.backend == "transformers" and reference_arm.label == "bf16"
 """)
     pytester.runpytest("--domain=telecom").assert_outcomes(passed=1)
+
+
+def test_arm_only_cells_validate_and_render() -> None:
+    # An arm-only cell (no reference, as `quantagent analyze` of one store gives) has null
+    # reference figures and no verdict.
+    from pytest_quantagent.report.model import CellInput, analyze
+    from pytest_quantagent.store.records import EpisodeRecord
+
+    records = [
+        EpisodeRecord(key=str(t), model="m", arm="int4", backend="mock", domain="telecom",
+                      task_id=str(t), trial=0, seed=t, max_errors=10, max_steps=200,
+                      termination="user_stop", reward=1.0, success=True, n_errors=0, steps=4)
+        for t in range(5)
+    ]
+    report = analyze([CellInput(domain="telecom", arm="int4", records=records)]).model_dump(mode="json")
+    assert report["cells"][0]["verdict"] is None
+    validate_report(report)
+    page = render_html(report)
+    assert "telecom · int4 (no reference arm)" in page and page.count("<svg") >= 1
