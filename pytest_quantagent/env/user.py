@@ -291,8 +291,10 @@ class ScriptedUser:
     async def act(self, view: list[Message]) -> UserMessage:
         return self.respond(view)
 
-    # Synchronous core (the oracle and tests call it directly).
     def respond(self, view: list[Message]) -> UserMessage:
+        """Synchronous core of :meth:`act`: after its own tool result, the next pending
+        device call or a report of the results; after an agent text, the device calls it
+        asks for or :meth:`respond_text`."""
         last = view[-1] if view else None
         if isinstance(last, ToolMessage):
             self._results.append(self._describe_result(last))
@@ -301,7 +303,7 @@ class ScriptedUser:
             said = " ".join(self._results)
             self._results = []
             return UserMessage(content=said)
-        text = last.content or "" if isinstance(last, AssistantMessage) else ""
+        text = (last.content or "") if isinstance(last, AssistantMessage) else ""
         calls = self.device_calls(text)
         if calls:
             self._pending = calls[1:]
