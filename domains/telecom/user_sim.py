@@ -370,7 +370,6 @@ _EXCLUSIVE = {
     "check_wifi_calling_status": "toggle_wifi_calling",
     "check_app_permissions": "grant_app_permission",
     "check_app_status": "grant_app_permission",
-    "toggle_data": "toggle_data_saver_mode",
     "toggle_wifi": "toggle_wifi_calling",
 }
 
@@ -417,6 +416,29 @@ _NOT_A_DIRECTION = re.compile(
     r"\bon (?:your|the|my) (?:phone|device|screen|settings|handset)\b|\bon and off\b|"
     r"\boff and on\b|\bon or off\b|\boff or on\b"
 )
+
+
+# Words naming each switch, to find the clause that talks about it.
+_SWITCH_WORDS = {
+    "toggle_airplane_mode": re.compile(r"airplane|flight"),
+    "toggle_data": re.compile(r"\b(?:mobile|cellular) data\b|\bdata\b(?! (?:saver|roaming))"),
+    "toggle_roaming": re.compile(r"roaming"),
+    "toggle_data_saver_mode": re.compile(r"saver"),
+    "toggle_wifi": re.compile(r"wi-?fi\b(?! calling)"),
+    "toggle_wifi_calling": re.compile(r"wi-?fi calling"),
+}
+_CLAUSE = re.compile(r"\band\b|[,;]")
+
+
+def _clause_about(tool: str, sentence: str) -> str:
+    """The clause of ``sentence`` that names ``tool``'s switch ("turn on mobile data and
+    turn off data saver": one direction each), or the whole sentence."""
+    words = _SWITCH_WORDS.get(tool)
+    if words is not None:
+        for clause in _CLAUSE.split(sentence.lower()):
+            if words.search(clause):
+                return clause
+    return sentence
 
 
 def wanted_state(sentence: str) -> bool | None:
@@ -533,7 +555,10 @@ class TelecomUser(ScriptedUser):
                     found = [f for f in found if f[1] != weaker]
             if not re.search(r"\b(?:connect|enable|turn)\b", low):  # "is it connected?"
                 found = [f for f in found if f[1] != "connect_vpn"]
-            if "roaming" in low and not re.search(r"\b(?:mobile|cellular) data\b", low):
+            # "data roaming" / "data saver" name other switches than mobile data.
+            if ("roaming" in low or "saver" in low) and not re.search(
+                r"\b(?:mobile|cellular) data\b", low
+            ):
                 found = [f for f in found if f[1] != "toggle_data"]
             if _OFFER.match(low):  # "Would you like to pay the bill?" asks for agreement
                 found = [f for f in found if f[1] != "make_payment"]
@@ -566,7 +591,7 @@ class TelecomUser(ScriptedUser):
     def _already_as_asked(self, tool: str, sentence: str) -> bool:
         if self.phone is None or tool not in _SWITCHES:
             return False
-        want = wanted_state(sentence)
+        want = wanted_state(_clause_about(tool, sentence))
         attr, label = _SWITCHES[tool]
         state = getattr(self.phone.db.device, attr)
         if want is None or state != want:

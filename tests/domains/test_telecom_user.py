@@ -414,3 +414,12 @@ def test_tau2_base_tasks_get_the_splits_of_split_tasks_json(tau2_data: Any) -> N
     assert sorted(dom.splits) == ["base", "test", "train"]
     assert len(dom.splits["base"]) == 114
     assert len(dom.splits["train"]) + len(dom.splits["test"]) == 114
+
+
+def test_each_switch_takes_the_direction_of_its_own_clause(domain: Any) -> None:
+    task = next(t for t in domain.tasks if "data_saver" in (t.description.purpose or ""))
+    user = domain.make_user(task, seed=0)
+    user.phone.db.device.data_enabled = True  # as the task leaves it; saver is on
+    asked = _asked(user, "Please turn on mobile data and turn off data saver.")
+    assert asked == [("toggle_data_saver_mode", {})]
+    assert user._already == ["Mobile data is already ON on my phone."]
