@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pytest_quantagent.env.channels import ALL_CHANNELS, Channel
+from pytest_quantagent.metrics.episode import is_agent_channel_failure
 from pytest_quantagent.store.records import EpisodeRecord
 
 
@@ -19,7 +20,8 @@ def channel_counts(records: Iterable[EpisodeRecord]) -> tuple[dict[Channel, int]
         episodes += 1
         calls += len(r.calls)
         for c in r.calls:
-            if c.channel is not None:
+            # A user's own mistakes are the simulator's, not the agent's (metrics.episode).
+            if c.channel is not None and is_agent_channel_failure(c.requestor, c.channel.value):
                 counts[c.channel] += 1
     return counts, calls, episodes
 

@@ -3,6 +3,11 @@
 :class:`ArmAccumulator` reads records one at a time (e.g. straight from a JSONL store) and
 keeps only a few numbers per episode, plus per-arm name counters, so a 100k-episode analysis
 never holds the records themselves. Infrastructure failures are excluded and counted.
+
+Failed calls of the *user* (``requestor == "user"``, e.g. an LLM user's malformed device call)
+are not the agent's: they are counted apart (``ArmData.user_failures``) and left out of the
+channel counts, except ``user_tool_error``, the channel of device-side failures (see
+:func:`is_agent_channel_failure`). They still add to ``n_errors`` (τ²-bench's counter).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ _CHANNEL_OF: dict[str, Channel] = {c.value: c for c in ALL_CHANNELS}
 _NAMED = frozenset(c.value for c in NAMED_CHANNELS)
 _WRONG_ENTITY = Channel.WRONG_ENTITY.value
 _INFRA = TerminationReason.INFRASTRUCTURE_ERROR.value
+_USER_TOOL_ERROR = Channel.USER_TOOL_ERROR.value
 _NAME_MISTAKE = frozenset(
     {Channel.UNKNOWN_TOOL.value, Channel.CROSS_ROLE_TOOL.value, Channel.MALFORMED_CALL.value}
 )
@@ -39,6 +45,14 @@ TerminationName = Literal[
     "user_stop", "agent_stop", "max_steps", "too_many_errors", "agent_error", "user_error",
     "timeout", "infrastructure_error",
 ]
+
+
+def is_agent_channel_failure(requestor: str, channel: str | None) -> bool:
+    """Whether a failed call in ``channel`` counts in the cell's channel rates: every call of
+    the agent, and of the user only ``user_tool_error`` (the device-side channel, whoever
+    caused it). A user's own mistakes (malformed, unknown or cross-role calls, bad arguments)
+    are the user simulator's and are reported in ``user_failures`` instead."""
+    return requestor != "user" or channel == _USER_TOOL_ERROR
 
 
 class LeanCall(TypedDict):
@@ -73,6 +87,7 @@ class LeanRecord(TypedDict):
     max_errors: int
     model: NotRequired[str]
     backend: NotRequired[str]
+    user_sim: NotRequired[str]
     tokens: NotRequired[int | None]
     duration_s: NotRequired[float | None]
     calls: NotRequired[list[LeanCall]]
@@ -107,7 +122,7 @@ def episode_metrics(record: EpisodeRecord) -> EpisodeMetrics:
     """Summarise one episode: success, failed calls by channel, calls, steps, recovery."""
     counts = [0] * len(ALL_CHANNELS)
     for c in record.calls:
-        if c.channel is not None:
+        if c.channel is not None and is_agent_channel_failure(c.requestor, c.channel.value):
             counts[CHANNEL_INDEX[c.channel]] += 1
     rec = recovery_events(record.calls)
     return EpisodeMetrics(
@@ -122,7 +137,7 @@ def failure_names(record: EpisodeRecord, channel: Channel) -> list[str]:
     failures in ``channel``."""
     out = []
     for c in record.calls:
-        if c.channel == channel:
+        if c.channel == channel and is_agent_channel_failure(c.requestor, c.channel.value):
             value = c.entity if channel == Channel.WRONG_ENTITY else (c.entity or c.name)
             if value:
                 out.append(value)
@@ -163,6 +178,10 @@ class ArmData:
     """Per (task, trial): the top-1 choices and margins of its tool-name decisions."""
     models: set[str] = field(default_factory=set)
     backends: set[str] = field(default_factory=set)
+    user_sims: set[str] = field(default_factory=set)
+    """``user_sim`` of the scored episodes (which user simulator produced them)."""
+    user_failures: Counter[str] = field(default_factory=Counter)
+    """Failed calls of the user simulator by channel, ``user_tool_error`` excepted."""
 
     @property
     def n(self) -> int:
@@ -195,6 +214,8 @@ class ArmAccumulator:
         self._decisions: dict[tuple[str, int], tuple[tuple[str, ...], tuple[float, ...]]] = {}
         self._models: set[str] = set()
         self._backends: set[str] = set()
+        self._user_sims: set[str] = set()
+        self._user_failures: Counter[str] = Counter()
 
     def add(self, record: EpisodeRecord) -> None:
         """Fold one record in (infrastructure errors are only counted)."""
@@ -202,7 +223,7 @@ class ArmAccumulator:
         self._fold(
             record.domain, record.arm, record.termination.value, record.task_id, record.trial,
             record.success, record.n_errors, record.steps, record.max_errors, record.model,
-            record.backend, record.tokens, record.duration_s,
+            record.backend, record.tokens, record.duration_s, record.user_sim,
             [c.requestor for c in calls], [c.name for c in calls], [c.error for c in calls],
             [c.channel.value if c.channel is not None else None for c in calls],
             [c.entity for c in calls],
@@ -232,6 +253,7 @@ class ArmAccumulator:
         awaiting_same: dict[tuple[str, str], int] = {}
         awaiting_next: set[str] = set()
         calls = d.get("calls", [])
+        user_failures: Counter[str] = Counter()
         for c in calls:
             req = c["requestor"]
             name = c["name"]
@@ -242,7 +264,9 @@ class ArmAccumulator:
             if c["error"]:
                 failures += 1
                 ch = c.get("channel")
-                if ch is not None:
+                if ch is not None and not is_agent_channel_failure(req, ch):
+                    user_failures[ch] += 1
+                elif ch is not None:
                     counts[_CHANNEL_POS[ch]] += 1
                     if ch in _NAMED:
                         entity = c.get("entity")
@@ -260,14 +284,15 @@ class ArmAccumulator:
                      if x.get("kind", "tool_name") == "tool_name"]
         self._append(key, d["success"], d["n_errors"], d["steps"], len(calls), failures,
                      recovered, counts, d.get("tokens"), d.get("duration_s"), d["termination"],
-                     d["max_errors"], d.get("model", ""), d.get("backend", ""), decisions)
+                     d["max_errors"], d.get("model", ""), d.get("backend", ""), decisions,
+                     d.get("user_sim", "scripted"), user_failures)
 
     def _fold(
         self, domain: str, arm: str, termination: str, task_id: str, trial: int,
         success: bool, n_errors: int, steps: int, max_errors: int, model: str, backend: str,
-        tokens: int | None, duration_s: float | None, requestors: list[str], names: list[str],
-        errors: list[bool], channels: list[str | None], entities: list[str | None],
-        decisions: list[tuple[str, float]],
+        tokens: int | None, duration_s: float | None, user_sim: str, requestors: list[str],
+        names: list[str], errors: list[bool], channels: list[str | None],
+        entities: list[str | None], decisions: list[tuple[str, float]],
     ) -> None:
         if domain != self.domain or arm != self.arm:
             raise ValueError(
@@ -282,8 +307,11 @@ class ArmAccumulator:
             self._dups += 1
             return
         counts = [0] * len(ALL_CHANNELS)
+        user_failures: Counter[str] = Counter()
         for i, ch in enumerate(channels):
-            if ch is not None:
+            if ch is not None and not is_agent_channel_failure(requestors[i], ch):
+                user_failures[ch] += 1
+            elif ch is not None:
                 counts[_CHANNEL_POS[ch]] += 1
                 if ch in _NAMED:
                     value = entities[i] if ch == _WRONG_ENTITY else (entities[i] or names[i])
@@ -292,15 +320,18 @@ class ArmAccumulator:
         rec = count_recoveries(requestors, names, errors, channels)
         self._append(key, success, n_errors, steps, len(names), rec.failures, rec.recovered,
                      counts, tokens, duration_s, termination, max_errors, model, backend,
-                     decisions)
+                     decisions, user_sim, user_failures)
 
     def _append(
         self, key: tuple[str, int], success: bool, n_errors: int, steps: int, n_calls: int,
         failures: int, recovered: int, counts: list[int], tokens: int | None,
         duration_s: float | None, termination: str, max_errors: int, model: str,
-        backend: str, decisions: list[tuple[str, float]],
+        backend: str, decisions: list[tuple[str, float]], user_sim: str,
+        user_failures: Counter[str],
     ) -> None:
         self._seen.add(key)
+        self._user_sims.add(user_sim)
+        self._user_failures.update(user_failures)
         self._models.add(model)
         self._backends.add(backend)
         self._task.append(key[0])
@@ -349,6 +380,8 @@ class ArmAccumulator:
             decisions=self._decisions,
             models=self._models,
             backends=self._backends,
+            user_sims=self._user_sims,
+            user_failures=self._user_failures,
         )
 
 

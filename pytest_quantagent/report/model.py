@@ -213,6 +213,12 @@ class CellReport(_Model):
     """Paired episodes needed for the TOST at the configured power (INCONCLUSIVE)."""
     trials_needed: int | None = None
     """``--quant-trials`` that gives ``n_needed`` over this cell's tasks."""
+    user_sim: str | None = None
+    """Which user simulator produced the cell's episodes (``scripted`` or an LLM user's
+    identity; several, comma-separated, when arm and reference differ)."""
+    user_failures: dict[str, dict[str, int] | None] | None = None
+    """Failed calls of the user simulator by channel (``arm``/``reference``), kept out of
+    ``channels`` except ``user_tool_error`` (device side); None when there are none."""
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -324,6 +330,15 @@ class _Pending:
     n_tasks: int = 0
 
 
+def _user_fields(a: ArmData, r: ArmData | None) -> dict[str, Any]:
+    sims = sorted(a.user_sims | (r.user_sims if r is not None else set()))
+    failures = None
+    if a.user_failures or (r is not None and r.user_failures):
+        failures = {"arm": dict(sorted(a.user_failures.items())),
+                    "reference": dict(sorted(r.user_failures.items())) if r is not None else None}
+    return {"user_sim": ", ".join(sims) if sims else None, "user_failures": failures}
+
+
 def _arm_only(inp: CellInput, a: ArmData, cfg: AnalysisConfig) -> _Pending:
     max_k = a.max_errors
     curve = success_at_budgets(a.success, a.n_errors, max_k).mean(axis=0) if a.n else None
@@ -359,6 +374,7 @@ def _arm_only(inp: CellInput, a: ArmData, cfg: AnalysisConfig) -> _Pending:
         infrastructure_errors=CountPair(arm=a.infrastructure_errors),
         tokens=ArmValue(arm=_mean(a.tokens)),
         duration_s=ArmValue(arm=_mean(a.duration_s)),
+        **_user_fields(a, None),
         extra=dict(inp.extra),
     )
     return _Pending(cell)
@@ -531,6 +547,7 @@ def _analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig,
         duration_s=ArmValue(arm=_mean(a.duration_s), reference=_mean(r.duration_s)),
         n_needed=n_needed,
         trials_needed=trials_needed,
+        **_user_fields(a, r),
         extra=dict(inp.extra),
     )
     return _Pending(cell, tests, _f(tost_p), _f(diff), n_tasks)
