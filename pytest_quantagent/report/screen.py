@@ -241,12 +241,20 @@ def _advice(channels: dict[str, ChannelRisk], cfg: ScreenConfig, episodes: int) 
                 f"the quantized checkpoint on this channel (assert_no_channel_amplification) "
                 f"and consider --quant-repair=reflexive"
             )
-        elif c.level == "elevated":
+        elif c.level == "elevated" and c.count:
             out.append(
                 f"{c.channel}: {c.rate:.1%} of calls, CI up to {c.ci[1]:.1%} straddles the "
                 f"{cfg.threshold:.0%} threshold with {episodes} episodes — run more episodes "
                 f"(more trials) to decide"
             )
+    unseen = [c for c in channels.values() if c.level == "elevated" and not c.count]
+    if unseen:
+        # Zero failures all share one interval (Wilson over the same calls): one line for all.
+        out.append(
+            f"{', '.join(c.channel for c in unseen)}: no failure seen, but these episodes "
+            f"cannot show a rate under {cfg.threshold:.0%} (CI up to {unseen[0].ci[1]:.1%}) — "
+            "run more episodes (more trials) to decide"
+        )
     if not out:
         out.append(
             f"every channel is below {cfg.threshold:.0%} of calls at full precision: "
@@ -263,26 +271,24 @@ def screen_table(report: ScreenReport) -> Table:
     from rich.table import Table
 
     table = Table(
-        title=(f"quantagent screen: {report.model} {report.arm} on {report.domain} — "
-               f"{report.episodes} episodes, {report.tasks} tasks, {report.tool_calls} tool calls"),
-        caption=(f"risk: low when the upper {report.confidence:.0%} CI bound is under "
-                 f"{report.threshold:.1%} of calls, high when the lower bound is at or above it; "
-                 f"4-bit prediction = rate … ×{report.amplification:g}"),
+        title=f"quantagent screen: {report.model} {report.arm} on {report.domain}",
+        caption=(f"eps: episodes with a failure; low: CI under {report.threshold:.1%} of calls; "
+                 f"high: CI at or above it; "
+                 f"4-bit: rate … ×{report.amplification:g}"),
     )
-    table.add_column("channel")
-    table.add_column("failures", justify="right")
-    table.add_column("rate / call", justify="right")
-    table.add_column(f"{report.confidence:.0%} CI", justify="right")
-    table.add_column("episodes with", justify="right")
-    table.add_column("risk")
-    table.add_column("predicted 4-bit rate", justify="right")
+    table.add_column("channel", no_wrap=True)
+    table.add_column("fails", justify="right")
+    table.add_column(f"rate/call [{report.confidence:.0%} CI]", justify="right", no_wrap=True)
+    table.add_column("eps", justify="right")
+    table.add_column("risk", no_wrap=True)
+    table.add_column("4-bit", justify="right", no_wrap=True)
     for c in report.channels.values():
         lo, hi = c.predicted_int4_rate
         table.add_row(
-            c.channel, str(c.count), f"{c.rate:.2%}", f"{c.ci[0]:.2%} – {c.ci[1]:.2%}",
-            f"{c.episodes_with}/{report.episodes}",
+            c.channel, str(c.count), f"{c.rate:.1%} [{100 * c.ci[0]:.1f}, {100 * c.ci[1]:.1f}]",
+            str(c.episodes_with),
             f"[{_LEVEL_STYLE[c.level]}]{c.level}[/]",
-            f"{lo:.2%}" if lo == hi else f"{lo:.2%} – {hi:.2%}",
+            f"{lo:.1%}" if lo == hi else f"{lo:.1%} – {hi:.1%}",
         )
     return table
 
@@ -296,8 +302,10 @@ def render_screen(report: ScreenReport, console: Console | None = None) -> None:
     lo, hi = report.success_ci
     extra = (f"; {report.infrastructure_errors} episode(s) left out (infrastructure errors)"
              if report.infrastructure_errors else "")
-    con.print(f"success {report.success:.1%} ({report.confidence:.0%} CI {lo:.1%} – {hi:.1%}){extra}")
+    con.print(f"{report.episodes} episodes, {report.tasks} tasks, {report.tool_calls} tool calls; "
+              f"success {report.success:.1%} ({report.confidence:.0%} CI {lo:.1%} – {hi:.1%}){extra}",
+              highlight=False, soft_wrap=True)
     style = _LEVEL_STYLE[report.level]
     con.print(f"overall risk: [{style}]{report.level}[/]", highlight=False)
     for line in report.advice:
-        con.print(f"  • {line}", highlight=False, markup=False)
+        con.print(f"  • {line}", highlight=False, markup=False, soft_wrap=True)

@@ -1,0 +1,169 @@
+"""``quantagent screen``: the full-precision risk screen of one domain.
+
+Runs (or resumes) only the reference arm — through the same runner and episode store as
+``quantagent run``, with the same episode keys, so a later ``quantagent run --arms bf16,int4``
+reuses these episodes — and reports, per failure channel, the rate per tool call with its
+cluster-robust CI and a risk level: ``low`` when the upper CI bound is under ``--threshold``,
+``high`` when the lower bound is at or above it, ``elevated`` otherwise. A non-low channel is
+predicted to reach up to ``--amplification`` × its rate in a 4-bit arm.
+
+Exit status: 0 when the screen ran (whatever the risk), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_quantagent.commands.run import DEFAULT_OUT, _positive
+from pytest_quantagent.errors import QuantAgentError
+
+if TYPE_CHECKING:
+    from pytest_quantagent.report.screen import ScreenReport
+    from pytest_quantagent.store.records import EpisodeRecord
+
+
+def _fraction(name: str, low: float, high: float) -> Any:
+    def parse(value: str) -> float:
+        try:
+            x = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {value!r}") from None
+        if not low < x < high:
+            raise argparse.ArgumentTypeError(f"{name} must be in ({low:g}, {high:g}), got {value}")
+        return x
+
+    return parse
+
+
+def _amplification(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--amplification must be a number, got {value!r}") from None
+    if not 1.0 <= x < float("inf"):
+        raise argparse.ArgumentTypeError(f"--amplification must be a finite number >= 1, got {value}")
+    return x
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("screen", help="full-precision risk screen (reference arm only)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--domain", required=True, help="domain name (see `quantagent domains`)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--model", metavar="SPEC", default=None,
+                     help="model spec providing the arm (default: the bundled tiny-agent)")
+    src.add_argument("--config", type=Path, metavar="TOML", default=None,
+                     help="arms config: [arms.<label>] backend=... model=... base_url=...")
+    p.add_argument("--arm", default="bf16", metavar="LABEL",
+                   help="the full-precision arm to screen (default bf16)")
+    sel = p.add_mutually_exclusive_group()
+    sel.add_argument("--num-tasks", type=_positive("--num-tasks"), metavar="N", default=None,
+                     help="the first N tasks (of --split when given)")
+    sel.add_argument("--tasks", metavar="IDS", default=None, help="comma-separated task ids")
+    p.add_argument("--split", default=None, help="task split (e.g. test)")
+    p.add_argument("--trials", type=_positive("--trials"), default=1, metavar="T")
+    p.add_argument("--seed", type=_positive("--seed", 0), default=0, metavar="S")
+    p.add_argument("--threshold", type=_fraction("--threshold", 0.0, 1.0), default=0.02,
+                   metavar="RATE", help="failure rate per tool call under which a channel is "
+                   "low-risk (upper CI bound; default 0.02)")
+    p.add_argument("--amplification", type=_amplification, default=2.0, metavar="X",
+                   help="factor a 4-bit arm may apply to a non-low channel (default 2.0)")
+    p.add_argument("--error-budget", type=_positive("--error-budget"), default=10, metavar="K",
+                   help="end an episode at its K-th failed tool call (tau2-bench: 10)")
+    p.add_argument("--max-steps", type=_positive("--max-steps"), default=200, metavar="N")
+    p.add_argument("--concurrency", type=_positive("--concurrency"), default=8, metavar="C",
+                   help="episodes in flight")
+    p.add_argument("--episode-timeout", type=float, default=900.0, metavar="SECONDS",
+                   help="wall-clock limit per episode attempt (an infrastructure failure)")
+    p.add_argument("--tau2-data", type=Path, default=None, metavar="DIR",
+                   help="run tau2-bench's official task/DB files from DIR/domains/<domain>/")
+    p.add_argument("--out", type=Path, default=Path(DEFAULT_OUT), metavar="DIR",
+                   help=f"episode store directory (default {DEFAULT_OUT}, shared with `run`)")
+    p.add_argument("--json", metavar="PATH", default=None,
+                   help="write the screen report JSON to PATH ('-' = stdout)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, no table")
+
+
+def run_reference(args: argparse.Namespace) -> list[EpisodeRecord]:
+    """Run or resume the episodes of ``args.arm`` alone; records in plan order.
+
+    Mirrors ``commands.run.execute`` step by step (arm resolution, task selection, plan,
+    settings, store) so that the episode keys are those a ``quantagent run`` with the same
+    options computes for its reference arm.
+    """
+    from pytest_quantagent.env.registry import get_domain
+    from pytest_quantagent.quant.arms import REPAIR_SUFFIX
+    from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_cell
+    from pytest_quantagent.runner.build import build_arm, resolve_arms, select_tasks
+    from pytest_quantagent.runner.progress import RunProgress
+    from pytest_quantagent.store.jsonl import EpisodeStore
+
+    if args.arm.endswith(REPAIR_SUFFIX):
+        raise ValueError(
+            f"--arm {args.arm!r} has reflexive repair on; the screen measures the model's own "
+            f"propensities, so screen {args.arm.removesuffix(REPAIR_SUFFIX)!r} instead"
+        )
+    if "," in args.arm:
+        raise ValueError(f"--arm takes one arm label, got {args.arm!r}")
+    (spec,) = resolve_arms(args.arm, model_spec=args.model, config_path=args.config)
+    if spec.backend == "replay":
+        from pytest_quantagent.backends.replay import load_replay_arm
+
+        return load_replay_arm(spec, args.domain)
+    domain = get_domain(args.domain, tau2_data=args.tau2_data)
+    task_ids = select_tasks(
+        domain,
+        num_tasks=args.num_tasks,
+        task_ids=[t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None,
+        split=args.split,
+    )
+    plan = plan_episodes(task_ids, args.trials, args.seed)
+    settings = RunSettings(max_errors=args.error_budget, max_steps=args.max_steps,
+                           concurrency=args.concurrency, episode_timeout_s=args.episode_timeout)
+    store = EpisodeStore(args.out)
+
+    async def go() -> dict[str, list[EpisodeRecord]]:
+        runtime = build_arm(spec, concurrency=args.concurrency)
+        try:
+            with RunProgress(quiet=args.quiet) as progress:
+                return await run_cell(domain=domain, runtimes=[runtime], plan=plan,
+                                      settings=settings, store=store, progress=progress.arm)
+        finally:
+            await runtime.aclose()
+
+    return asyncio.run(go())[spec.label]
+
+
+def execute(args: argparse.Namespace) -> ScreenReport:
+    """Run or resume the reference arm and screen its episodes."""
+    from pytest_quantagent.report.screen import ScreenConfig, screen
+
+    config = ScreenConfig(threshold=args.threshold, amplification=args.amplification)
+    return screen(run_reference(args), config)
+
+
+def run(args: argparse.Namespace) -> int:
+    t0 = time.monotonic()
+    try:
+        report = execute(args)
+    except (QuantAgentError, ValueError) as e:
+        print(f"quantagent screen: error: {e}", file=sys.stderr)
+        return 2
+    text = json.dumps(report.model_dump(mode="json"), indent=2)
+    if args.json == "-":
+        print(text)
+    elif args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    if not args.quiet and args.json != "-":
+        from pytest_quantagent.report.screen import render_screen
+
+        render_screen(report)
+        print(f"({time.monotonic() - t0:.1f} s; episodes in {args.out / 'episodes.jsonl'})")
+    return 0
