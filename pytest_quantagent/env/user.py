@@ -338,9 +338,11 @@ class ScriptedUser:
         seen: set[str] = set()
         low = text.lower()
         # A literal tool name (with optional JSON arguments after it) is always understood.
-        for name in self.user_tool_names:
-            pos = low.find(name.lower())
-            if pos >= 0:
+        for name in sorted(self.user_tool_names):
+            # Whole identifiers only: "toggle_wifi_calling" does not mention "toggle_wifi".
+            m = re.search(rf"(?<![a-z0-9_]){re.escape(name.lower())}(?![a-z0-9_])", low)
+            if m is not None:
+                pos = m.start()
                 args = self._script_args(name)
                 if args is None:
                     args = _json_after(text, pos + len(name)) or {}
@@ -357,7 +359,7 @@ class ScriptedUser:
             pos = min((low.find(g[0]) for g in intent.keywords if g and g[0] in low), default=len(low))
             found.append((pos, intent.tool, args))
             seen.add(intent.tool)
-        found.sort(key=lambda x: x[0])
+        found.sort(key=lambda x: (x[0], x[1]))
         calls = []
         for _, name, args in found:
             self._n_calls += 1

@@ -159,3 +159,10 @@ def test_statements_are_not_questions() -> None:
     reply = say(u, "The return has been submitted. You will receive an email with instructions.")
     assert reply == SCRIPT.requests[1]
     assert say(u, "Your account has been verified.").startswith(("I'm not sure", "To repeat"))
+
+
+def test_literal_tool_names_are_whole_identifiers() -> None:
+    u = opened(user_tool_names={"toggle_wifi", "toggle_wifi_calling"})
+    m = u.respond([AssistantMessage(content="Please use toggle_wifi_calling on your phone.")])
+    assert m.tool_calls is not None and [c.name for c in m.tool_calls] == ["toggle_wifi_calling"]
+    assert u._pending == []

@@ -211,3 +211,27 @@ def test_the_speaker_decides_the_requestor(toy: Domain) -> None:
     [c] = out.calls
     assert (c.requestor, c.channel) == ("user", Channel.CROSS_ROLE_TOOL)
     assert isinstance(out.messages[1], UserMessage) and out.messages[1].tool_calls[0].requestor == "user"  # type: ignore[index]
+
+
+def test_episodes_are_identical_across_processes(tmp_path: Path) -> None:
+    # Different hash seeds change set/dict-of-str iteration order; transcripts must not move.
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import hashlib, json, os\n"
+        "from pytest_quantagent.env import registry\n"
+        "from pytest_quantagent.runner.oracle import run_oracle\n"
+        "d = registry.get_domain('toy')\n"
+        "h = hashlib.sha256()\n"
+        "for r in run_oracle(d, seed=3, style='conversational'):\n"
+        "    h.update(json.dumps([m.model_dump(mode='json') for m in r.outcome.messages]).encode())\n"
+        "print(h.hexdigest())\n"
+    )
+    digests = set()
+    for hash_seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed, "QUANTAGENT_DOMAINS_DIR": str(TOY_DIR)}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        digests.add(out.stdout.strip())
+    assert len(digests) == 1
