@@ -121,9 +121,9 @@ class Environment:
         self.write_log: list[tuple[str, str, str]] = []
         """State-changing calls that reached their tool since the initial state was set, as
         ``(requestor, name, canonical JSON arguments)`` (requestor prefixed ``!`` when the
-        tool refused). Two environments with the same
-        initial state and the same log are in the same state (tools are deterministic), which
-        lets evaluation skip hashing the DB in the common case."""
+        tool refused). Two environments with the same initial state and the same log are in
+        the same state (tools are deterministic), which lets evaluation skip hashing the DB
+        in the common case."""
         self.sync_tools()
 
     # -- construction ---------------------------------------------------------------------
