@@ -125,8 +125,8 @@ def evaluate(
             try:
                 met = env.run_env_assertion(a)
                 err = None
-            except (ValueError, TypeError) as e:
-                met, err = False, str(e)
+            except Exception as e:  # τ²-bench grades a check that raises as 0
+                met, err = False, f"{type(e).__name__}: {e}"
             info.env_assertions.append(
                 {"env_type": a.env_type, "func_name": a.func_name, "arguments": a.arguments,
                  "met": met, **({"error": err} if err else {})}
