@@ -28,6 +28,7 @@ tool calls that run in the user's environment.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -192,13 +193,18 @@ class UserTurnCache:
     """User turns by transcript key: in memory, optionally mirrored to a JSONL file.
 
     The file is append-only (one ``{"key", "message"}`` per line) under a file lock, so
-    concurrent processes can share it; a torn last line is ignored on load.
+    concurrent processes can share it; the first answer stored for a key wins (in memory and
+    on reload), and a torn last line is ignored until it is complete. Within one event loop a
+    key being sampled is sampled once: other episodes asking for it wait for that answer
+    (:meth:`claim`), so arms running concurrently still share the same bytes.
     """
 
     path: Path | None = None
     _mem: dict[str, dict[str, Any]] = field(default_factory=dict)
     hits: int = 0
     misses: int = 0
+    _offset: int = 0
+    _inflight: dict[str, asyncio.Future[None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.path is not None:
@@ -206,17 +212,27 @@ class UserTurnCache:
             self._load(self.path)
 
     def _load(self, path: Path) -> None:
-        if not path.exists():
+        """Read the lines appended since the last read (complete lines only)."""
+        try:
+            with path.open("rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except FileNotFoundError:
             return
-        with path.open(encoding="utf-8") as f:
-            for line in f:
-                try:
-                    row = json.loads(line)
-                    self._mem[row["key"]] = row["message"]
-                except (ValueError, KeyError, TypeError):
-                    continue  # torn or foreign line: the turn will simply be asked again
+        end = data.rfind(b"\n") + 1
+        for line in data[:end].splitlines():
+            try:
+                row = json.loads(line)
+                self._mem.setdefault(row["key"], row["message"])
+            except (ValueError, KeyError, TypeError):
+                continue  # foreign line: the turn will simply be asked again
+        self._offset += end
+
+    def __len__(self) -> int:
+        return len(self._mem)
 
     def get(self, key: str) -> UserMessage | None:
+        """The stored turn for ``key`` (a fresh object), or None."""
         row = self._mem.get(key)
         if row is None and self.path is not None:
             self._load(self.path)  # another process may have answered it meanwhile
@@ -227,7 +243,35 @@ class UserTurnCache:
         self.hits += 1
         return UserMessage.model_validate(row)
 
-    def put(self, key: str, message: UserMessage) -> None:
+    async def claim(self, key: str) -> UserMessage | asyncio.Future[None]:
+        """The cached turn, or — when nobody is sampling ``key`` — a future that the caller
+        now owns: it samples, stores the answer with :meth:`put` and resolves the future with
+        :meth:`release`. Waits while another episode of this loop samples the same key."""
+        while True:
+            cached = self.get(key)
+            if cached is not None:
+                return cached
+            pending = self._inflight.get(key)
+            if pending is None:
+                fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._inflight[key] = fut
+                return fut
+            await asyncio.shield(pending)
+
+    def release(self, key: str, fut: asyncio.Future[None]) -> None:
+        """End the claim on ``key`` (whether or not an answer was stored)."""
+        if self._inflight.get(key) is fut:
+            del self._inflight[key]
+        if not fut.done():
+            fut.set_result(None)
+
+    def put(self, key: str, message: UserMessage) -> UserMessage:
+        """Store ``message`` for ``key``; returns the stored turn (an earlier answer from
+        another process wins, so every arm sees the same bytes)."""
+        if self.path is not None:
+            self._load(self.path)
+        if key in self._mem:
+            return UserMessage.model_validate(self._mem[key])
         row = message.model_dump(mode="json", exclude={"turn_idx"})
         self._mem[key] = row
         if self.path is not None:
@@ -237,6 +281,7 @@ class UserTurnCache:
                     f.write(json.dumps({"key": key, "message": row}, sort_keys=True) + "\n")
                     f.flush()
                     os.fsync(f.fileno())
+        return message
 
 
 def transcript_key(identity: str, task_id: str, trial: int, seed: int,
@@ -273,17 +318,29 @@ class LLMUser:
         self.system_prompt = user_system_prompt(task, with_device=bool(self.tools))
 
     async def act(self, view: list[Message]) -> UserMessage:
-        from pytest_quantagent.runner.agent import generation_to_message
-
+        """The user's next turn: from the cache when this transcript was answered before
+        (by any arm), else sampled once and stored."""
         messages = [{"role": "system", "content": self.system_prompt}, *view_to_openai(view)]
         key = transcript_key(self.spec.identity, self.task.id, self.trial, self.seed, messages)
-        cached = self.cache.get(key)
-        if cached is not None:
-            return cached
+        claim = await self.cache.claim(key)
+        if isinstance(claim, UserMessage):
+            return claim
+        try:
+            msg = await self._sample(messages, view)
+            if msg is None:
+                # The episode loop ends an empty user message with user_error. Not cached: a
+                # resumed run asks again.
+                return UserMessage(content=None, tool_calls=None, raw="")
+            return self.cache.put(key, msg)
+        finally:
+            self.cache.release(key, claim)
+
+    async def _sample(self, messages: list[dict[str, Any]], view: Sequence[Message]) -> UserMessage | None:
+        from pytest_quantagent.runner.agent import generation_to_message
+
         # The turn number comes from the transcript, not from a counter: the same transcript
         # gets the same sampling seed whether earlier turns were sampled or read from the cache.
         turn = sum(1 for m in view if isinstance(m, UserMessage))
-        msg: UserMessage | None = None
         for attempt in range(2):  # an empty turn is asked once more, then it is the user's error
             gen = await self.client.generate(
                 GenerateRequest(
@@ -299,11 +356,5 @@ class LLMUser:
             calls = [c.model_copy(update={"requestor": "user", "id": f"user_{c.id}"})
                      for c in am.tool_calls or () if c.parse_error != EMPTY_TURN]
             if calls or (am.content and am.content.strip()):
-                msg = UserMessage(content=am.content, tool_calls=calls or None, raw=am.raw)
-                break
-        if msg is None:
-            # The episode loop ends an empty user message with user_error. Not cached: a
-            # resumed run asks again.
-            return UserMessage(content=None, tool_calls=None, raw="")
-        self.cache.put(key, msg)
-        return msg
+                return UserMessage(content=am.content, tool_calls=calls or None, raw=am.raw)
+        return None
