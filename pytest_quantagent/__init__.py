@@ -49,7 +49,35 @@ _EXPORTS: dict[str, str] = {
     "report_schema": "pytest_quantagent.report.json_io",
 }
 
-__all__ = ["__version__", *sorted(_EXPORTS)]
+__all__ = [
+    "AnalysisConfig",
+    "ArmSpec",
+    "BudgetRobustness",
+    "CallRecord",
+    "CellEpisodes",
+    "CellInput",
+    "CellKey",
+    "Channel",
+    "EpisodeRecord",
+    "QuantAgentConfig",
+    "QuantCell",
+    "ScoreEquivalence",
+    "TaskSelection",
+    "TerminationReason",
+    "__version__",
+    "analyze",
+    "assert_budget_robust",
+    "assert_failure_set_invariant",
+    "assert_no_channel_amplification",
+    "assert_score_equivalent",
+    "load_arms_config",
+    "read_report",
+    "render_html",
+    "report_schema",
+    "resolve_arm",
+    "validate_report",
+    "write_report",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -308,7 +308,7 @@ def assert_budget_robust(
     worse = [
         f"  K={k}: {a:.1%} vs {r:.1%}, diff {_pts(d.diff)} pts, 95% CI "
         f"{_ci(d.ci.low, d.ci.high)}, Holm p={p:.2g}"
-        for k, d, p, a, r in zip(ks, diffs, adj.pvalues_adjusted, a_s, r_s)
+        for k, d, p, a, r in zip(ks, diffs, adj.pvalues_adjusted, a_s, r_s, strict=True)
         if d.diff < 0 and p < alpha
     ]
     result = BudgetRobustness(cell.id, tuple(ks), tuple(diffs), tuple(adj.pvalues_adjusted),

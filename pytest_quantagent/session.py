@@ -348,7 +348,7 @@ class QuantAgentSession:
             return
         try:
             cell = self.cell_analysis(key)
-        except Exception as e:  # noqa: BLE001 - the test's own outcome must stand
+        except Exception as e:
             item.user_properties.append(("quantagent_analysis_error", f"{type(e).__name__}: {e}"))
             return
         s = cell.get("success", {})
@@ -385,7 +385,7 @@ class QuantAgentSession:
             self.config.hook.pytest_quantagent_report_ready(config=self.config, report=report)
             self.report = report
             self._write_outputs(report)
-        except Exception as e:  # noqa: BLE001 - a report failure must not hide test outcomes
+        except Exception as e:
             self.report_error = f"{type(e).__name__}: {e}"
 
     def _write_outputs(self, report: dict[str, Any]) -> None:

@@ -95,7 +95,7 @@ def _svg_lines(title: str, xs: Sequence[Any], series: dict[str, tuple[Sequence[A
         parts.append(f'<text x="{px(x):.1f}" y="{h - bottom + 14}" font-size="10" '
                      f'text-anchor="middle">{x:g}</text>')
     for name, (ys, color) in series.items():
-        pts = [(px(float(x)), py(float(y))) for x, y in zip(xs, ys)
+        pts = [(px(float(x)), py(float(y))) for x, y in zip(xs, ys, strict=False)
                if isinstance(x, (int, float)) and isinstance(y, (int, float)) and math.isfinite(y)]
         if not pts:
             continue
@@ -123,7 +123,7 @@ def _svg_bars(title: str, labels: Sequence[str], a: Sequence[Any], r: Sequence[A
     pw = w - left - 50
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" '
              f'aria-label="{_e(title)}">']
-    for i, (lab, x, y) in enumerate(zip(labels, a, r)):
+    for i, (lab, x, y) in enumerate(zip(labels, a, r, strict=False)):
         y0 = 8 + i * row
         parts.append(f'<text x="{left - 6}" y="{y0 + 14}" font-size="10" '
                      f'text-anchor="end">{_e(lab)}</text>')

@@ -102,7 +102,8 @@ REPORT_SCHEMA: dict[str, Any] = {
 
 def report_schema() -> dict[str, Any]:
     """A copy of the report's JSON Schema (draft 2020-12)."""
-    return json.loads(json.dumps(REPORT_SCHEMA))
+    copy: dict[str, Any] = json.loads(json.dumps(REPORT_SCHEMA))
+    return copy
 
 
 def validate_report(report: dict[str, Any]) -> None:
