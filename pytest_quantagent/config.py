@@ -148,10 +148,11 @@ def check_contradictions(qc: QuantAgentConfig) -> None:
             f"--quant-user-model={qc.user_model} needs the LLM user simulator, but the user "
             f"is {qc.user!r}; add --quant-user=llm or drop --quant-user-model"
         )
-    if qc.user == "llm" and qc.user_model is None:
+    if qc.user == "llm" and qc.user_model is None and qc.config_path is None:
         raise pytest.UsageError(
             "--quant-user=llm needs a model for the simulated user; add "
-            "--quant-user-model=SPEC (e.g. an OpenAI-compatible model name)"
+            "--quant-user-model=SPEC (e.g. openai:gpt-4.1@http://host:8000/v1 or tiny-agent) "
+            "or a [user] table in --quant-config"
         )
     if qc.backend == "replay" and qc.config_path is None:
         raise pytest.UsageError(

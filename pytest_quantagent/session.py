@@ -249,7 +249,12 @@ class QuantAgentSession:
 
         from pytest_quantagent.env.registry import get_domain
         from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_cell
-        from pytest_quantagent.runner.build import build_arm
+        from pytest_quantagent.runner.build import (
+            USER_TURNS_FILE,
+            build_arm,
+            build_user,
+            resolve_user,
+        )
         from pytest_quantagent.store.jsonl import EpisodeStore
 
         qc = self.qc
@@ -274,14 +279,24 @@ class QuantAgentSession:
         qc.cache_dir.mkdir(parents=True, exist_ok=True)
         store = EpisodeStore(qc.cache_dir)
 
+        user_config = None
+        if qc.user == "llm":
+            user_config = resolve_user(qc.user_model, config_path=qc.config_path)
+
         async def go() -> dict[str, list[EpisodeRecord]]:
             runtimes = [build_arm(s, concurrency=concurrency) for s in specs]
+            # One LLM user for both arms, its turns cached in the store: arms whose
+            # transcripts agree get the same replies, in this worker and in the others.
+            user = None if user_config is None else build_user(
+                user_config, cache_path=qc.cache_dir / USER_TURNS_FILE, concurrency=concurrency)
             try:
                 return await run_cell(domain=domain, runtimes=runtimes, plan=plan,
-                                      settings=settings, store=store)
+                                      settings=settings, store=store, user=user)
             finally:
                 for rt in runtimes:
                     await rt.aclose()
+                if user is not None:
+                    await user.aclose()
 
         # One claim per (domain, arm), taken in sorted order: xdist workers running cells that
         # share the reference arm wait for each other instead of running it twice, and the

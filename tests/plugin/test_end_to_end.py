@@ -203,3 +203,15 @@ def test_same(quant_cell):
     (cell,) = report["cells"]
     assert cell["success"]["diff"] == 0.0
     assert not (pytester.path / "store" / "episodes.jsonl").exists()  # nothing was run
+
+
+def test_llm_user_is_shared_by_both_arms(toy: pytest.Pytester) -> None:
+    toy.makepyfile(test_user="""
+def test_user(quant_cell):
+    sims = {e.user_sim for e in quant_cell.episodes + quant_cell.reference_episodes}
+    assert len(sims) == 1 and sims.pop().startswith("llm:mock:")
+""")
+    result = toy.runpytest("--quant-config=arms.toml", "--domain=toy", "--quant-user=llm",
+                           "--quant-user-model=mock:scripted-user", "test_user.py")
+    result.assert_outcomes(passed=1)
+    assert (toy.path / ".quantagent" / "user_turns.jsonl").is_file()
