@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pytest_quantagent.backends.wrapper import bind_episode_usage, with_timeout
+from pytest_quantagent.backends.wrapper import UsageCounter, bind_episode_usage, with_timeout
 from pytest_quantagent.env.channels import SCORABLE_TERMINATIONS, TerminationReason
 from pytest_quantagent.errors import InfrastructureError
 from pytest_quantagent.runner.build import AgentPrompt, ArmRuntime, UserRuntime, make_agent
@@ -208,18 +208,24 @@ class ArmRunner:
             error_message=message[:2000],
         )
 
-    async def _attempt(self, ep: PlannedEpisode) -> Any:
+    async def _attempt(self, ep: PlannedEpisode, usage: UsageCounter | None = None) -> Any:
         task = self.domain.task(ep.task_id)
         agent = make_agent(self.runtime, self.prompt, ep.seed)
         if self.user is not None:
             user: Any = self.user.make_user(self.domain, task, trial=ep.trial, seed=ep.seed)
         else:
             user = self.domain.make_user(task, ep.seed)
-        return await with_timeout(
-            self.episode_fn(domain=self.domain, task=task, agent=agent, user=user,
-                            max_steps=self.settings.max_steps, max_errors=self.settings.max_errors),
-            self.settings.episode_timeout_s,
-        )
+        try:
+            return await with_timeout(
+                self.episode_fn(domain=self.domain, task=task, agent=agent, user=user,
+                                max_steps=self.settings.max_steps, max_errors=self.settings.max_errors),
+                self.settings.episode_timeout_s,
+            )
+        finally:
+            if usage is not None and self.user is not None:
+                # The LLM user counts its calls apart (its tokens are not the agent's); its
+                # request retries are this episode's infrastructure retries all the same.
+                usage.retries += user.usage.retries
 
     async def _run_one(self, ep: PlannedEpisode, key: str, writer: ThreadPoolExecutor,
                        sem: asyncio.Semaphore) -> EpisodeRecord:
@@ -233,7 +239,7 @@ class ArmRunner:
             last = ""
             for attempt in range(self.settings.episode_retries + 1):
                 try:
-                    outcome = await self._attempt(ep)
+                    outcome = await self._attempt(ep, usage)
                 except (InfrastructureError, TimeoutError) as e:
                     reruns = attempt  # re-runs spent so far; the last failure is not a retry
                     last = (f"episode wall-clock timeout after {self.settings.episode_timeout_s}s"

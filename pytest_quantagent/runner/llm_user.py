@@ -29,6 +29,7 @@ tool calls that run in the user's environment.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import json
 import os
@@ -39,8 +40,8 @@ from typing import Any
 
 from filelock import FileLock
 
-from pytest_quantagent.backends.base import GenerateRequest
-from pytest_quantagent.backends.wrapper import ModelClient
+from pytest_quantagent.backends.base import GenerateRequest, Generation
+from pytest_quantagent.backends.wrapper import ModelClient, UsageCounter, bind_episode_usage
 from pytest_quantagent.env.messages import (
     AssistantMessage,
     Message,
@@ -316,6 +317,9 @@ class LLMUser:
         self.tools = tools or []
         self.cache = cache if cache is not None else UserTurnCache()
         self.system_prompt = user_system_prompt(task, with_device=bool(self.tools))
+        self.usage = UsageCounter()
+        """The user model's calls, request retries and tokens in this episode: kept out of
+        the episode's (agent's) counter; the batch layer adds the retries back."""
 
     async def act(self, view: list[Message]) -> UserMessage:
         """The user's next turn: from the cache when this transcript was answered before
@@ -342,7 +346,7 @@ class LLMUser:
         # gets the same sampling seed whether earlier turns were sampled or read from the cache.
         turn = sum(1 for m in view if isinstance(m, UserMessage))
         for attempt in range(2):  # an empty turn is asked once more, then it is the user's error
-            gen = await self.client.generate(
+            gen = await self._generate(
                 GenerateRequest(
                     messages=messages,
                     tools=self.tools,
@@ -358,3 +362,16 @@ class LLMUser:
             if calls or (am.content and am.content.strip()):
                 return UserMessage(content=am.content, tool_calls=calls or None, raw=am.raw)
         return None
+
+    async def _generate(self, request: GenerateRequest) -> Generation:
+        # Run the call in a copy of the context with its own usage counter, so the user's
+        # tokens do not count as the agent's in the episode record.
+        ctx = contextvars.copy_context()
+        counter = ctx.run(bind_episode_usage)
+        try:
+            return await ctx.run(asyncio.ensure_future, self.client.generate(request))
+        finally:
+            self.usage.calls += counter.calls
+            self.usage.retries += counter.retries
+            self.usage.prompt_tokens += counter.prompt_tokens
+            self.usage.completion_tokens += counter.completion_tokens

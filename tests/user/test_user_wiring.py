@@ -232,8 +232,9 @@ def test_telecom_user_tool_calls_change_the_device(tmp_path: Path, serve: Any) -
     after = out.env.execute(ToolCall(id="s", name="check_status_bar", requestor="user")).message.content
     assert "Airplane Mode" in before and "Airplane Mode" not in after
     assert rec.termination == TerminationReason.USER_STOP and rec.success
-    # The device tools were offered to the user model.
     assert rec.user_sim.startswith("llm:openai:fake-user")
+    # The fake server reports tokens, the mock agent none: the user's are not the agent's.
+    assert rec.tokens is None
 
 
 def test_telecom_user_that_does_not_act_leaves_the_device(tmp_path: Path, serve: Any) -> None:
