@@ -190,7 +190,7 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _summary(report: dict[str, Any]) -> str:
-    lines = []
+    lines = [f"user simulator: {report.get('run', {}).get('user_sim', 'scripted')}"]
     for c in report.get("cells", []):
         s = c.get("success", {})
         arm = f"{c['arm']:>12} {s.get('arm', float('nan')):.3f}"
