@@ -195,3 +195,21 @@ def test_bad_spec(kw: dict[str, float], msg: str) -> None:
 
 def test_identity_pins_model_and_decoding() -> None:
     assert SPEC.identity == "llm:mock:scripted-user:t=0:max=512:seed=episode:p1"
+
+
+def test_cache_file_first_answer_wins_and_torn_line_waits(tmp_path: Path) -> None:
+    path = tmp_path / "user_turns.jsonl"
+    a, b = UserTurnCache(path), UserTurnCache(path)  # two processes sharing the store
+    first = a.put("k", UserMessage(content="first"))
+    assert first.content == "first"
+    # b had not seen a's line: its own answer loses, and it is not written twice.
+    assert b.put("k", UserMessage(content="second")).content == "first"
+    assert len(path.read_text().splitlines()) == 1
+    # A line being written (no newline yet) is not read until it is complete.
+    with path.open("a") as f:
+        f.write('{"key": "k2", "message": {"role": "user", "content": "la')
+    assert b.get("k2") is None
+    with path.open("a") as f:
+        f.write('ter"}}\n')
+    got = b.get("k2")
+    assert got is not None and got.content == "later"
