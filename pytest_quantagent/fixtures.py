@@ -47,7 +47,6 @@ def quant_cell(request: pytest.FixtureRequest, _quantagent_cell_key: CellKey) ->
     session = get_session(request.config)
     args = session.marker_args(request.node.nodeid, request.node.iter_markers())
     budget = session.qc.error_budget if args.error_budget is None else args.error_budget
-    session.note_cell(request.node, _quantagent_cell_key)
     yield QuantCell(_quantagent_cell_key, budget, session.qc.error_budget, session.qc.trials,
                     session)
     session.note_figures(request.node, _quantagent_cell_key)

@@ -11,10 +11,10 @@ How cells are shared:
 - across xdist workers, the default :func:`pytest_quantagent_run_cell` goes through the
   episode store under ``--quant-cache-dir``, whose per-cell claim lets the first worker run
   the episodes while the others wait and load them;
-- every test on a cell reports the cell's id as a user property; the process that writes the
-  report (the xdist controller, or the only process) collects those ids from the test reports
-  and loads the cells' records from the store (nothing is re-run), so ``-n 2`` and ``-n 0``
-  analyze the same records and write the same report.
+- every test that loaded a cell's episodes reports the cell's id as a user property; the
+  process that writes the report (the xdist controller, or the only process) collects those
+  ids from the test reports and loads the cells' records from the store (nothing is re-run),
+  so ``-n 2`` and ``-n 0`` analyze the same records and write the same report.
 """
 
 from __future__ import annotations
@@ -351,16 +351,15 @@ class QuantAgentSession:
 
     # ------------------------------------------------------------------ reporting
 
-    def note_cell(self, item: pytest.Item, key: CellKey) -> None:
-        """Record the cell of a test as a user property (JUnit XML, xdist controller)."""
-        item.user_properties.append((CELL_PROPERTY, key.id))
-        self.seen_cells.add(key)
-
     def note_figures(self, item: pytest.Item, key: CellKey) -> None:
-        """Add the cell's verdict and headline figures to the test's user properties, when its
-        episodes were loaded by the test (never runs episodes just for this)."""
+        """After a test whose cell's episodes are loaded: its cell id and the cell's verdict
+        and headline figures become user properties (JUnit XML; the xdist controller reads
+        the cell id from them). A test that never touched the episodes adds nothing, so the
+        report never runs episodes that no test asked for."""
         if key not in self._episodes:
             return
+        item.user_properties.append((CELL_PROPERTY, key.id))
+        self.seen_cells.add(key)
         try:
             cell = self.cell_analysis(key)
         except Exception as e:

@@ -215,3 +215,27 @@ def test_user(quant_cell):
                            "--quant-user-model=mock:scripted-user", "test_user.py")
     result.assert_outcomes(passed=1)
     assert (toy.path / ".quantagent" / "user_turns.jsonl").is_file()
+
+
+def test_precision_model_and_tau_env_fixtures(toy: pytest.Pytester) -> None:
+    toy.makepyfile(test_fixtures="""
+import asyncio
+
+from pytest_quantagent.backends.base import GenerateRequest
+from pytest_quantagent.env.messages import ToolCall
+
+def test_model(precision_model, quant_arm):
+    gen = asyncio.run(precision_model.generate(
+        GenerateRequest(messages=[{"role": "system", "content": "hi"}], tools=[], seed=1)))
+    assert quant_arm.label == "int4"
+    assert gen.tool_calls[0].name == "<script>alert(1)</script>"   # the arm's first scripted turn
+
+def test_env(tau_env):
+    assert tau_env.task_ids() == ["deposit", "wifi", "transfer"]
+    env = tau_env("deposit")
+    ok = env.get_response(ToolCall(id="1", name="find_account", arguments={"name": "Ada"}))
+    bad = env.get_response(ToolCall(id="2", name="no_such_tool", arguments={}))
+    assert not ok.error and bad.error and bad.channel == "unknown_tool"
+""")
+    result = toy.runpytest("--quant-config=arms.toml", "--domain=toy", "test_fixtures.py")
+    result.assert_outcomes(passed=2)

@@ -176,3 +176,30 @@ def test_public_api_names_resolve() -> None:
         assert getattr(qa, name) is not None, name
     with pytest.raises(AttributeError, match="has no attribute 'nope'"):
         qa.nope  # noqa: B018
+
+
+def test_cells_no_test_loaded_are_not_run_for_the_report(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makepyfile(
+        """
+        import pytest
+
+        def test_ids_only(quant_cell):
+            assert quant_cell.id.startswith("telecom-")
+
+        @pytest.mark.precision("fp8")
+        def test_loads(quant_cell):
+            assert quant_cell.episodes
+
+        def test_zz_calls():
+            import conftest
+            assert conftest.CALLS == ["telecom-fp8"]
+        """
+    )
+    result = pytester.runpytest("--quant=int4,fp8", "--domain=telecom", "-p", "no:randomly",
+                                "--quant-report=r.json")
+    result.assert_outcomes(passed=4)
+    import json
+
+    cells = json.loads((pytester.path / "r.json").read_text())["cells"]
+    assert [c["arm"] for c in cells] == ["fp8"]
