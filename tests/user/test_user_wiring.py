@@ -348,3 +348,29 @@ def test_official_telecom_task_with_llm_user(tau2_data: Path, tmp_path: Path, se
     # Without the user's device calls the same task fails: the calls are what changed the phone.
     _, url2 = serve(customer())
     assert _oracle_with_llm_user(dom, task, url2, tmp_path / "idle").reward == 0.0
+
+
+@pytest.mark.slow
+def test_bundled_transformers_model_as_the_user() -> None:
+    """A real (tiny, CPU) model behind the user through the transformers backend: the
+    wiring holds (the tiny agent model is no customer, so only mechanics are checked)."""
+    from pytest_quantagent.quant.arms import parse_user_model, resolve_arm
+
+    dom = get_domain("retail")
+
+    async def go() -> Any:
+        user = build_user(parse_user_model("tiny-agent"))
+        rt = build_arm(resolve_arm("bf16"))
+        try:
+            res = await run_cell(domain=dom, runtimes=[rt], plan=plan_episodes([dom.tasks[0].id], 1, 0),
+                                 settings=RunSettings(user_sim="llm", max_steps=12), user=user)
+        finally:
+            await rt.aclose()
+            await user.aclose()
+        return res["bf16"][0]
+
+    rec = asyncio.run(go())
+    assert rec.user_sim.startswith("llm:transformers:tiny-agent") and "[bf16]" in rec.user_sim
+    assert rec.scored and rec.steps > 1
+    users = [m for m in rec.messages if isinstance(m, UserMessage)]
+    assert users and all(m.content or m.tool_calls for m in users)
