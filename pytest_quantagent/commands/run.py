@@ -5,6 +5,10 @@ The first arm of ``--arms`` is the reference; every other arm becomes a cell com
 it on the same tasks, trials and seeds. A one-arm run writes its cell with ``reference``
 null. Episodes are stored in ``--out`` (default ``.quantagent``, the same store the pytest
 plugin uses), so re-running resumes and never re-runs a stored episode.
+
+With ``--user llm`` one LLM user (``--user-model SPEC`` or the ``[user]`` table of
+``--config``) plays the customer for every arm; its turns are cached in
+``<out>/user_turns.jsonl``, so arms whose conversations agree get the same replies.
 """
 
 from __future__ import annotations
