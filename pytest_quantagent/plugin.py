@@ -26,6 +26,10 @@ from pytest_quantagent.markers import MARKER_LINES
 from pytest_quantagent.options import add_options
 from pytest_quantagent.session import QuantAgentSession
 
+# The risk screen's fixture (quant_screen) and hook ship with the plugin: importing it is
+# as cheap as this module (nothing heavy until a test asks for a screen).
+pytest_plugins = ["pytest_quantagent.screen_plugin"]
+
 __all__ = [
     "_quantagent_cell_key",
     "episodes",
