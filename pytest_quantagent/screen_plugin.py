@@ -40,7 +40,7 @@ class ScreenHooks:
     """Hook specifications of the screen plugin."""
 
     @pytest.hookspec(firstresult=True)
-    def pytest_quantagent_screen_episodes(  # type: ignore[empty-body]
+    def pytest_quantagent_screen_episodes(
         self, config: pytest.Config, domain: str
     ) -> list[EpisodeRecord] | None:
         """Return the reference arm's episode records of ``domain`` for the risk screen.
@@ -121,7 +121,7 @@ def pytest_quantagent_screen_episodes(config: pytest.Config, domain: str) -> lis
 
     from pytest_quantagent.env.registry import get_domain
     from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_cell
-    from pytest_quantagent.runner.build import build_arm
+    from pytest_quantagent.runner.build import USER_TURNS_FILE, build_arm, build_user, resolve_user
     from pytest_quantagent.store.jsonl import EpisodeStore
 
     session = get_session(config)
@@ -140,15 +140,22 @@ def pytest_quantagent_screen_episodes(config: pytest.Config, domain: str) -> lis
     settings = RunSettings(max_errors=qc.error_budget, concurrency=concurrency, user_sim=qc.user)
     qc.cache_dir.mkdir(parents=True, exist_ok=True)
     store = EpisodeStore(qc.cache_dir)
+    user_config = None
+    if qc.user == "llm":
+        user_config = resolve_user(qc.user_model, config_path=qc.config_path)
 
     async def go() -> list[EpisodeRecord]:
         runtime = build_arm(spec, concurrency=concurrency)
+        user = None if user_config is None else build_user(
+            user_config, cache_path=qc.cache_dir / USER_TURNS_FILE, concurrency=concurrency)
         try:
             result = await run_cell(domain=dom, runtimes=[runtime], plan=plan, settings=settings,
-                                    store=store)
+                                    store=store, user=user)
             return result[spec.label]
         finally:
             await runtime.aclose()
+            if user is not None:
+                await user.aclose()
 
     # The cells' claim of this (domain, arm): an xdist worker running a cell waits for us.
     with store.claim(f"{domain}/{spec.label}"):

@@ -81,6 +81,13 @@ def add_parser(subparsers: Any) -> None:
                    help="episodes in flight")
     p.add_argument("--episode-timeout", type=float, default=900.0, metavar="SECONDS",
                    help="wall-clock limit per episode attempt (an infrastructure failure)")
+    p.add_argument("--user", choices=("scripted", "llm"), default="scripted",
+                   help="user simulator: the domain's scripted user (default) or an LLM user")
+    p.add_argument("--user-model", metavar="SPEC", default=None,
+                   help="model of the LLM user (as for `quantagent run`); default: the [user] "
+                   "table of --config")
+    p.add_argument("--user-temperature", type=float, default=None, metavar="T",
+                   help="LLM user sampling temperature (default 0, or the [user] table's)")
     p.add_argument("--tau2-data", type=Path, default=None, metavar="DIR",
                    help="run tau2-bench's official task/DB files from DIR/domains/<domain>/")
     p.add_argument("--out", type=Path, default=Path(DEFAULT_OUT), metavar="DIR",
@@ -100,7 +107,14 @@ def run_reference(args: argparse.Namespace) -> list[EpisodeRecord]:
     from pytest_quantagent.env.registry import get_domain
     from pytest_quantagent.quant.arms import REPAIR_SUFFIX
     from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_cell
-    from pytest_quantagent.runner.build import build_arm, resolve_arms, select_tasks
+    from pytest_quantagent.runner.build import (
+        USER_TURNS_FILE,
+        build_arm,
+        build_user,
+        resolve_arms,
+        resolve_user,
+        select_tasks,
+    )
     from pytest_quantagent.runner.progress import RunProgress
     from pytest_quantagent.store.jsonl import EpisodeStore
 
@@ -112,6 +126,13 @@ def run_reference(args: argparse.Namespace) -> list[EpisodeRecord]:
     if "," in args.arm:
         raise ValueError(f"--arm takes one arm label, got {args.arm!r}")
     (spec,) = resolve_arms(args.arm, model_spec=args.model, config_path=args.config)
+    user_config = None
+    if args.user == "llm":
+        user_config = resolve_user(args.user_model, config_path=args.config,
+                                   temperature=args.user_temperature)
+    elif args.user_model is not None or args.user_temperature is not None:
+        raise ValueError("--user-model/--user-temperature configure the LLM user simulator, but "
+                         "the user is 'scripted'; add --user llm or drop them")
     if spec.backend == "replay":
         from pytest_quantagent.backends.replay import load_replay_arm
 
@@ -125,17 +146,24 @@ def run_reference(args: argparse.Namespace) -> list[EpisodeRecord]:
     )
     plan = plan_episodes(task_ids, args.trials, args.seed)
     settings = RunSettings(max_errors=args.error_budget, max_steps=args.max_steps,
-                           concurrency=args.concurrency, episode_timeout_s=args.episode_timeout)
+                           concurrency=args.concurrency, episode_timeout_s=args.episode_timeout,
+                           user_sim="llm" if user_config is not None else "scripted")
     store = EpisodeStore(args.out)
 
     async def go() -> dict[str, list[EpisodeRecord]]:
         runtime = build_arm(spec, concurrency=args.concurrency)
+        # The LLM user's turn cache is the run command's, so a later run replays its answers.
+        user = None if user_config is None else build_user(
+            user_config, cache_path=Path(args.out) / USER_TURNS_FILE, concurrency=args.concurrency)
         try:
             with RunProgress(quiet=args.quiet) as progress:
                 return await run_cell(domain=domain, runtimes=[runtime], plan=plan,
-                                      settings=settings, store=store, progress=progress.arm)
+                                      settings=settings, store=store, progress=progress.arm,
+                                      user=user)
         finally:
             await runtime.aclose()
+            if user is not None:
+                await user.aclose()
 
     return asyncio.run(go())[spec.label]
 

@@ -84,6 +84,7 @@ def test_bad_flags_name_the_flag_and_the_allowed_values(
     (["--arm", "int4+repair"], "screen 'int4' instead"),
     (["--arm", "fp9"], "unknown arm 'fp9'; known arms: bf16, int4"),
     (["--tasks", "t1,t9"], "t9"),
+    (["--user-model", "openai:x"], "the user is 'scripted'; add --user llm or drop them"),
 ])
 def test_bad_names_are_refused(arms_toml: Path, tmp_path: Path,
                                capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
