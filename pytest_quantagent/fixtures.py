@@ -71,13 +71,12 @@ def precision_model(quant_arm: ArmSpec) -> Iterator[Any]:
 
     Closed after the test.
     """
-    import asyncio
-
     from pytest_quantagent.backends.registry import create_backend
+    from pytest_quantagent.session import run_sync
 
     backend = create_backend(quant_arm)
     yield backend
-    asyncio.run(backend.aclose())
+    run_sync(backend.aclose())
 
 
 class TauEnvFactory:

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -33,6 +34,8 @@ from pytest_quantagent.markers import MarkerArgs, MarkerError, parse_markers
 if TYPE_CHECKING:
     from pytest_quantagent.quant.arms import ArmSpec
     from pytest_quantagent.store.records import EpisodeRecord
+
+T = TypeVar("T")
 
 #: Name of the user property that carries a test's cell id (also in JUnit XML).
 CELL_PROPERTY = "quantagent_cell"
@@ -304,7 +307,7 @@ class QuantAgentSession:
         with ExitStack() as stack:
             for label in sorted(s.label for s in specs):
                 stack.enter_context(store.claim(f"{cell.domain}/{label}"))
-            result = asyncio.run(go())
+            result = run_sync(go())
         result.update(replayed)
         return CellEpisodes(arm=result[cell.arm], reference=result[cell.reference])
 
@@ -447,6 +450,20 @@ class QuantAgentSession:
             for flag, path in (("JSON", self.qc.report_path), ("HTML", self.qc.html_path)):
                 if path is not None:
                     tr.write_line(f"quantagent {flag} report: {path}")
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from synchronous code, also when called from inside a
+    running event loop (an ``async def`` test touching ``quant_cell.episodes``), where
+    ``asyncio.run`` refuses: then it runs on a fresh loop in a helper thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="quantagent-run") as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def needed_trials(half_width: float, diff: float, margin: float, trials: int) -> int | None:

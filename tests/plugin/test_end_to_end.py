@@ -239,3 +239,22 @@ def test_env(tau_env):
 """)
     result = toy.runpytest("--quant-config=arms.toml", "--domain=toy", "test_fixtures.py")
     result.assert_outcomes(passed=2)
+
+
+def test_cells_load_from_async_tests(toy: pytest.Pytester) -> None:
+    # asyncio.run refuses inside a running loop; the session then runs the cell's episodes on
+    # a helper thread.
+    toy.makepyfile(test_async="""
+import pytest
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+@pytest.mark.anyio
+async def test_async(quant_cell):
+    assert len(quant_cell.episodes) == 3 * 2
+""")
+    result = toy.runpytest("--quant-config=arms.toml", "--domain=toy", "--quant-trials=2",
+                           "test_async.py")
+    result.assert_outcomes(passed=1)
