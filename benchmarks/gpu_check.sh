@@ -12,7 +12,7 @@
 #   SCHEME (awq-w4a16 / int4-rtn)                          MAX_STEPS (200 / 8)
 #   ERROR_BUDGET (10 / 2)                                  WORK (/tmp/quantagent-gpu-check)
 #   OUT (results folder; default $WORK/results)            PYTHON (python3)
-#   BUDGET_S (480) wall-clock limit for the whole check
+#   BUDGET_S (480 / 5400) wall-clock limit for the whole check
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -36,7 +36,7 @@ DOMAINS=${DOMAINS:-"retail telecom"}
 WORK=${WORK:-/tmp/quantagent-gpu-check}
 RESULTS=${OUT:-$WORK/results}
 PY=${PYTHON:-python3}
-BUDGET_S=${BUDGET_S:-480}
+if [[ "$CPU" == 1 ]]; then BUDGET_S=${BUDGET_S:-5400}; else BUDGET_S=${BUDGET_S:-480}; fi
 case "$SCHEME" in
   awq-w4a16|fp8-dynamic|int4-rtn|fp8-cast) ;;
   *) echo "gpu_check.sh: SCHEME '$SCHEME' is not one of awq-w4a16, fp8-dynamic, int4-rtn, fp8-cast" >&2; exit 2 ;;
