@@ -118,8 +118,13 @@ def cmd_base(args: argparse.Namespace) -> None:
     log = _log_to(work / "log.txt")
     tok = DomainTokenizer.load(work)
     eps, masks = _load(work, "mixed", tok)
-    model = make_model(tok, ModelSize(), seed=args.seed)
-    log(f"base: {count_parameters(model)} params, {len(eps)} episodes, {sum(map(len, eps))} tokens")
+    if args.init:
+        from transformers import LlamaForCausalLM
+
+        model = LlamaForCausalLM.from_pretrained(args.init, dtype=torch.float32)
+    else:
+        model = make_model(tok, ModelSize(), seed=args.seed)
+    log(f"base (init {args.init or 'random'}): {count_parameters(model)} params, {len(eps)} episodes, {sum(map(len, eps))} tokens")
     cfg = TrainConfig(budget_s=args.seconds, seq_len=args.seq_len, batch=args.batch, lr=args.lr,
                       hold_frac=1.0, warmup_steps=100, seed=args.seed)
 
@@ -153,7 +158,9 @@ def cmd_finetune(args: argparse.Namespace) -> None:
                       hold_frac=0.0, warmup_steps=20, min_lr_frac=0.05, seed=args.seed + 7)
     stats = train(model, eps, masks, cfg, log=log)
     out = Path(args.out)
-    save_model(model, tok, out)
+    # The bundled reference weights are bf16 (the precision the project's reference arm
+    # names); fp32 master weights are not shipped.
+    save_model(model.to(torch.bfloat16), tok, out)
     (out / "training.json").write_text(json.dumps({
         "variant": args.variant, "start": args.start, "finetune_steps": stats.steps,
         "finetune_tokens": stats.tokens, "finetune_seconds": round(stats.seconds),
@@ -187,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         q.add_argument("--batch", type=int, default=3)
         q.add_argument("--seed", type=int, default=0)
     b.add_argument("--lr", type=float, default=2e-3)
+    b.add_argument("--init", default=None, help="start from this checkpoint instead of random weights")
     f.add_argument("--lr", type=float, default=1.5e-3)
     f.add_argument("--variant", choices=("robust", "prone"), required=True)
     f.add_argument("--start", default="base")

@@ -5,8 +5,8 @@ Each resolves the project's arm labels with no configuration:
 ============  ==================================================================================
 arm           what it loads
 ============  ==================================================================================
-``fp32``      the trained weights as saved (``models/<name>/``)
-``bf16``      the same weights rounded to bfloat16 (the reference arm; compute in fp32)
+``bf16``      the trained weights, saved in bfloat16 (``models/<name>/``; the reference arm;
+              computed in fp32, which is exact for bf16 values)
 ``fp8``       ``models/<name>/arms/fp8-dynamic`` (llm-compressor FP8-dynamic, compressed-tensors)
               when present, else the weights cast to e4m3 with per-channel scales on load
 ``int4``      ``models/<name>/arms/awq-w4a16`` (llm-compressor AWQ W4A16 g128) when present,
@@ -28,10 +28,8 @@ from pytest_quantagent.quant.arms import ArmSpec, register_model_spec
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "reference" / "models"
 BUNDLED_SPECS: tuple[str, ...] = ("tiny-agent", "tiny-agent-prone")
-BUNDLED_ARMS: tuple[str, ...] = ("bf16", "fp32", "fp8", "int4", "int4-rtn")
+BUNDLED_ARMS: tuple[str, ...] = ("bf16", "fp8", "int4", "int4-rtn")
 
-#: On-load schemes the transformers backend understands (see backends/transformers.py).
-ON_LOAD_SCHEMES: tuple[str, ...] = ("bf16", "int4-rtn-g128", "w4a16-rtn-g128", "fp8-cast-channel")
 
 
 def _resolver(name: str):  # type: ignore[no-untyped-def]
@@ -42,10 +40,8 @@ def _resolver(name: str):  # type: ignore[no-untyped-def]
             return ArmSpec(label=label, backend="transformers", model=name, path=str(path),
                            quantization=quantization)
 
-        if label == "fp32":
-            return arm(folder, None)
         if label == "bf16":
-            return arm(folder, "bf16")
+            return arm(folder, None)
         if label == "int4-rtn":
             return arm(folder, "int4-rtn-g128")
         if label == "int4":

@@ -102,17 +102,19 @@ class PackedRows:
         self.rng = np.random.default_rng(seed)
 
     def batch(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """Inputs ``(n, seq_len)`` and labels ``(n, seq_len)`` with -100 where unmasked."""
+        """Inputs ``(n, seq_len)`` and labels ``(n, seq_len)``: the same tokens, -100 where
+        unmasked. HF causal-LM heads shift labels themselves (logit ``i`` predicts label
+        ``i + 1``), so labels must *not* be pre-shifted here."""
         total = len(self.ids)
         rows_x = np.empty((n, self.seq_len), dtype=np.int64)
         rows_y = np.empty((n, self.seq_len), dtype=np.int64)
         for r in range(n):
             s = int(self.starts[self.rng.integers(len(self.starts))])
-            idx = (np.arange(s, s + self.seq_len + 1)) % total
+            idx = (np.arange(s, s + self.seq_len)) % total
             chunk, m = self.ids[idx], self.mask[idx]
-            rows_x[r] = chunk[:-1]
-            y = chunk[1:].copy()
-            y[~m[1:]] = -100
+            rows_x[r] = chunk
+            y = chunk.copy()
+            y[~m] = -100
             rows_y[r] = y
         return rows_x, rows_y
 

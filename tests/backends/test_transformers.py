@@ -118,7 +118,7 @@ def test_bundled_arm_resolution() -> None:
     assert rtn.backend == "transformers" and rtn.quantization == "int4-rtn-g128"
     assert Path(rtn.path or "").name == "tiny-agent"
     bf16 = resolve_arm("bf16", "tiny-agent-prone")
-    assert bf16.quantization == "bf16" and Path(bf16.path or "").name == "tiny-agent-prone"
+    assert bf16.quantization is None and Path(bf16.path or "").name == "tiny-agent-prone"
     int4 = resolve_arm("int4", "tiny-agent")
     assert int4.quantization in ("awq-w4a16-g128", "w4a16-rtn-g128")
     with pytest.raises(UnknownNameError, match="int2"):

@@ -1,0 +1,64 @@
+"""The training loop learns *next*-token prediction (label alignment) on a tiny model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pytest_quantagent.reference.chat import render_messages  # noqa: E402
+from pytest_quantagent.reference.model import ModelSize, make_model  # noqa: E402
+from pytest_quantagent.reference.tokenizer import DomainTokenizer  # noqa: E402
+from pytest_quantagent.reference.train import (  # noqa: E402
+    PackedRows,
+    TrainConfig,
+    agent_loss_mask,
+    lr_at,
+    train,
+)
+
+EPISODE = render_messages(
+    [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "Could you please provide your email?"}],
+    add_generation_prompt=False,
+)
+
+
+def test_rows_are_bos_aligned_and_labels_unshifted() -> None:
+    eps = [np.arange(10, 20), np.arange(30, 35)]
+    masks = [np.array([0, 1] * 5, dtype=np.uint8), np.ones(5, dtype=np.uint8)]
+    rows = PackedRows(eps, masks, seq_len=12, seed=0)
+    x, y = rows.batch(8)
+    for xr, yr in zip(x, y, strict=True):
+        assert xr[0] in (10, 30)  # every row starts at an episode start
+        # HF shifts labels itself: label i is token i (or -100), never token i + 1.
+        assert np.all((yr == xr) | (yr == -100))
+
+
+def test_agent_mask_covers_assistant_turns_only() -> None:
+    tok = DomainTokenizer.build([EPISODE] * 3, min_word_count=1)
+    ids = tok.encode(EPISODE)
+    mask = agent_loss_mask(ids, tok)
+    text = tok.decode([i for i, m in zip(ids, mask, strict=True) if m])
+    assert text == "Could you please provide your email?<|end|>"
+
+
+def test_lr_schedule_holds_then_decays() -> None:
+    cfg = TrainConfig(budget_s=100, lr=1e-3, warmup_steps=10, hold_frac=0.5, min_lr_frac=0.1)
+    assert lr_at(cfg, 0, 0) == pytest.approx(1e-4)
+    assert lr_at(cfg, 50, 40) == pytest.approx(1e-3)
+    assert lr_at(cfg, 50, 75) == pytest.approx(1e-4 + 0.9e-3 * 0.5)
+    assert lr_at(cfg, 50, 100) == pytest.approx(1e-4)
+
+
+def test_tiny_model_learns_to_continue_the_agent_turn() -> None:
+    tok = DomainTokenizer.build([EPISODE] * 3, min_word_count=1)
+    ids = tok.encode(EPISODE)
+    model = make_model(tok, ModelSize(hidden=32, layers=1, heads=2, mlp=64, max_positions=64), seed=0)
+    cfg = TrainConfig(budget_s=6.0, seq_len=len(ids), batch=4, lr=1e-2, warmup_steps=5, log_every=10**9)
+    train(model, [np.array(ids)], [agent_loss_mask(ids, tok)], cfg, log=lambda _m: None)
+    prompt = tok.encode(EPISODE.split("<|assistant|>")[0] + "<|assistant|>")
+    with torch.no_grad():
+        out = model.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False,
+                             eos_token_id=tok.end_id, pad_token_id=tok.pad_id)
+    assert tok.decode(out[0, len(prompt):].tolist()).startswith("Could you please provide")
