@@ -7,7 +7,9 @@ no amplification). So the screen runs the reference arm alone and, per channel, 
 the full-precision failure rate per tool call is demonstrably small.
 
 Risk level per channel, from the cluster-robust 95% CI of the rate per tool call
-(:func:`pytest_quantagent.stats.ratio.rate_ci`). Tasks are the clusters: trials of one task
+(:func:`pytest_quantagent.stats.ratio.rate_ci`), widened to Wilson's interval over calls
+where that is wider (identical tasks make the cluster-robust interval collapse). Tasks are
+the clusters: trials of one task
 share the scenario, so their failures are not independent and counting them as separate
 clusters would make the interval too narrow.
 
@@ -91,7 +93,8 @@ class ChannelRisk(_Model):
     rate: float
     """Failures of this channel per tool call."""
     ci: tuple[float, float]
-    """Cluster-robust CI of ``rate`` (tasks are the clusters)."""
+    """CI of ``rate``: the wider of the cluster-robust CI (tasks are the clusters) and
+    Wilson's over calls."""
     episodes_with: int
     """Episodes with at least one failure of this channel."""
     level: RiskLevel
@@ -166,6 +169,19 @@ def _worst(channels: dict[str, ChannelRisk]) -> RiskLevel:
     return max((c.level for c in channels.values()), key=lambda lv: _ORDER[lv])
 
 
+def _rate_interval(counts: np.ndarray, calls: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The wider of the cluster-robust CI and Wilson's CI over calls.
+
+    A gate must not call a rate demonstrably small on little evidence: when every task has
+    the same failure share (deterministic agents, few tasks) the cluster-robust variance is
+    zero and its interval collapses to a point, while Wilson's still reflects the number of
+    calls. With real between-task variation the cluster-robust interval is the wider one.
+    """
+    cr = rate_ci(counts, calls, confidence=confidence)
+    w = wilson_interval(int(counts.sum()), int(calls.sum()), confidence).ci if calls.sum() else cr
+    return (min(cr.low, w.low), max(cr.high, w.high))
+
+
 def screen(records: Iterable[EpisodeRecord], config: ScreenConfig | None = None) -> ScreenReport:
     """Screen one arm's episodes (normally the full-precision reference).
 
@@ -208,8 +224,8 @@ def screen(records: Iterable[EpisodeRecord], config: ScreenConfig | None = None)
         counts = per_task[ch]
         n = int(counts.sum())
         rate = n / total_calls if total_calls else 0.0
-        ci = rate_ci(counts, calls, confidence=cfg.confidence)
-        channels[ch.value] = _risk(ch.value, n, rate, (ci.low, ci.high), episodes_with[ch], cfg)
+        channels[ch.value] = _risk(ch.value, n, rate, _rate_interval(counts, calls, cfg.confidence),
+                                   episodes_with[ch], cfg)
     succ = sum(r.success for r in recs)
     sci = wilson_interval(succ, len(recs), cfg.confidence).ci
     return ScreenReport(

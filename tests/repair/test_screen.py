@@ -121,3 +121,20 @@ def test_infrastructure_errors_are_left_out_and_counted() -> None:
     assert rep.episodes == 5 and rep.infrastructure_errors == 1
     with pytest.raises(ValueError, match="got none of 1"):
         screen(recs[-1:])
+
+
+def test_identical_tasks_do_not_collapse_the_interval() -> None:
+    # Every task fails on exactly 1 of 3 calls: the cluster-robust variance is 0 and its
+    # interval a point; the screen falls back on Wilson over the 30 calls (10 of 30).
+    from pytest_quantagent.stats.intervals import wilson_interval
+    from pytest_quantagent.stats.ratio import rate_ci
+
+    recs = [_episode(i, 3, {Channel.UNKNOWN_TOOL: 1}) for i in range(10)]
+    cr = rate_ci([1] * 10, [3] * 10)
+    assert cr.high - cr.low == pytest.approx(0.0, abs=1e-12)
+    w = wilson_interval(10, 30).ci
+    # statsmodels 0.14 proportion_confint(10, 30, method="wilson") = (0.19230, 0.51220).
+    assert (w.low, w.high) == pytest.approx((0.1923, 0.5122), abs=1e-4)
+    ch = screen(recs, ScreenConfig(threshold=0.25)).channels["unknown_tool"]
+    assert ch.ci == pytest.approx((w.low, w.high), rel=1e-12)
+    assert ch.level == "elevated"  # a point interval at 33% would have said "high"
