@@ -38,6 +38,17 @@ def test_repair_arms_side_by_side_with_their_effect(arms_toml: Path, tmp_path: P
     assert bf16r["channels"]["unknown_tool"]["arm_count"] == 0
     assert bf16r["success"]["arm"] == bf16r["success"]["reference"] == 1.0
 
+    # The terminal table shows one row per cell, the +repair arms included.
+    from rich.console import Console
+
+    from pytest_quantagent.report.terminal import render_terminal
+
+    console = Console(record=True, width=200)
+    render_terminal(report, console)
+    rows = [line for line in console.export_text().splitlines() if "mini" in line]
+    assert [r.split("│")[1].strip() for r in rows if "│" in r][:3] == [
+        "mini / int4", "mini / bf16+repair", "mini / int4+repair"]
+
     recs = [json.loads(x) for x in (tmp_path / "s" / "episodes.jsonl").read_text().splitlines()]
     assert {(r["arm"], r["repair"]) for r in recs} == {
         ("bf16", "none"), ("int4", "none"), ("bf16+repair", "reflexive"), ("int4+repair", "reflexive")}
