@@ -133,6 +133,9 @@ class QuantAgentSession:
         self._analysis: dict[CellKey, dict[str, Any]] = {}
         self._arms: dict[str, ArmSpec] = {}
         self._domains: tuple[str, ...] | None = None
+        # Looked up once per run, not once per test (markers are validated per test).
+        self._domain_names: tuple[list[str] | None] | None = None
+        self._arm_names: tuple[str, ...] | None = None
         self.seen_cells: set[CellKey] = set()
         """Cells some test used (from test reports, so xdist workers' cells count)."""
         self.report: dict[str, Any] | None = None
@@ -164,13 +167,23 @@ class QuantAgentSession:
             nodeid,
             marks,
             run_budget=self.qc.error_budget,
-            known_domains=known_domains(),
+            known_domains=self._known_domains(),
             known_arms=self.known_arms(),
         )
+
+    def _known_domains(self) -> list[str] | None:
+        if self._domain_names is None:
+            self._domain_names = (known_domains(),)
+        return self._domain_names[0]
 
     def known_arms(self) -> tuple[str, ...]:
         """Arm labels a ``precision`` marker may name: the run's arms, the project's
         precisions, and the arms of ``--quant-config`` (with their ``+repair`` variants)."""
+        if self._arm_names is None:
+            self._arm_names = self._list_known_arms()
+        return self._arm_names
+
+    def _list_known_arms(self) -> tuple[str, ...]:
         from pytest_quantagent.quant import arms as arms_mod
 
         labels = {*self.qc.arms, self.qc.reference, *arms_mod.KNOWN_PRECISIONS}
@@ -206,7 +219,7 @@ class QuantAgentSession:
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         # Tests off the grid may still carry our markers: validate them all the same.
-        if any(item.iter_markers(n) for n in ("error_budget", "domain", "precision")):
+        if any(item.get_closest_marker(n) is not None for n in ("error_budget", "domain", "precision")):
             try:
                 self.marker_args(item.nodeid, item.iter_markers())
             except MarkerError as e:
