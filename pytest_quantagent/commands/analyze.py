@@ -147,10 +147,16 @@ def build_report(args: argparse.Namespace) -> Any:
         for d in iter_store(f):
             get((d["domain"], d["arm"])).add_raw(d)
     if args.tau2:
+        from pytest_quantagent.tau2.compare import unique_labels
         from pytest_quantagent.tau2.reader import read_results
 
+        # same-named files in different folders are different arms
+        labels = unique_labels(args.tau2)
         for i, path in enumerate(args.tau2):
-            run = read_results(path)
+            run = read_results(path, label=labels[i])
+            if not args.quiet:
+                for line in run.flags.lines():
+                    print(f"quantagent analyze: {run.label}: {line}", file=sys.stderr)
             sources.append(str(path))
             if i == 0 and reference is None:
                 reference = run.label

@@ -80,3 +80,20 @@ def test_bad_file_is_refused_with_path_and_location(
     err = capsys.readouterr().err
     assert str(bad) in err
     assert "simulations[1]" in err and "truncated" in err
+
+
+def test_same_named_files_are_two_arms_and_flags_are_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = [str(i) for i in range(8)]
+    (tmp_path / "bf16").mkdir()
+    (tmp_path / "int4").mkdir()
+    ref = _file(tmp_path / "bf16" / "retail.json", tasks, hallucinated=0)
+    cand = _file(tmp_path / "int4" / "retail.json", tasks, hallucinated=1, infra=2)
+    out = tmp_path / "report.json"
+    rc = main(["analyze", "--json", str(out), "--tau2", str(ref), str(cand)])
+    assert rc == 0
+    (cell,) = json.loads(out.read_text())["cells"]
+    assert (cell["arm"], cell["reference"]) == ("retail#2", "retail")
+    err = capsys.readouterr().err
+    assert "retail#2: 2 of 8 episodes recorded as infrastructure errors" in err
