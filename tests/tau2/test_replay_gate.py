@@ -1,0 +1,55 @@
+"""A release gate in pytest on results files produced elsewhere: replay arms end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ijson  # noqa: F401  # C extension: import once, outside pytester's in-process runs
+import pytest
+from tau2_builders import Conversation, results, simulation, write_json
+
+import pytest_quantagent.report.model
+import pytest_quantagent.report.terminal
+import pytest_quantagent.stats  # noqa: F401
+
+TEST_FILE = """
+from pytest_quantagent.assertions import assert_no_channel_amplification
+
+
+def test_episodes_come_from_the_files(quant_cell):
+    assert len(quant_cell.episodes) == 30
+    assert len(quant_cell.reference_episodes) == 30
+    assert {r.backend for r in quant_cell.episodes} == {"replay"}
+    assert sum(r.n_errors for r in quant_cell.episodes) == 60
+
+
+def test_gate_unknown_tool(quant_cell):
+    assert_no_channel_amplification(quant_cell, channel="unknown_tool", max_ratio=1.2)
+"""
+
+
+def _write(path: Path, hallucinated: int) -> Path:
+    sims = []
+    for t in range(30):
+        conv = Conversation()
+        for _ in range(hallucinated):
+            conv.call("get_order_status", "Error: Tool 'get_order_status' not found.", error=True)
+        conv.call("get_order_details", '{"status": "ok"}').say("user", "###STOP###")
+        sims.append(simulation(str(t), conv.messages))
+    return write_json(path, results(sims, domain="retail"))
+
+
+def test_replay_arms_gate_a_release(pytester: pytest.Pytester) -> None:
+    bf16 = _write(pytester.path / "bf16.json", hallucinated=0)
+    int4 = _write(pytester.path / "int4.json", hallucinated=2)
+    pytester.makefile(
+        ".toml",
+        arms=f'[arms.bf16]\nbackend = "replay"\npath = "{bf16}"\n\n'
+        f'[arms.int4]\nbackend = "replay"\npath = "{int4}"\n',
+    )
+    pytester.makepyfile(test_gate=TEST_FILE)
+    result = pytester.runpytest(
+        "--quant=int4", "--quant-reference=bf16", "--domain=retail", "--quant-config=arms.toml"
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*1 channel(s) amplified above*", "*unknown_tool: *(60 vs 0)*"])
