@@ -121,6 +121,9 @@ class TransformersBackend(Backend):
 
         if threads > 0:
             torch.set_num_threads(threads)
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
         self.model_ref = str(model)
         path = resolve_model_path(str(model))
         self.path = path

@@ -1,0 +1,32 @@
+"""Paired flip accounting of the open-loop decision analysis (synthetic decision points)."""
+
+from __future__ import annotations
+
+from pytest_quantagent.reference.decisions import DecisionPoint, summarize
+
+
+def _dp(ep: int, gold: str, chosen: str, margin: float, kind: str = "tool_name") -> DecisionPoint:
+    return DecisionPoint(ep, 0, kind, gold, gold, chosen, margin)
+
+
+def test_flips_are_paired_and_binned_by_reference_margin() -> None:
+    ref = [_dp(0, "a", "a", 0.1), _dp(1, "b", "b", 3.0), _dp(2, "c", "c_wrong", -0.3), _dp(3, "d", "d", 0.7)]
+    arm = [_dp(0, "a", "a_wrong", -0.05), _dp(1, "b", "b", 2.5), _dp(2, "c", "c", 0.2), _dp(3, "d", "d", 0.6)]
+    s_ref, s_arm = summarize("bf16", {"bf16": ref, "int4": arm})
+    assert s_ref.right_to_wrong["tool_name"] == 0 and s_ref.wrong_to_right["tool_name"] == 0
+    assert s_arm.right_to_wrong["tool_name"] == 1 and s_arm.wrong_to_right["tool_name"] == 1
+    assert s_arm.flips_by_bin["tool_name"] == {"[0,0.25)": 1, "[0.25,0.5)": 1, "[0.5,1)": 0, "[2,inf)": 0}
+    assert s_arm.flips_by_bin["tool_name_n"] == {"[0,0.25)": 1, "[0.25,0.5)": 1, "[0.5,1)": 1, "[2,inf)": 1}
+    assert s_arm.wrong_rate["tool_name"] == 0.25 and s_arm.net_change["tool_name"] == 0.0
+    assert s_arm.wrong_names == {"a_wrong": 1}
+    assert s_arm.novel_wrong_names == ["a_wrong"]  # never produced by the reference arm
+
+
+def test_wrong_to_other_wrong_counts_as_a_flip_not_a_rate_change() -> None:
+    ref = [_dp(0, "a", "x", -0.1)]
+    arm = [_dp(0, "a", "y", -0.2)]
+    _, s = summarize("bf16", {"bf16": ref, "int4": arm})
+    assert s.flips_by_bin["tool_name"] == {"[0,0.25)": 1}
+    assert s.right_to_wrong["tool_name"] == 0 and s.wrong_to_right["tool_name"] == 0
+    assert s.net_change["tool_name"] == 0.0
+    assert s.decisions["argument"] == 0 and s.wrong_rate["argument"] == 0.0
