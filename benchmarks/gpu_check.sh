@@ -42,7 +42,8 @@ case "$SCHEME" in
   *) echo "gpu_check.sh: SCHEME '$SCHEME' is not one of awq-w4a16, fp8-dynamic, int4-rtn, fp8-cast" >&2; exit 2 ;;
 esac
 mkdir -p "$WORK" "$RESULTS"
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} PYTHONUNBUFFERED=1
+# COLUMNS: the report table is rich; without a TTY it would wrap at 80 columns.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} PYTHONUNBUFFERED=1 COLUMNS=${COLUMNS:-160}
 START=$(date +%s)
 stage() { echo "== [$(( $(date +%s) - START ))s] $*"; }
 left() { echo $(( BUDGET_S - ($(date +%s) - START) )); }
@@ -137,5 +138,14 @@ for domain in $DOMAINS; do
     --error-budget "$ERROR_BUDGET" --max-steps "$MAX_STEPS" --concurrency 16 \
     --out "$WORK/store" --json "$RESULTS/$domain.json" --quiet
   qa report "$RESULTS/$domain.json"
+  "$PY" - "$RESULTS/$domain.json" <<'EOF'
+import json, sys
+cell = json.load(open(sys.argv[1]))["cells"][0]
+print(f"{cell['domain']}: tool calls {cell['tool_calls']}, terminations {cell['terminations']}")
+for name, ch in cell["channels"].items():
+    if ch["arm_count"] or ch["reference_count"]:
+        print(f"  {name}: int4 {ch['arm_count']} vs bf16 {ch['reference_count']}")
+print(f"  verdict {cell['verdict']}; wall s per arm {cell.get('duration_s')}")
+EOF
 done
 stage "done; reports in $RESULTS"
