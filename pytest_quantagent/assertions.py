@@ -325,15 +325,20 @@ def assert_budget_robust(
 
 
 def assert_failure_set_invariant(
-    cell: QuantCell, min_rank_corr: float = 0.9, channel: str | Iterable[str] | None = None
+    cell: QuantCell,
+    min_rank_corr: float = 0.9,
+    channel: str | Iterable[str] | None = None,
+    min_failures: int = 20,
 ) -> dict[str, dict[str, Any]]:
     """Assert that the candidate fails in the same ways as the reference.
 
     For each named channel (``unknown_tool``, ``cross_role_tool``, ``wrong_entity``, or the
     ones given), the Spearman rank correlation of the per-name failure frequencies of the two
-    arms must be at least ``min_rank_corr``. Channels without failures in both arms have no
-    correlation and are skipped. Fails naming each channel below the threshold with its
-    Spearman, Kendall and the share of novel names.
+    arms must be at least ``min_rank_corr``. A channel is judged only when each arm has at
+    least ``min_failures`` failures in it: a rank correlation over a handful of names is noise
+    (5 against 8 made-up tool names can give 0.05 or 0.9 by chance). Fails naming each channel
+    below the threshold with its Spearman, Kendall and the share of novel names; returns the
+    channels it judged.
     """
     __tracebackhide__ = True
     if isinstance(min_rank_corr, bool) or not isinstance(min_rank_corr, (int, float)) or not (
@@ -341,6 +346,10 @@ def assert_failure_set_invariant(
     ):
         raise ValueError(
             f"min_rank_corr={min_rank_corr!r} is not allowed; it must be a number from -1 to 1"
+        )
+    if isinstance(min_failures, bool) or not isinstance(min_failures, int) or min_failures < 1:
+        raise ValueError(
+            f"min_failures={min_failures!r} is not allowed; it must be an integer >= 1"
         )
     names = [c.value for c in NAMED_CHANNELS] if channel is None else _channel_list(channel)
     fs: dict[str, dict[str, Any]] = cell.analysis().get("failure_set", {})
@@ -350,12 +359,15 @@ def assert_failure_set_invariant(
         entry = fs.get(name)
         if not entry or entry.get("spearman") is None:
             continue
+        if min(entry.get("arm_total") or 0, entry.get("reference_total") or 0) < min_failures:
+            continue
         checked[name] = entry
         if entry["spearman"] < min_rank_corr:
             novel = entry.get("novel_share")
             below.append(
                 f"  {name}: Spearman {entry['spearman']:.2f} (Kendall "
-                f"{_fmt_ratio(entry.get('kendall'))}), novel names "
+                f"{_fmt_ratio(entry.get('kendall'))}) over {entry.get('arm_total')} vs "
+                f"{entry.get('reference_total')} failures, novel names "
                 f"{'n/a' if novel is None else f'{novel:.1%}'} of {cell.arm}'s failures"
             )
     if below:

@@ -30,8 +30,9 @@ def _episodes(domain, arm, budget):
     for t in range(N_TASKS):
         ok = t % prof["fail_every"] != 0
         n_unknown = prof["unknown"] if t % 3 == 0 else 0
-        calls = [CallRecord(step=i + 1, requestor="assistant", name=f"get_thing_{i % 2}",
-                            error=True, channel="unknown_tool", entity=f"get_thing_{i % 2}")
+        prefix = os.environ.get("FAKE_INT4_PREFIX", "get_thing") if arm == "int4" else "get_thing"
+        calls = [CallRecord(step=i + 1, requestor="assistant", name=f"{prefix}_{i % 2}",
+                            error=True, channel="unknown_tool", entity=f"{prefix}_{i % 2}")
                  for i in range(n_unknown)]
         calls += [CallRecord(step=10 + i, requestor="assistant", name="get_details", error=False)
                   for i in range(8)]

@@ -103,9 +103,28 @@ def test_failure_set_invariant(fake: pytest.Pytester) -> None:
     result = run(fake, """
 def test_same_names(quant_cell):
     checked = assert_failure_set_invariant(quant_cell, min_rank_corr=0.9)
-    assert set(checked) <= {"unknown_tool"}
+    assert set(checked) == {"unknown_tool"}   # 60 vs 20 failures: enough to judge
+    assert checked["unknown_tool"]["spearman"] > 0.9
+
+def test_too_few_to_judge(quant_cell):
+    assert assert_failure_set_invariant(quant_cell, min_failures=21) == {}
 """, "--quant=int4")
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=2)
+
+
+def test_failure_set_changed_names_every_channel(
+    fake: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_INT4_PREFIX", "made_up")  # int4 fails with names bf16 never uses
+    result = run(fake, """
+def test_names(quant_cell):
+    assert_failure_set_invariant(quant_cell)
+""", "--quant=int4")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "E       AssertionError: telecom-int4: the failure set changed (rank correlation below 0.9):",
+        "E         unknown_tool: Spearman -* over 60 vs 20 failures, novel names 100.0% of int4's failures",
+    ])
 
 
 @pytest.mark.parametrize(
@@ -126,6 +145,8 @@ def test_same_names(quant_cell):
         ("assert_budget_robust(quant_cell, budgets=())", "*ValueError: budgets is empty*"),
         ("assert_failure_set_invariant(quant_cell, min_rank_corr=2)",
          "*ValueError: min_rank_corr=2 is not allowed; it must be a number from -1 to 1"),
+        ("assert_failure_set_invariant(quant_cell, min_failures=0)",
+         "*ValueError: min_failures=0 is not allowed; it must be an integer >= 1"),
     ],
 )
 def test_bad_arguments_raise_clear_errors(fake: pytest.Pytester, call: str, message: str) -> None:
