@@ -61,7 +61,7 @@ def test_same_text_as_the_gguf_template_without_tools(messages: list[dict[str, A
 
 
 def test_tools_calls_and_results_are_rendered() -> None:
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "system", "content": "POLICY"},
         {"role": "user", "content": "where is #W1?"},
         {
@@ -105,7 +105,7 @@ def test_tools_calls_and_results_are_rendered() -> None:
 def test_template_lets_the_project_parser_read_its_own_calls() -> None:
     from pytest_quantagent.reference.chat import parse_tool_calls
 
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "x"},
         {
             "role": "assistant",
