@@ -359,6 +359,9 @@ class OpenAICompatBackend(Backend):
             await self._client.aclose()
 
 
+_CALL_MARKUP = "<tool_call>"
+
+
 def parse_completion(
     message: dict[str, Any], logprobs: dict[str, Any] | None, usage: dict[str, Any] | None
 ) -> Generation:
@@ -371,10 +374,20 @@ def parse_completion(
             # Some servers send arguments already decoded; keep the call, re-encode.
             args = "" if args is None else json.dumps(args)
         calls.append(RawToolCall(id=str(tc.get("id") or f"call_{i}"), name=str(fn.get("name") or ""), arguments=args))
-    content = message.get("content")
+    content = original = message.get("content")
+    if not calls and isinstance(content, str) and _CALL_MARKUP in content:
+        # The server's tool parser gave up (e.g. vLLM's hermes parser on broken JSON) and
+        # returned the model's tool-call markup as text. It is still a call, a malformed one:
+        # read it with our own parser so the engine records malformed_call, not a message.
+        from pytest_quantagent.reference.chat import parse_tool_calls
+
+        turn = parse_tool_calls(content)
+        calls = [RawToolCall(id=f"call_{i}", name=c.name, arguments=c.arguments)
+                 for i, c in enumerate(turn.calls)]
+        content = turn.content
     tokens = (logprobs or {}).get("content") or []
     decisions = tool_name_decisions(tokens, [c.name for c in calls]) if tokens and calls else []
-    raw_text = "".join(t.get("token", "") for t in tokens) if tokens else content
+    raw_text = "".join(t.get("token", "") for t in tokens) if tokens else original
     usage = usage or {}
     return Generation(
         content=content,

@@ -197,3 +197,21 @@ def test_fake_server_turn_fast_path_matches_full_decoding() -> None:
         assert FakeOpenAIServer._turn_of(body) == n
         assert FakeOpenAIServer._turn_of(json.dumps(json.loads(body), indent=1).encode()) == n
         msgs += [{"role": "assistant", "content": None, "tool_calls": []}, {"role": "tool", "tool_call_id": "c", "content": "x"}]
+
+
+def test_tool_call_markup_left_as_content_is_a_malformed_call() -> None:
+    # vLLM's hermes parser returns the raw text as content when the JSON inside the markup
+    # is broken; that is a malformed call, not a message to the user.
+    from pytest_quantagent.backends.openai_compat import parse_completion
+    from pytest_quantagent.runner.agent import generation_to_message
+
+    gen = parse_completion({"content": '<tool_call>{"name": "get_user_details", "argu'}, None, None)
+    assert gen.raw_text == '<tool_call>{"name": "get_user_details", "argu'
+    msg = generation_to_message(gen, turn=0)
+    assert msg.content is None
+    assert msg.tool_calls is not None and msg.tool_calls[0].parse_error
+    assert msg.raw == '<tool_call>{"name": "get_user_details", "argu'
+    # A well-formed call in markup is a call too.
+    ok = parse_completion({"content": '<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>'}, None, None)
+    assert [(c.name, c.arguments) for c in ok.tool_calls] == [("f", '{"a": 1}')]
+    assert ok.content is None

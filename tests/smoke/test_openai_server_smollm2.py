@@ -216,10 +216,8 @@ def test_cut_off_call_through_server(vllm_server: str) -> None:
     msg = generation_to_message(gen, turn=0)
     if not (msg.tool_calls and msg.tool_calls[0].parse_error):
         # vLLM's hermes parser gives up on the broken JSON and returns the text as
-        # `content`; the openai backend passes it on, so the engine sees a message to the
-        # user instead of a malformed_call (the transformers and vllm backends parse the
-        # same text into one). Known gap, left to the openai backend's owner.
-        pytest.xfail("openai backend: unparsed '<tool_call>' text from the server becomes content")
+        # `content`; the openai backend must read that markup as a (malformed) call.
+        pytest.fail("openai backend: unparsed <tool_call> text from the server became content")
     dispatch = domain.make_environment(domain.tasks[0]).execute(msg.tool_calls[0])
     assert dispatch.channel is Channel.MALFORMED_CALL
 
