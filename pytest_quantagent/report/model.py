@@ -412,7 +412,12 @@ def _analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig,
         du = unpaired_difference(ka, a.n, kr, r.n, confidence=cfg.confidence)
         diff, tost_p, test_p, ci = du.diff, tost_u.pvalue, du.pvalue, du.ci.as_list()
         method = "unpaired: Agresti-Caffo TOST, Newcombe CI"
-        reasons.append(f"episodes could not be paired by (task, trial) ({n_pairs} common)")
+        if n_pairs < 2 and min(a.n, r.n) >= 2:
+            reasons.append(f"episodes could not be paired by (task, trial) ({n_pairs} common)")
+        else:
+            reasons.append(
+                f"too few episodes for a paired test ({n_pairs} pair(s)); unpaired statistics used"
+            )
     if test_p is not None:
         tests.append(("success", test_p))
 
