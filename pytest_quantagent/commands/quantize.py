@@ -45,12 +45,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--model", required=True, help="bundled model name, local HF folder or cached hub id")
     p.add_argument("--scheme", required=True, type=_scheme, help=" | ".join(SCHEMES))
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--calibration", default=None, help="domain whose expert episodes calibrate AWQ")
+    p.add_argument("--calibration", default=None,
+                   help="domain(s), comma-separated, whose expert episodes (train tasks) calibrate AWQ")
     p.add_argument("--calibration-samples", type=int, default=64)
     p.add_argument("--group-size", type=int, default=128, help="int4-rtn group size (-1 = per row)")
     p.add_argument("--fp8-scale", default="channel", choices=("channel", "tensor", "none"))
     p.add_argument("--include-lm-head", action="store_true",
                    help="also quantize lm_head (int4-rtn/fp8-cast; the llm-compressor recipes never do)")
+    p.add_argument("--dequantized", action="store_true",
+                   help="llm-compressor schemes: save the dequantized weights (no quantization_config) "
+                   "instead of the packed compressed-tensors checkpoint; loads in any transformers")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -68,13 +72,19 @@ def _copy_tokenizer(src: Path, out: Path) -> None:
             shutil.copy2(src / name, out / name)
 
 
-def calibration_ids(model_dir: Path, domain: str, n: int, seed: int = 0) -> list[list[int]]:
-    """Token ids of ``n`` expert episodes of ``domain``'s training tasks (robust expert)."""
+def calibration_ids(model_dir: Path, domains: str, n: int, seed: int = 0) -> list[list[int]]:
+    """Token ids of ``n`` expert episodes (robust expert) of the training tasks of the
+    comma-separated ``domains``, split evenly between them."""
     from pytest_quantagent.reference.data import build_corpus
     from pytest_quantagent.reference.expert import ROBUST
     from pytest_quantagent.reference.tokenizer import TOKENIZER_FILE, DomainTokenizer
 
-    texts, _, _ = build_corpus(domain, ROBUST, n_episodes=n, seed=seed, log=lambda _m: None)
+    names = [d.strip() for d in domains.split(",") if d.strip()]
+    texts: list[str] = []
+    for i, name in enumerate(names):
+        share = n // len(names) + (1 if i < n % len(names) else 0)
+        tx, _, _ = build_corpus(name, ROBUST, n_episodes=share, seed=seed + i, log=lambda _m: None)
+        texts += tx
     if (model_dir / TOKENIZER_FILE).is_file():
         tok = DomainTokenizer.load(model_dir)
         return [tok.encode(t) for t in texts]
@@ -109,7 +119,7 @@ def quantize_fake(model: str, scheme: str, out: Path, *, group_size: int, fp8_sc
 
 
 def quantize_llmc(model: str, scheme: str, out: Path, *, calibration: str | None,
-                  samples: int) -> dict[str, Any]:
+                  samples: int, dequantized: bool = False) -> dict[str, Any]:
     """awq-w4a16 / fp8-dynamic through llm-compressor (here or in ``$QUANTAGENT_LLMC_PYTHON``)."""
     from pytest_quantagent.backends.transformers import resolve_model_path
 
@@ -135,6 +145,8 @@ def quantize_llmc(model: str, scheme: str, out: Path, *, calibration: str | None
         cmd = [python, str(script), "--model", str(src), "--scheme", scheme, "--out", str(out)]
         if calib_file:
             cmd += ["--calibration", calib_file]
+        if dequantized:
+            cmd.append("--dequantized")
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"llm-compressor failed ({python}):\n{proc.stderr[-4000:]}")
@@ -154,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
                              fp8_scale=args.fp8_scale, include_lm_head=args.include_lm_head)
     else:
         info = quantize_llmc(args.model, args.scheme, out, calibration=args.calibration,
-                             samples=args.calibration_samples)
+                             samples=args.calibration_samples, dequantized=args.dequantized)
     info["seconds"] = round(time.monotonic() - t0, 2)
     if args.json:
         print(json.dumps(info))

@@ -38,29 +38,31 @@ SCHEMES = ("awq-w4a16", "fp8-dynamic")
 
 
 def _patch_pin_memory() -> None:
+    """Make ``Tensor.pin_memory`` a no-op on a CPU-only torch (see the module docstring)."""
     import torch
 
     if torch.cuda.is_available():
         return
-    try:
-        from llmcompressor.pipelines.cache import IntermediatesCache
-    except ImportError:  # layout differs between versions; nothing to patch
-        return
-    original = getattr(IntermediatesCache, "_offload_value", None)
-    if original is None:
-        return
-    orig_pin = torch.Tensor.pin_memory
 
-    def no_pin(self: torch.Tensor, *a: Any, **k: Any) -> torch.Tensor:
+    def no_pin(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         return self
 
-    # Pinning is only an optimisation for host→GPU copies; without CUDA it raises.
     torch.Tensor.pin_memory = no_pin  # type: ignore[method-assign]
-    del orig_pin
+
+
+def _placeholder_processor(vocab_size: int) -> Any:
+    """oneshot insists on a processor when given a dataset; ours is already tokenised (the
+    bundled tokenizer is not an HF one), so a word-level stand-in over the same ids serves."""
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {f"<t{i}>": i for i in range(vocab_size)}
+    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="<t0>")),
+                                   pad_token="<t0>")
 
 
 def quantize(model_dir: str, scheme: str, out: str, calibration: list[list[int]] | None,
-             max_seq_len: int = 1024) -> dict[str, Any]:
+             max_seq_len: int = 1024, dequantized: bool = False) -> dict[str, Any]:
     """Run ``oneshot`` and save a compressed-tensors checkpoint in ``out``."""
     import torch
     from transformers import AutoModelForCausalLM
@@ -82,15 +84,48 @@ def quantize(model_dir: str, scheme: str, out: str, calibration: list[list[int]]
         rows = [ids[:max_seq_len] for ids in calibration]
         ds = Dataset.from_dict({"input_ids": rows, "attention_mask": [[1] * len(r) for r in rows]})
         recipe: Any = [AWQModifier(scheme="W4A16_ASYM", targets=["Linear"], ignore=["lm_head"])]
-        kwargs.update(dataset=ds, num_calibration_samples=len(rows), max_seq_length=max_seq_len)
+        kwargs.update(dataset=ds, num_calibration_samples=len(rows), max_seq_length=max_seq_len,
+                      processor=_placeholder_processor(model.config.vocab_size))
     else:
         recipe = QuantizationModifier(scheme="FP8_DYNAMIC", targets="Linear", ignore=["lm_head"])
     oneshot(model=model, recipe=recipe, **kwargs)
-    model.save_pretrained(out, save_compressed=True)
     import llmcompressor
 
-    return {"scheme": scheme, "out": out, "llmcompressor": llmcompressor.__version__,
-            "calibration_samples": len(calibration or [])}
+    info: dict[str, Any] = {"scheme": scheme, "out": out, "llmcompressor": llmcompressor.__version__,
+                            "calibration_samples": len(calibration or [])}
+    if dequantized:
+        _save_dequantized(model, model_dir, out)
+        info["format"] = "dequantized (weights on the quantization grid, no quantization_config)"
+    else:
+        model.save_pretrained(out, save_compressed=True)
+        info["format"] = "compressed-tensors"
+    return info
+
+
+def _save_dequantized(qmodel: Any, model_dir: str, out: str) -> None:
+    """Save the quantize→dequantize weights of every quantized Linear into a plain copy of the
+    source model (no ``quantization_config``: any transformers build loads it).
+
+    Why: transformers 5.24 (our main environment) refuses llm-compressor's packed
+    asymmetric W4A16 checkpoints (the packed zero points fail its shape check), while the
+    same weights dequantized are exact and load everywhere. vLLM users keep the packed form
+    (``--compressed``)."""
+    import torch
+    from compressed_tensors.quantization.lifecycle.forward import fake_quantize
+    from transformers import AutoModelForCausalLM
+
+    plain = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.bfloat16)
+    modules = dict(plain.named_modules())
+    with torch.no_grad():
+        for name, mod in qmodel.named_modules():
+            scheme = getattr(mod, "quantization_scheme", None)
+            if scheme is None or scheme.weights is None or not hasattr(mod, "weight_scale"):
+                continue
+            zp = getattr(mod, "weight_zero_point", None)
+            w = fake_quantize(mod.weight.float(), mod.weight_scale.float(),
+                              None if zp is None else zp, scheme.weights)
+            modules[name].weight.copy_(w.to(modules[name].weight.dtype))
+    plain.save_pretrained(out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,12 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--calibration", help="JSON file with a list of token-id lists")
     p.add_argument("--max-seq-len", type=int, default=1024)
+    p.add_argument("--dequantized", action="store_true",
+                   help="save dequantized weights without quantization_config (loads in any transformers)")
     args = p.parse_args(argv)
     calib = None
     if args.calibration:
         with open(args.calibration) as f:
             calib = json.load(f)
-    info = quantize(args.model, args.scheme, args.out, calib, args.max_seq_len)
+    info = quantize(args.model, args.scheme, args.out, calib, args.max_seq_len, args.dequantized)
     print(json.dumps(info))
     return 0
 
