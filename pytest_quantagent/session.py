@@ -257,7 +257,55 @@ class QuantAgentSession:
             if got is None:
                 raise RuntimeError(f"no plugin produced the episodes of cell {key.id}")
             self._episodes[key] = got
+            if self.is_xdist_worker:
+                self._write_manifest(key, got)
         return self._episodes[key]
+
+    # The xdist controller loads the cells its workers ran by episode key from the store, so
+    # it builds no backend (no model load) to recompute keys. A manifest is named by a hash of
+    # the run's settings and the cell, and rewritten by every worker that loads the cell.
+
+    def _manifest_path(self, key: CellKey) -> Path:
+        import hashlib
+        import json
+
+        ident = json.dumps([self.qc.run_dict(), key.domain, key.arm, key.reference],
+                           sort_keys=True, default=str)
+        digest = hashlib.sha256(ident.encode()).hexdigest()[:24]
+        return self.qc.cache_dir / "cells" / f"{digest}.json"
+
+    def _write_manifest(self, key: CellKey, got: CellEpisodes) -> None:
+        import json
+        import os
+        import tempfile
+
+        path = self._manifest_path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = {"cell": key.id, "arm": [r.key for r in got.arm],
+                "reference": [r.key for r in got.reference]}
+        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+
+    def _load_from_manifest(self, key: CellKey) -> CellEpisodes | None:
+        """The cell's records by key from the store, or None when there is no manifest or a
+        record is not in the store (e.g. a conftest hook produced them): then the caller
+        asks the hook."""
+        import json
+
+        path = self._manifest_path(key)
+        if not path.is_file():
+            return None
+        from pytest_quantagent.store.jsonl import EpisodeStore
+
+        data = json.loads(path.read_text(encoding="utf-8"))
+        stored = EpisodeStore(self.qc.cache_dir).load()
+        try:
+            return CellEpisodes(arm=[stored[k] for k in data["arm"]],
+                                reference=[stored[k] for k in data["reference"]])
+        except KeyError:
+            return None
 
     @pytest.hookimpl(trylast=True)
     def pytest_quantagent_run_cell(self, config: pytest.Config, cell: CellKey) -> CellEpisodes:
@@ -410,7 +458,10 @@ class QuantAgentSession:
         if self.is_xdist_worker or not self.seen_cells:
             return
         try:
-            cells = {k: self.episodes(k) for k in sorted(self.seen_cells)}
+            cells: dict[CellKey, CellEpisodes] = {}
+            for k in sorted(self.seen_cells):
+                loaded = None if k in self._episodes else self._load_from_manifest(k)
+                cells[k] = loaded if loaded is not None else self.episodes(k)
             report = self.analyze(cells)
             self.config.hook.pytest_quantagent_report_ready(config=self.config, report=report)
             self.report = report

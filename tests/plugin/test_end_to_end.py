@@ -148,8 +148,19 @@ def test_xdist_gives_the_same_report_and_runs_episodes_once(toy: pytest.Pytester
               "-p", "no:randomly", "-p", "no:benchmark"]  # pytest-benchmark warns under xdist
     serial = toy.runpytest(*common, "-n", "0", "--quant-cache-dir=store0", "--quant-report=serial.json")
     serial.assert_outcomes(passed=9, failed=1)
+    # The controller loads the workers' cells by key from the store (cell manifests), never
+    # through the run_cell hook (which would build backends, i.e. load models, again).
+    toy.makeconftest("""
+def pytest_quantagent_run_cell(config, cell):
+    if not hasattr(config, "workerinput"):
+        with open("controller_ran_cells.txt", "a") as f:
+            f.write(cell.id + "\\n")
+    return None  # the default implementation runs or loads the cell
+""")
     dist = toy.runpytest(*common, "-n", "2", "--quant-cache-dir=store2", "--quant-report=dist.json")
     dist.assert_outcomes(passed=9, failed=1)
+    assert not (toy.path / "controller_ran_cells.txt").exists()
+    assert len(list((toy.path / "store2" / "cells").glob("*.json"))) == 2
 
     a = _strip_timing(json.loads((toy.path / "serial.json").read_text()))
     b = _strip_timing(json.loads((toy.path / "dist.json").read_text()))
