@@ -346,7 +346,7 @@ class TransformersBackend(Backend):
             jobs, self._pending = self._pending, []
             try:
                 gens = await asyncio.to_thread(self.generate_batch, [j.request for j in jobs])
-            except BaseException as e:  # noqa: BLE001 - delivered to every waiting caller
+            except BaseException as e:  # delivered to every waiting caller
                 for j in jobs:
                     if not j.future.done():
                         j.future.set_exception(e)

@@ -20,6 +20,7 @@ Deterministic (greedy, fixed seeds, CPU fp32 compute).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import random
 from collections import Counter
@@ -176,8 +177,8 @@ def _decision(model: Any, tok: DomainTokenizer, ids: Sequence[int], logits: Any,
 
 
 def _bin(m: float) -> str:
-    edges = list(MARGIN_BINS) + [float("inf")]
-    for lo, hi in zip(edges, edges[1:]):
+    edges = [*MARGIN_BINS, float("inf")]
+    for lo, hi in itertools.pairwise(edges):
         if lo <= abs(m) < hi:
             return f"[{lo:g},{hi:g})"
     return f"[{edges[-2]:g},inf)"

@@ -108,7 +108,7 @@ def test_on_load_quantization_schemes(tiny_dir: Path) -> None:
 def test_model_resolution_errors(tmp_path: Path) -> None:
     with pytest.raises(UnknownNameError, match="unknown model 'no-such-model'"):
         resolve_model_path("no-such-model")
-    with pytest.raises(UnknownNameError, match="must hold config.json"):
+    with pytest.raises(UnknownNameError, match=r"must hold config\.json"):
         resolve_model_path(str(tmp_path))
     assert resolve_model_path("org/model") == "org/model"  # hub id, loaded from the local cache
 
