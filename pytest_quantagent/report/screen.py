@@ -293,7 +293,7 @@ def screen_table(report: ScreenReport) -> Table:
                  f"4-bit: rate … ×{report.amplification:g}"),
     )
     table.add_column("channel", no_wrap=True)
-    table.add_column("fails", justify="right")
+    table.add_column("fails", justify="right", no_wrap=True)
     table.add_column(f"rate/call [{report.confidence:.0%} CI]", justify="right", no_wrap=True)
     table.add_column("eps", justify="right")
     table.add_column("risk", no_wrap=True)
@@ -304,7 +304,7 @@ def screen_table(report: ScreenReport) -> Table:
             c.channel, str(c.count), f"{c.rate:.1%} [{100 * c.ci[0]:.1f}, {100 * c.ci[1]:.1f}]",
             str(c.episodes_with),
             f"[{_LEVEL_STYLE[c.level]}]{c.level}[/]",
-            f"{lo:.1%}" if lo == hi else f"{lo:.1%} – {hi:.1%}",
+            f"{lo:.1%}" if lo == hi else f"{lo:.1%}–{hi:.1%}",
         )
     return table
 
