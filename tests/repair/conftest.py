@@ -12,9 +12,9 @@ import pytest
 # pytester's in-process runs restore sys.modules afterwards; a C extension (numpy, scipy)
 # first imported inside such a run cannot be imported again in the next one. Importing the
 # analysis and runner stack here keeps it loaded for every run.
-import pytest_quantagent.report.model  # noqa: F401
-import pytest_quantagent.report.screen  # noqa: F401
-import pytest_quantagent.runner.batch  # noqa: F401
+import pytest_quantagent.report.model
+import pytest_quantagent.report.screen
+import pytest_quantagent.runner.batch
 import pytest_quantagent.stats  # noqa: F401
 from pytest_quantagent.env import registry
 

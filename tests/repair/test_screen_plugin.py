@@ -171,5 +171,5 @@ def test_bad_arguments_are_refused(kwargs: dict, error: type, message: str) -> N
 
 
 def test_not_a_screen_is_refused() -> None:
-    with pytest.raises(TypeError, match="screen must be a ScreenReport .* got dict"):
+    with pytest.raises(TypeError, match=r"screen must be a ScreenReport .* got dict"):
         assert_low_quantization_risk({})  # type: ignore[arg-type]
