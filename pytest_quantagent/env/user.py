@@ -159,6 +159,7 @@ _CONFIRM: Keywords = (
     ("shall", "i"), ("should", "i"), ("do", "you", "want", "me"), ("yes",),
     ("is", "that", "correct"), ("is", "this", "correct"), ("ok", "to"), ("okay", "to"),
 )
+_YES_NO_MARKERS = ("yes/no", "yes or no", "(yes)")
 _ACTION_WORDS = ("cancel", "return", "exchange", "modify", "refund", "update", "change", "proceed", "charge", "refuel", "suspend", "resume", "enable", "disable", "add", "remove", "upgrade", "downgrade", "pay")
 _FACT_TOPICS: dict[str, Keywords] = {
     "order_id": (("order", "id"), ("order", "number"), ("which", "order")),
@@ -443,7 +444,12 @@ class ScriptedUser:
         question = " ".join(s for s in sentences if "?" in s or matches(s, _ASKING))
         if question:
             is_confirm = matches(question, _CONFIRM)
-            about_action = any(w in question.lower() for w in _ACTION_WORDS)
+            lowered = question.lower()
+            # An explicit yes/no request is a confirmation of the action the agent just
+            # described (often in the sentence before the question).
+            about_action = any(m in lowered for m in _YES_NO_MARKERS) or any(
+                w in lowered for w in _ACTION_WORDS
+            )
             if not (is_confirm and about_action):
                 ident = self._identity_answer(question)
                 if ident is not None:
