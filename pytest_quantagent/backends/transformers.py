@@ -127,6 +127,7 @@ class TransformersBackend(Backend):
         self.model_ref = str(model)
         path = resolve_model_path(str(model))
         self.path = path
+        self._version: str | None = None
         self.device = device
         self.max_batch = max_batch
         dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -168,6 +169,15 @@ class TransformersBackend(Backend):
 
     def is_retryable(self, exc: BaseException) -> bool:
         return False
+
+    def version(self) -> str:
+        """Backend version plus a fingerprint of the checkpoint's files (part of the episode
+        cache key: a model retrained or re-quantized in place gets new episodes)."""
+        from pytest_quantagent.quant.fingerprint import checkpoint_fingerprint
+
+        if self._version is None:
+            self._version = f"1/{checkpoint_fingerprint(self.path)}"
+        return self._version
 
     def describe(self) -> dict[str, Any]:
         import torch

@@ -183,7 +183,9 @@ class VLLMBackend(Backend):
         }
 
     def version(self) -> str:
-        return f"1/vllm-{getattr(self._vllm, '__version__', '?')}"
+        from pytest_quantagent.quant.fingerprint import checkpoint_fingerprint
+
+        return f"1/vllm-{getattr(self._vllm, '__version__', '?')}/{checkpoint_fingerprint(self.model)}"
 
     def is_retryable(self, exc: BaseException) -> bool:
         return False  # in-process: a failure is a bug or OOM, not a transient fault
