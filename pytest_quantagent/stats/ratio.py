@@ -9,7 +9,9 @@ episodes and trials of a task, in both arms, form one cluster, so the pairing is
 This is exactly the robust standard error of a Poisson GEE with an independence working
 correlation, clusters = tasks and ``log(calls)`` offset (statsmodels ``GEE(..., Poisson(),
 offset=log(calls), cov_struct=Independence())``), with the ``G/(G-1)`` small-sample factor
-and a ``t(G-1)`` reference distribution, so it holds under any overdispersion. It is closed
+and a ``t(G-1)`` reference distribution, so it holds under any overdispersion; the variance
+is floored at the Poisson variance ``1/y_arm + 1/y_ref`` so that few events concentrated in
+few tasks cannot give an overconfident interval. It is closed
 form, deterministic and vectorises over channels, which keeps 100k-episode analyses fast.
 ``method="bootstrap"`` gives the cluster (task) bootstrap percentile interval instead.
 
@@ -147,9 +149,15 @@ def rate_ratio_from_clusters(
         )
     u = (ya_c - rate_a * na_c) / ya - (yr_c - rate_r * nr_c) / yr
     var = g / (g - 1) * float(np.sum(u * u))
-    se = math.sqrt(var)
-    if se == 0.0:
+    if var == 0.0:
         return _conditional_exact(ya, na, yr, nr, confidence, g)
+    # Floor at the Poisson variance of the log ratio (1/ya + 1/yr). The sandwich is
+    # consistent only with many clusters that carry events; with few events it can be far
+    # too small (2 vs 4 failures all in one task gave a ±12% interval and p=5e-8), and a
+    # release gate must not call amplification on that. Clustering inflates, never shrinks,
+    # the uncertainty we report.
+    var = max(var, 1.0 / ya + 1.0 / yr)
+    se = math.sqrt(var)
     stat = log_rr / se
     df = g - 1
     p = float(2 * _st.t.sf(abs(stat), df))
