@@ -217,13 +217,15 @@ def test_same(quant_cell):
 
 
 def test_llm_user_is_shared_by_both_arms(toy: pytest.Pytester) -> None:
-    toy.makepyfile(test_user="""
+    # A module name no other test file uses: pytester runs in-process, and tests/env/test_user.py
+    # is already imported as `test_user` in a full run.
+    toy.makepyfile(test_llm_user_shared="""
 def test_user(quant_cell):
     sims = {e.user_sim for e in quant_cell.episodes + quant_cell.reference_episodes}
     assert len(sims) == 1 and sims.pop().startswith("llm:mock:")
 """)
     result = toy.runpytest("--quant-config=arms.toml", "--domain=toy", "--quant-user=llm",
-                           "--quant-user-model=mock:scripted-user", "test_user.py")
+                           "--quant-user-model=mock:scripted-user", "test_llm_user_shared.py")
     result.assert_outcomes(passed=1)
     assert (toy.path / ".quantagent" / "user_turns.jsonl").is_file()
 
