@@ -129,16 +129,16 @@ def test_device_action_by_intent_then_report() -> None:
 def test_script_from_tau2_instructions(toy: Domain) -> None:
     task = Task.model_validate({
         "id": "x", "user_scenario": {"instructions": {
-            "reason_for_call": "You received order #W2378156 and you want to return your keyboard.",
-            "known_info": "You are Yusuf Rossi in zip code 19122. Your email is yusuf.rossi@example.com.",
+            "reason_for_call": "You received order #W5550123 and you want to return your keyboard.",
+            "known_info": "You are Mira Okafor in zip code 30301. Your email is mira.okafor@example.com.",
         }},
         "evaluation_criteria": {"actions": [{"action_id": "a", "name": "transfer_to_human_agents", "arguments": {}},
                                             {"action_id": "b", "requestor": "user", "name": "toggle_data", "arguments": {}}]},
     })
     s = script_from_instructions(task)
-    assert s.requests == ["I received order #W2378156 and I want to return my keyboard."]
-    assert s.identity == {"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122", "email": "yusuf.rossi@example.com"}
-    assert s.facts == {"order_id": "#W2378156"}
+    assert s.requests == ["I received order #W5550123 and I want to return my keyboard."]
+    assert s.identity == {"first_name": "Mira", "last_name": "Okafor", "zip": "30301", "email": "mira.okafor@example.com"}
+    assert s.facts == {"order_id": "#W5550123"}
     assert s.end == "transfer" and [a.tool for a in s.device_actions] == ["toggle_data"]
 
 
