@@ -111,7 +111,7 @@ def test_chat_template_renders_tools_and_tool_turns(
                     }
                 ],
             },
-            {"role": "tool", "tool_call_id": "c0", "content": "yusuf_rossi_9620"},
+            {"role": "tool", "tool_call_id": "c0", "content": "mira_okafor_1234"},
         ],
         tools=prompt.tools,
         seed=0,
@@ -119,7 +119,7 @@ def test_chat_template_renders_tools_and_tool_turns(
     later = backend.hf_tok.decode(backend.prompt_ids(history))
     assert later.startswith(text[: -len("<|im_start|>assistant\n")])
     assert '<tool_call>\n{"name": "find_user_id_by_email", "arguments": {"email":' in later
-    assert "<tool_response>\nyusuf_rossi_9620\n</tool_response>" in later
+    assert "<tool_response>\nmira_okafor_1234\n</tool_response>" in later
 
 
 def test_turn_is_parsed_into_calls_or_text(
