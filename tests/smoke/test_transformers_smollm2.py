@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slow
 
 OPENING = (
     "Hi, I want to cancel my pending order #W2378156 because I ordered it by mistake. "
-    "My email is yusuf.rossi7301@example.com."
+    "My email is mira.okafor@example.com."
 )
 
 
@@ -106,7 +106,7 @@ def test_chat_template_renders_tools_and_tool_turns(
                         "type": "function",
                         "function": {
                             "name": "find_user_id_by_email",
-                            "arguments": '{"email": "yusuf.rossi7301@example.com"}',
+                            "arguments": '{"email": "mira.okafor@example.com"}',
                         },
                     }
                 ],
