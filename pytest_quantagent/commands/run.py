@@ -18,6 +18,7 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -122,24 +123,28 @@ def with_repair_arms(arms: str, repair: str) -> str:
     return ",".join(labels + extra)
 
 
-def execute(args: argparse.Namespace) -> dict[str, Any]:
-    """Run or resume; returns the report JSON (a dict)."""
+def run_specs(
+    args: argparse.Namespace,
+    specs: list[Any],
+    info: Callable[[list[Any], Any], dict[str, Any]] | None = None,
+) -> tuple[Any, dict[str, list[Any]], dict[str, Any] | None]:
+    """Run or resume ``specs`` on the options of ``args`` (domain, task selection, trials,
+    seed, budget, user simulator, store): the one path shared by ``quantagent run`` and
+    ``quantagent screen``, so both compute the same episode keys and reuse each other's
+    episodes. Returns (domain, records by arm label, ``info(runtimes, user)`` taken while the
+    backends are alive)."""
     from pytest_quantagent.env.registry import get_domain
-    from pytest_quantagent.report.model import CellInput, analyze
     from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_cell
     from pytest_quantagent.runner.build import (
         USER_TURNS_FILE,
         build_arm,
         build_user,
-        resolve_arms,
         resolve_user,
         select_tasks,
     )
     from pytest_quantagent.runner.progress import RunProgress
     from pytest_quantagent.store.jsonl import EpisodeStore
 
-    specs = resolve_arms(with_repair_arms(args.arms, args.repair), model_spec=args.model,
-                         config_path=args.config)
     user_model, user_temp = getattr(args, "user_model", None), getattr(args, "user_temperature", None)
     user_config = None
     if getattr(args, "user", "scripted") == "llm":
@@ -160,7 +165,7 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
                            user_sim="llm" if user_config is not None else "scripted")
     store = EpisodeStore(args.out)
 
-    async def go() -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    async def go() -> tuple[dict[str, list[Any]], dict[str, Any] | None]:
         runtimes = [build_arm(s, concurrency=args.concurrency) for s in specs]
         # One user for the whole run: every arm asks the same client and the same turn cache.
         user = None if user_config is None else build_user(
@@ -170,14 +175,28 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
                 result = await run_cell(domain=domain, runtimes=runtimes, plan=plan,
                                         settings=settings, store=store, progress=progress.arm,
                                         user=user)
-            return result, _run_info(args, specs, runtimes, user)
+            return result, (info(runtimes, user) if info is not None else None)
         finally:
             for rt in runtimes:
                 await rt.aclose()
             if user is not None:
                 await user.aclose()
 
-    result, run_info = asyncio.run(go())
+    result, extra = asyncio.run(go())
+    return domain, result, extra
+
+
+def execute(args: argparse.Namespace) -> dict[str, Any]:
+    """Run or resume; returns the report JSON (a dict)."""
+    from pytest_quantagent.report.model import CellInput, analyze
+    from pytest_quantagent.runner.build import resolve_arms
+
+    specs = resolve_arms(with_repair_arms(args.arms, args.repair), model_spec=args.model,
+                         config_path=args.config)
+    domain, result, run_info = run_specs(
+        args, specs, info=lambda runtimes, user: _run_info(args, specs, runtimes, user)
+    )
+    assert run_info is not None  # info was given
     ref = specs[0].label
     if len(specs) == 1:
         inputs = [CellInput(domain=domain.name, arm=ref, records=result[ref])]

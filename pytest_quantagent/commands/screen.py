@@ -13,7 +13,6 @@ Exit status: 0 when the screen ran (whatever the risk), 2 on bad input.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import time
@@ -100,23 +99,13 @@ def add_parser(subparsers: Any) -> None:
 def run_reference(args: argparse.Namespace) -> list[EpisodeRecord]:
     """Run or resume the episodes of ``args.arm`` alone; records in plan order.
 
-    Mirrors ``commands.run.execute`` step by step (arm resolution, task selection, plan,
-    settings, store) so that the episode keys are those a ``quantagent run`` with the same
-    options computes for its reference arm.
+    Goes through ``commands.run.run_specs``, the same path as ``quantagent run``, so the
+    episode keys are those a ``quantagent run`` with the same options computes for its
+    reference arm.
     """
-    from pytest_quantagent.env.registry import get_domain
+    from pytest_quantagent.commands.run import run_specs
     from pytest_quantagent.quant.arms import REPAIR_SUFFIX
-    from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_cell
-    from pytest_quantagent.runner.build import (
-        USER_TURNS_FILE,
-        build_arm,
-        build_user,
-        resolve_arms,
-        resolve_user,
-        select_tasks,
-    )
-    from pytest_quantagent.runner.progress import RunProgress
-    from pytest_quantagent.store.jsonl import EpisodeStore
+    from pytest_quantagent.runner.build import resolve_arms
 
     if args.arm.endswith(REPAIR_SUFFIX):
         raise ValueError(
@@ -126,46 +115,13 @@ def run_reference(args: argparse.Namespace) -> list[EpisodeRecord]:
     if "," in args.arm:
         raise ValueError(f"--arm takes one arm label, got {args.arm!r}")
     (spec,) = resolve_arms(args.arm, model_spec=args.model, config_path=args.config)
-    user_config = None
-    if args.user == "llm":
-        user_config = resolve_user(args.user_model, config_path=args.config,
-                                   temperature=args.user_temperature)
-    elif args.user_model is not None or args.user_temperature is not None:
-        raise ValueError("--user-model/--user-temperature configure the LLM user simulator, but "
-                         "the user is 'scripted'; add --user llm or drop them")
     if spec.backend == "replay":
         from pytest_quantagent.backends.replay import load_replay_arm
 
         return load_replay_arm(spec, args.domain)
-    domain = get_domain(args.domain, tau2_data=args.tau2_data)
-    task_ids = select_tasks(
-        domain,
-        num_tasks=args.num_tasks,
-        task_ids=[t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None,
-        split=args.split,
-    )
-    plan = plan_episodes(task_ids, args.trials, args.seed)
-    settings = RunSettings(max_errors=args.error_budget, max_steps=args.max_steps,
-                           concurrency=args.concurrency, episode_timeout_s=args.episode_timeout,
-                           user_sim="llm" if user_config is not None else "scripted")
-    store = EpisodeStore(args.out)
-
-    async def go() -> dict[str, list[EpisodeRecord]]:
-        runtime = build_arm(spec, concurrency=args.concurrency)
-        # The LLM user's turn cache is the run command's, so a later run replays its answers.
-        user = None if user_config is None else build_user(
-            user_config, cache_path=Path(args.out) / USER_TURNS_FILE, concurrency=args.concurrency)
-        try:
-            with RunProgress(quiet=args.quiet) as progress:
-                return await run_cell(domain=domain, runtimes=[runtime], plan=plan,
-                                      settings=settings, store=store, progress=progress.arm,
-                                      user=user)
-        finally:
-            await runtime.aclose()
-            if user is not None:
-                await user.aclose()
-
-    return asyncio.run(go())[spec.label]
+    _, result, _ = run_specs(args, [spec])
+    records: list[EpisodeRecord] = result[spec.label]
+    return records
 
 
 def execute(args: argparse.Namespace) -> ScreenReport:
