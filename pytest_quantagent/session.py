@@ -503,10 +503,15 @@ class QuantAgentSession:
         from pytest_quantagent.report.terminal import render_terminal
 
         markup = bool(tr.hasmarkup)
+        width = self.config.get_terminal_writer().fullwidth
+        if not markup:
+            # A CI log is not a terminal: pytest reports 80 columns there, which wraps the
+            # verdict reasons over a dozen lines; log viewers show long lines well.
+            width = max(width, 140)
         buf = io.StringIO()
         console = Console(file=buf, force_terminal=markup, no_color=not markup,
                           color_system="standard" if markup else None,
-                          width=self.config.get_terminal_writer().fullwidth, soft_wrap=False)
+                          width=width, soft_wrap=False)
         tr.write_sep("=", "quantagent")
         render_terminal(self.report, console)
         tr.write(buf.getvalue())
