@@ -123,7 +123,7 @@ class TransformersBackend(Backend):
             torch.set_num_threads(threads)
         from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
         self.model_ref = str(model)
         path = resolve_model_path(str(model))
         self.path = path
@@ -154,8 +154,8 @@ class TransformersBackend(Backend):
         self.model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtypes[compute_dtype], **local_only)
         self.quantization = quantization
         self.quant_report = apply_on_load_quantization(self.model, quantization)
-        self.model.to(device)
-        self.model.eval()
+        self.model.to(device)  # type: ignore[arg-type]
+        self.model.eval()  # type: ignore[no-untyped-call]
         if max_new_tokens is None:
             max_new_tokens = 160 if self.bundled else 1024
         self.max_new_tokens = max_new_tokens

@@ -147,7 +147,7 @@ class ToolSpec:
                 fields[pname] = (ann, Field(param.default, description=arg_docs.get(pname)))
         self.required = tuple(required)
         self.parameters: tuple[str, ...] = tuple(fields)
-        self.args_model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        self.args_model: type[BaseModel] = create_model(
             f"{self.name}_args", __base__=_ArgsBase, **fields
         )
 

@@ -47,7 +47,7 @@ def _patch_pin_memory() -> None:
     def no_pin(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         return self
 
-    torch.Tensor.pin_memory = no_pin  # type: ignore[method-assign]
+    torch.Tensor.pin_memory = no_pin  # type: ignore[method-assign,assignment]
 
 
 def _placeholder_processor(vocab_size: int) -> Any:
@@ -57,8 +57,9 @@ def _placeholder_processor(vocab_size: int) -> Any:
     from transformers import PreTrainedTokenizerFast
 
     vocab = {f"<t{i}>": i for i in range(vocab_size)}
-    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="<t0>")),
-                                   pad_token="<t0>")
+    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+        tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="<t0>")), pad_token="<t0>"
+    )
 
 
 def quantize(model_dir: str, scheme: str, out: str, calibration: list[list[int]] | None,

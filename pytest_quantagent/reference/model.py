@@ -32,7 +32,7 @@ def make_config(tokenizer: DomainTokenizer, size: ModelSize = ModelSize()) -> Ll
     """A ``LlamaConfig`` for ``tokenizer``'s vocabulary."""
     from transformers import LlamaConfig
 
-    return LlamaConfig(
+    return LlamaConfig(  # type: ignore[call-arg]  # rope_theta is not in the typed signature
         vocab_size=tokenizer.vocab_size,
         hidden_size=size.hidden,
         intermediate_size=size.mlp,

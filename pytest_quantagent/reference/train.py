@@ -170,12 +170,12 @@ def train(
             log(f"step {stats.steps} t={el:.0f}s lr={lr:.2e} loss_ema={ema:.4f} tok/s={stats.tokens / el:.0f}")
         if checkpoint is not None and time.monotonic() - last_ckpt > cfg.checkpoint_every_s:
             last_ckpt = time.monotonic()
-            model.eval()
+            model.eval()  # type: ignore[no-untyped-call]
             checkpoint(model, stats.steps)
             model.train()
     stats.seconds = time.monotonic() - t0
     stats.final_loss_ema = ema
-    model.eval()
+    model.eval()  # type: ignore[no-untyped-call]
     return stats
 
 
