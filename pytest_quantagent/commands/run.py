@@ -40,17 +40,9 @@ def _positive(name: str, minimum: int = 1) -> Any:
     return parse
 
 
-def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser("run", help="run (or resume) episodes for one domain and a set of arms",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--domain", required=True, help="domain name (see `quantagent domains`)")
-    p.add_argument("--arms", required=True, metavar="A[,B...]",
-                   help="arm labels; the first is the reference (e.g. bf16,int4)")
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--model", metavar="SPEC", default=None,
-                     help="model spec providing the arms (default: the bundled tiny-agent)")
-    src.add_argument("--config", type=Path, metavar="TOML", default=None,
-                     help="arms config: [arms.<label>] backend=... model=... base_url=...")
+def add_episode_options(p: argparse.ArgumentParser) -> None:
+    """The options :func:`run_specs` reads (task selection, trials, seed, limits, user
+    simulator, store), shared by ``quantagent run`` and ``quantagent screen``."""
     sel = p.add_mutually_exclusive_group()
     sel.add_argument("--num-tasks", type=_positive("--num-tasks"), metavar="N", default=None,
                      help="the first N tasks (of --split when given)")
@@ -65,9 +57,6 @@ def add_parser(subparsers: Any) -> None:
                    help="episodes in flight per arm")
     p.add_argument("--episode-timeout", type=float, default=900.0, metavar="SECONDS",
                    help="wall-clock limit per episode attempt (an infrastructure failure)")
-    p.add_argument("--repair", choices=("none", "reflexive"), default="none",
-                   help="reflexive: also run every arm as '<arm>+repair' (reflexive repair of "
-                   "unknown-tool / bad-argument results), each compared with the reference")
     p.add_argument("--user", choices=("scripted", "llm"), default="scripted",
                    help="user simulator: the domain's scripted user (default) or an LLM user "
                    "(one model, pinned and cached, shared by every arm)")
@@ -80,7 +69,25 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--tau2-data", type=Path, default=None, metavar="DIR",
                    help="run tau2-bench's official task/DB files from DIR/domains/<domain>/")
     p.add_argument("--out", type=Path, default=Path(DEFAULT_OUT), metavar="DIR",
-                   help=f"episode store directory (default {DEFAULT_OUT})")
+                   help=f"episode store directory (default {DEFAULT_OUT}; run, screen and the pytest "
+                   "plugin share it)")
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("run", help="run (or resume) episodes for one domain and a set of arms",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--domain", required=True, help="domain name (see `quantagent domains`)")
+    p.add_argument("--arms", required=True, metavar="A[,B...]",
+                   help="arm labels; the first is the reference (e.g. bf16,int4)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--model", metavar="SPEC", default=None,
+                     help="model spec providing the arms (default: the bundled tiny-agent)")
+    src.add_argument("--config", type=Path, metavar="TOML", default=None,
+                     help="arms config: [arms.<label>] backend=... model=... base_url=...")
+    add_episode_options(p)
+    p.add_argument("--repair", choices=("none", "reflexive"), default="none",
+                   help="reflexive: also run every arm as '<arm>+repair' (reflexive repair of "
+                   "unknown-tool / bad-argument results), each compared with the reference")
     p.add_argument("--json", metavar="PATH", default=None,
                    help="write the report JSON to PATH ('-' = stdout)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, no summary")

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_quantagent.commands.run import DEFAULT_OUT, _positive
+from pytest_quantagent.commands.run import add_episode_options
 from pytest_quantagent.errors import QuantAgentError
 
 if TYPE_CHECKING:
@@ -61,36 +61,12 @@ def add_parser(subparsers: Any) -> None:
                      help="arms config: [arms.<label>] backend=... model=... base_url=...")
     p.add_argument("--arm", default="bf16", metavar="LABEL",
                    help="the full-precision arm to screen (default bf16)")
-    sel = p.add_mutually_exclusive_group()
-    sel.add_argument("--num-tasks", type=_positive("--num-tasks"), metavar="N", default=None,
-                     help="the first N tasks (of --split when given)")
-    sel.add_argument("--tasks", metavar="IDS", default=None, help="comma-separated task ids")
-    p.add_argument("--split", default=None, help="task split (e.g. test)")
-    p.add_argument("--trials", type=_positive("--trials"), default=1, metavar="T")
-    p.add_argument("--seed", type=_positive("--seed", 0), default=0, metavar="S")
+    add_episode_options(p)
     p.add_argument("--threshold", type=_fraction("--threshold", 0.0, 1.0), default=0.02,
                    metavar="RATE", help="failure rate per tool call under which a channel is "
                    "low-risk (upper CI bound; default 0.02)")
     p.add_argument("--amplification", type=_amplification, default=2.0, metavar="X",
                    help="factor a 4-bit arm may apply to a non-low channel (default 2.0)")
-    p.add_argument("--error-budget", type=_positive("--error-budget"), default=10, metavar="K",
-                   help="end an episode at its K-th failed tool call (tau2-bench: 10)")
-    p.add_argument("--max-steps", type=_positive("--max-steps"), default=200, metavar="N")
-    p.add_argument("--concurrency", type=_positive("--concurrency"), default=8, metavar="C",
-                   help="episodes in flight")
-    p.add_argument("--episode-timeout", type=float, default=900.0, metavar="SECONDS",
-                   help="wall-clock limit per episode attempt (an infrastructure failure)")
-    p.add_argument("--user", choices=("scripted", "llm"), default="scripted",
-                   help="user simulator: the domain's scripted user (default) or an LLM user")
-    p.add_argument("--user-model", metavar="SPEC", default=None,
-                   help="model of the LLM user (as for `quantagent run`); default: the [user] "
-                   "table of --config")
-    p.add_argument("--user-temperature", type=float, default=None, metavar="T",
-                   help="LLM user sampling temperature (default 0, or the [user] table's)")
-    p.add_argument("--tau2-data", type=Path, default=None, metavar="DIR",
-                   help="run tau2-bench's official task/DB files from DIR/domains/<domain>/")
-    p.add_argument("--out", type=Path, default=Path(DEFAULT_OUT), metavar="DIR",
-                   help=f"episode store directory (default {DEFAULT_OUT}, shared with `run`)")
     p.add_argument("--json", metavar="PATH", default=None,
                    help="write the screen report JSON to PATH ('-' = stdout)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, no table")
