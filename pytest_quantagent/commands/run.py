@@ -121,13 +121,21 @@ def _run_info(args: argparse.Namespace, specs: list[Any], runtimes: list[Any],
 
 
 def with_repair_arms(arms: str, repair: str) -> str:
-    """``"bf16,int4"`` → ``"bf16,int4,bf16+repair,int4+repair"`` for ``repair="reflexive"``
-    (the reference stays first, without repair); unchanged for ``"none"``."""
+    """``"bf16,int4"`` → ``"bf16,bf16+repair,int4,int4+repair"`` for ``repair="reflexive"``:
+    each arm followed by its repair twin, so the report shows them side by side (the
+    reference stays first, without repair); unchanged for ``"none"``."""
     if repair == "none":
         return arms
-    labels = [a.strip() for a in arms.split(",")]
-    extra = [f"{a}+repair" for a in labels if a and not a.endswith("+repair") and f"{a}+repair" not in labels]
-    return ",".join(labels + extra)
+    labels = [a.strip() for a in arms.split(",") if a.strip()]
+    out: list[str] = []
+    for a in labels:
+        if a in out:
+            continue
+        out.append(a)
+        twin = f"{a}+repair"
+        if not a.endswith("+repair") and twin not in out:
+            out.append(twin)
+    return ",".join(out)
 
 
 def run_specs(

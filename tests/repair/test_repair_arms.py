@@ -20,7 +20,7 @@ def test_repair_arms_side_by_side_with_their_effect(arms_toml: Path, tmp_path: P
     report = _run(tmp_path / "s", tmp_path / "r.json", arms_toml, "--repair", "reflexive",
                   "--trials", "2")
     cells = {c["arm"]: c for c in report["cells"]}
-    assert [c["arm"] for c in report["cells"]] == ["int4", "bf16+repair", "int4+repair"]
+    assert [c["arm"] for c in report["cells"]] == ["bf16+repair", "int4", "int4+repair"]
     assert {c["reference"] for c in report["cells"]} == {"bf16"}
     assert all(c["episodes"] == c["paired"] == 8 for c in report["cells"])
 
@@ -47,7 +47,7 @@ def test_repair_arms_side_by_side_with_their_effect(arms_toml: Path, tmp_path: P
     render_terminal(report, console)
     rows = [line for line in console.export_text().splitlines() if "mini" in line]
     assert [r.split("│")[1].strip() for r in rows if "│" in r][:3] == [
-        "mini / int4", "mini / bf16+repair", "mini / int4+repair"]
+        "mini / bf16+repair", "mini / int4", "mini / int4+repair"]
 
     recs = [json.loads(x) for x in (tmp_path / "s" / "episodes.jsonl").read_text().splitlines()]
     assert {(r["arm"], r["repair"]) for r in recs} == {

@@ -68,7 +68,7 @@ def test_repair_flag_adds_repair_arms_side_by_side(arms_toml: Path, tmp_path: Pa
                 "--out", str(tmp_path / "s"), "--json", str(rep)) == 0
     report = json.loads(rep.read_text())
     assert [(c["arm"], c["reference"]) for c in report["cells"]] == [
-        ("int4", "bf16"), ("bf16+repair", "bf16"), ("int4+repair", "bf16")]
+        ("bf16+repair", "bf16"), ("int4", "bf16"), ("int4+repair", "bf16")]
     assert report["run"]["repair"] == "reflexive"
     recs = [json.loads(x) for x in (tmp_path / "s" / "episodes.jsonl").read_text().splitlines()]
     assert {(r["arm"], r["repair"]) for r in recs} == {
