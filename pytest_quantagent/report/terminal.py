@@ -99,6 +99,46 @@ def build_table(report: Report | dict[str, Any], title: str = "pytest-quantagent
     return table
 
 
+def _counts(d: dict[str, Any] | None) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted((d or {}).items()) if v) or "none"
+
+
+def cell_notes(report: Report | dict[str, Any]) -> list[str]:
+    """What the table has no column for, one line each: failed calls made by the (LLM) user,
+    kept out of the agent's channels, and the honesty flags of τ²-bench results files
+    (episodes τ²-bench recorded as infrastructure errors or ended early, malformed turns it
+    silently retried, versions that dropped hallucinated-name episodes)."""
+    data = report.model_dump(mode="json") if isinstance(report, Report) else report
+    out: list[str] = []
+    for cell in data.get("cells", []):
+        name = f"{cell['domain']}/{cell['arm']}"
+        uf = cell.get("user_failures")
+        if uf and any((uf.get(side) or {}) for side in ("arm", "reference")):
+            out.append(
+                f"{name}: user-side failed calls (not in the agent's channels): "
+                f"arm {_counts(uf.get('arm'))}; reference {_counts(uf.get('reference'))}"
+            )
+        flags = (cell.get("extra") or {}).get("tau2_flags")
+        if flags:
+            parts = []
+            if flags.get("infrastructure_errors"):
+                parts.append(f"{flags['infrastructure_errors']} of {flags.get('episodes')} episodes "
+                             "recorded as infrastructure errors (may hide malformed calls)")
+            if flags.get("premature"):
+                parts.append(f"premature endings {_counts(flags['premature'])}")
+            if flags.get("hidden_malformed"):
+                parts.append(f"{flags['hidden_malformed']} malformed turns tau2-bench retried silently")
+            if flags.get("drops_hallucinated"):
+                parts.append(f"tau2-bench {flags.get('tau2_version')} dropped hallucinated-name episodes")
+            if parts:
+                out.append(f"{name} (tau2-bench file): " + "; ".join(parts))
+    return out
+
+
 def render_terminal(report: Report | dict[str, Any], console: Console | None = None) -> None:
-    """Print the table to ``console`` (a new stdout console by default)."""
-    (console or Console()).print(build_table(report))
+    """Print the table to ``console`` (a new stdout console by default), then the notes of
+    :func:`cell_notes`."""
+    con = console or Console()
+    con.print(build_table(report))
+    for line in cell_notes(report):
+        con.print(line, markup=False, highlight=False)
