@@ -105,9 +105,8 @@ def _counts(d: dict[str, Any] | None) -> str:
 
 def cell_notes(report: Report | dict[str, Any]) -> list[str]:
     """What the table has no column for, one line each: failed calls made by the (LLM) user,
-    kept out of the agent's channels, and the honesty flags of τ²-bench results files
-    (episodes τ²-bench recorded as infrastructure errors or ended early, malformed turns it
-    silently retried, versions that dropped hallucinated-name episodes)."""
+    kept out of the agent's channels, and the honesty flags of τ²-bench results files in the
+    reader's own words (:meth:`pytest_quantagent.tau2.flags.Tau2Flags.lines`)."""
     data = report.model_dump(mode="json") if isinstance(report, Report) else report
     out: list[str] = []
     for cell in data.get("cells", []):
@@ -120,18 +119,10 @@ def cell_notes(report: Report | dict[str, Any]) -> list[str]:
             )
         flags = (cell.get("extra") or {}).get("tau2_flags")
         if flags:
-            parts = []
-            if flags.get("infrastructure_errors"):
-                parts.append(f"{flags['infrastructure_errors']} of {flags.get('episodes')} episodes "
-                             "recorded as infrastructure errors (may hide malformed calls)")
-            if flags.get("premature"):
-                parts.append(f"premature endings {_counts(flags['premature'])}")
-            if flags.get("hidden_malformed"):
-                parts.append(f"{flags['hidden_malformed']} malformed turns tau2-bench retried silently")
-            if flags.get("drops_hallucinated"):
-                parts.append(f"tau2-bench {flags.get('tau2_version')} dropped hallucinated-name episodes")
-            if parts:
-                out.append(f"{name} (tau2-bench file): " + "; ".join(parts))
+            from pytest_quantagent.tau2.flags import Tau2Flags
+
+            out.extend(f"{name} (tau2-bench file): {line}"
+                       for line in Tau2Flags.from_dict(flags).lines())
     return out
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 #: τ²-bench package versions whose evaluation turned hallucinated tool names into
 #: infrastructure errors: from 1.0.0 (inclusive) to 1.0.1 (exclusive), where it was fixed.
@@ -125,6 +126,24 @@ class Tau2Flags:
             out.append("trimmed file: tool errors read from the 'Error:' prefix")
         out.extend(self.notes)
         return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Tau2Flags:
+        """Inverse of :meth:`to_dict` (e.g. flags read back from a saved report)."""
+        return cls(
+            episodes=int(data.get("episodes", 0)),
+            infrastructure_errors=int(data.get("infrastructure_errors", 0)),
+            infrastructure_episodes=[(str(t), int(n)) for t, n in data.get("infrastructure_episodes", [])],
+            premature=Counter({str(k): int(v) for k, v in (data.get("premature") or {}).items()}),
+            hidden_malformed=int(data.get("hidden_malformed", 0)),
+            duplicate_keys=int(data.get("duplicate_keys", 0)),
+            tick_only=int(data.get("tick_only", 0)),
+            tau2_version=data.get("tau2_version"),
+            drops_hallucinated=bool(data.get("drops_hallucinated", False)),
+            trimmed=bool(data.get("trimmed", False)),
+            tool_names_source=str(data.get("tool_names_source", "domain")),
+            notes=[str(n) for n in data.get("notes", [])],
+        )
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form (for reports)."""

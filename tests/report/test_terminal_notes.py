@@ -37,10 +37,27 @@ def test_user_failures_and_tau2_flags_are_listed() -> None:
         "telecom/int4: user-side failed calls (not in the agent's channels): "
         "arm malformed_call 2; reference none",
         "telecom/int4 (tau2-bench file): 3 of 40 episodes recorded as infrastructure errors "
-        "(may hide malformed calls); premature endings max_steps 1; 1 malformed turns "
-        "tau2-bench retried silently; tau2-bench 1.0.0 dropped hallucinated-name episodes",
+        "(excluded from scores; they may hide malformed or hallucinated tool calls)",
+        "telecom/int4 (tau2-bench file): 1 premature terminations (max_steps: 1)",
+        "telecom/int4 (tau2-bench file): 1 malformed turns silently retried by tau2-bench "
+        "(counted here as malformed_call, not in its error budget)",
+        "telecom/int4 (tau2-bench file): written by tau2-bench 1.0.0: versions 1.0.0 to 1.0.1 "
+        "binned episodes with hallucinated tool names as infrastructure errors",
     ]
     console = Console(record=True, width=300)
     render_terminal(report, console)
     text = console.export_text()
     assert "user-side failed calls" in text and "3 of 40 episodes" in text
+
+
+def test_flags_round_trip_through_the_report_dict() -> None:
+    from collections import Counter
+
+    from pytest_quantagent.tau2.flags import Tau2Flags
+
+    f = Tau2Flags(episodes=5, infrastructure_errors=1, infrastructure_episodes=[("7", 0)],
+                  premature=Counter({"max_steps": 2}), hidden_malformed=1, duplicate_keys=1,
+                  tick_only=1, tau2_version="1.0.0", drops_hallucinated=True, trimmed=True,
+                  tool_names_source="file", notes=["n"])
+    back = Tau2Flags.from_dict(f.to_dict())
+    assert back == f and back.lines() == f.lines()
