@@ -36,6 +36,18 @@ from pytest_quantagent.runner.repair import ReflexiveRepair
 _SEED_MASK = (1 << 31) - 1
 
 
+def tool_calls_to_openai(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    """τ² tool calls as OpenAI ``tool_calls`` entries.
+
+    A malformed call is replayed with "{}": chat templates parse arguments as JSON, and the
+    tool message already tells the model what went wrong."""
+    return [
+        {"id": tc.id, "type": "function",
+         "function": {"name": tc.name, "arguments": json.dumps(tc.arguments)}}
+        for tc in calls
+    ]
+
+
 def message_to_openai(m: Message) -> dict[str, Any]:
     """One τ² message as an OpenAI chat message."""
     if isinstance(m, UserMessage):
@@ -43,16 +55,7 @@ def message_to_openai(m: Message) -> dict[str, Any]:
     if isinstance(m, AssistantMessage):
         out: dict[str, Any] = {"role": "assistant", "content": m.content}
         if m.tool_calls:
-            out["tool_calls"] = [
-                {
-                    "id": tc.id,
-                    "type": "function",
-                    # A malformed call is replayed with "{}": chat templates parse arguments
-                    # as JSON, and the tool message already tells the model what went wrong.
-                    "function": {"name": tc.name, "arguments": json.dumps(tc.arguments)},
-                }
-                for tc in m.tool_calls
-            ]
+            out["tool_calls"] = tool_calls_to_openai(m.tool_calls)
         return out
     if isinstance(m, ToolMessage):
         return {"role": "tool", "tool_call_id": m.id, "content": m.content}

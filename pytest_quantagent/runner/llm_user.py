@@ -51,6 +51,7 @@ from pytest_quantagent.env.messages import (
 )
 from pytest_quantagent.env.tasks import StructuredUserInstructions, Task
 from pytest_quantagent.quant.arms import UserModelConfig
+from pytest_quantagent.runner.agent import generation_to_message, tool_calls_to_openai
 
 USER_PROMPT_VERSION = "1"
 
@@ -120,11 +121,7 @@ def view_to_openai(view: Sequence[Message]) -> list[dict[str, Any]]:
         elif isinstance(m, UserMessage):
             msg: dict[str, Any] = {"role": "assistant", "content": m.content}
             if m.tool_calls:
-                msg["tool_calls"] = [
-                    {"id": tc.id, "type": "function",
-                     "function": {"name": tc.name, "arguments": json.dumps(tc.arguments)}}
-                    for tc in m.tool_calls
-                ]
+                msg["tool_calls"] = tool_calls_to_openai(m.tool_calls)
             out.append(msg)
         elif isinstance(m, ToolMessage):
             out.append({"role": "tool", "tool_call_id": m.id, "content": m.content})
@@ -340,8 +337,6 @@ class LLMUser:
             self.cache.release(key, claim)
 
     async def _sample(self, messages: list[dict[str, Any]], view: Sequence[Message]) -> UserMessage | None:
-        from pytest_quantagent.runner.agent import generation_to_message
-
         # The turn number comes from the transcript, not from a counter: the same transcript
         # gets the same sampling seed whether earlier turns were sampled or read from the cache.
         turn = sum(1 for m in view if isinstance(m, UserMessage))
