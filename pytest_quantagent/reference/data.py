@@ -1,7 +1,7 @@
 """Training episodes for the reference agent: the expert in our engine, rendered as text.
 
 Tasks come from the domain's ``train`` split plus extra tasks drawn by the domain's own
-generator (``domains/<name>/generate.py: generate_tasks(db, seed, n)``) — never the
+generator (``Domain.generate_tasks(seed, n)``) — never a scenario of the
 ``test`` split, which the closed-loop evaluation uses. Each task is played by
 :class:`~pytest_quantagent.reference.expert.ExpertAgent` against the domain's scripted user
 through the real episode loop, and only episodes that the evaluator scores 1 are kept.
@@ -12,7 +12,6 @@ in the bundled chat format.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import random
 from collections.abc import Callable, Iterable, Sequence
@@ -50,25 +49,25 @@ def render_episode(messages: Sequence[Message]) -> str:
     return render_messages(oai, add_generation_prompt=False)
 
 
-def domain_generator(domain: Domain) -> Callable[[Any, int, int], list[Task]] | None:
-    """The domain's ``generate_tasks(db, seed, n)``, if its package has one."""
-    try:
-        mod = importlib.import_module(f"pytest_quantagent_domains.{domain.name}.generate")
-    except ModuleNotFoundError:
-        return None
-    fn = getattr(mod, "generate_tasks", None)
+def domain_generator(domain: Domain) -> Callable[[int, int], list[Task]] | None:
+    """The domain's own ``generate_tasks(seed, n)``, if it has one.
+
+    Domains that generate tasks expose it as a method that never returns a scenario of the
+    domain's ``test`` split (the module-level generators take that exclusion as an argument,
+    and calling them bare would leak test scenarios into training)."""
+    fn = getattr(domain, "generate_tasks", None)
     return fn if callable(fn) else None
 
 
 def training_tasks(domain: Domain, n_extra: int, seed: int) -> list[Task]:
-    """Train-split tasks plus ``n_extra`` generated ones (test-split ids excluded)."""
+    """Train-split tasks plus ``n_extra`` generated ones (no test-split scenario)."""
     excluded = {tid for s in EXCLUDED_SPLITS for tid in domain.splits.get(s, [])}
     train_ids = domain.splits.get("train")
     base = [t for t in domain.tasks if t.id not in excluded and (train_ids is None or t.id in train_ids)]
     gen = domain_generator(domain)
     extra: list[Task] = []
     if gen is not None and n_extra > 0:
-        extra = [t for t in gen(domain.db, seed, n_extra) if t.id not in excluded]
+        extra = [t for t in gen(seed, n_extra) if t.id not in excluded]
     return base + extra
 
 
