@@ -126,7 +126,7 @@ def cmd_base(args: argparse.Namespace) -> None:
         model = make_model(tok, ModelSize(), seed=args.seed)
     log(f"base (init {args.init or 'random'}): {count_parameters(model)} params, {len(eps)} episodes, {sum(map(len, eps))} tokens")
     cfg = TrainConfig(budget_s=args.seconds, seq_len=args.seq_len, batch=args.batch, lr=args.lr,
-                      hold_frac=1.0, warmup_steps=100, seed=args.seed)
+                      hold_frac=1.0, warmup_steps=100, seed=args.seed, copy_weight=args.copy_weight)
 
     def ckpt(m, step):  # type: ignore[no-untyped-def]
         save_model(m, tok, work / "base")
@@ -135,7 +135,7 @@ def cmd_base(args: argparse.Namespace) -> None:
     stats = train(model, eps, masks, cfg, log=log, checkpoint=ckpt)
     save_model(model, tok, work / "base")
     (work / "base_stats.json").write_text(json.dumps(
-        {"steps": stats.steps, "tokens": stats.tokens, "seconds": stats.seconds,
+        {"steps": stats.steps, "tokens": stats.tokens, "seconds": stats.seconds, "copy_weight": args.copy_weight,
          "loss_ema": stats.final_loss_ema, "curve": stats.loss_curve}))
     log(f"base done: {stats.steps} steps, {stats.tokens} tokens, {stats.seconds:.0f}s, loss {stats.final_loss_ema:.4f}")
     del torch
@@ -155,7 +155,8 @@ def cmd_finetune(args: argparse.Namespace) -> None:
         eps, masks = eps + beps[:k], masks + bmasks[:k]
     model = LlamaForCausalLM.from_pretrained(str(work / args.start), dtype=torch.float32)
     cfg = TrainConfig(budget_s=args.seconds, seq_len=args.seq_len, batch=args.batch, lr=args.lr,
-                      hold_frac=0.0, warmup_steps=20, min_lr_frac=0.05, seed=args.seed + 7)
+                      hold_frac=0.0, warmup_steps=20, min_lr_frac=0.05, seed=args.seed + 7,
+                      copy_weight=args.copy_weight)
     stats = train(model, eps, masks, cfg, log=log)
     out = Path(args.out)
     # The bundled reference weights are bf16 (the precision the project's reference arm
@@ -164,7 +165,7 @@ def cmd_finetune(args: argparse.Namespace) -> None:
     (out / "training.json").write_text(json.dumps({
         "variant": args.variant, "start": args.start, "finetune_steps": stats.steps,
         "finetune_tokens": stats.tokens, "finetune_seconds": round(stats.seconds),
-        "finetune_loss_ema": stats.final_loss_ema,
+        "finetune_loss_ema": stats.final_loss_ema, "finetune_copy_weight": args.copy_weight,
         "base": json.loads((work / "base_stats.json").read_text()) if (work / "base_stats.json").exists() else None,
         "corpus": json.loads((work / "corpus_meta.json").read_text()),
     }, indent=1, default=str))
@@ -193,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         q.add_argument("--seq-len", type=int, default=1024)
         q.add_argument("--batch", type=int, default=3)
         q.add_argument("--seed", type=int, default=0)
+        q.add_argument("--copy-weight", type=float, default=5.0,
+                       help="loss weight of agent tokens copied from user/tool text")
     b.add_argument("--lr", type=float, default=2e-3)
     b.add_argument("--init", default=None, help="start from this checkpoint instead of random weights")
     f.add_argument("--lr", type=float, default=1.5e-3)

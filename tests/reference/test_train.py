@@ -16,6 +16,7 @@ from pytest_quantagent.reference.train import (  # noqa: E402
     agent_loss_mask,
     lr_at,
     train,
+    weighted_lm_loss,
 )
 
 EPISODE = render_messages(
@@ -62,3 +63,32 @@ def test_tiny_model_learns_to_continue_the_agent_turn() -> None:
         out = model.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False,
                              eos_token_id=tok.end_id, pad_token_id=tok.pad_id)
     assert tok.decode(out[0, len(prompt):].tolist()).startswith("Could you please provide")
+
+
+def test_weighted_loss_with_unit_weights_is_the_hf_loss() -> None:
+    tok = DomainTokenizer.build([EPISODE] * 3, min_word_count=1)
+    ids = tok.encode(EPISODE)
+    model = make_model(tok, ModelSize(hidden=32, layers=1, heads=2, mlp=64, max_positions=64), seed=0)
+    x = torch.tensor([ids, ids[::-1]])
+    mask = torch.from_numpy(np.stack([agent_loss_mask(ids, tok), agent_loss_mask(ids[::-1], tok)])).bool()
+    y = torch.where(mask, x, torch.full_like(x, -100))
+    with torch.no_grad():
+        hf = model(input_ids=x, labels=y).loss
+        ours = weighted_lm_loss(model, x, y, torch.ones(x.shape))
+        # Doubling the weight of one label moves the mean towards that label's loss.
+        w = torch.ones(x.shape)
+        w[0, int(torch.nonzero(y[0] != -100)[0])] = 2.0
+        heavier = weighted_lm_loss(model, x, y, w)
+    assert float(ours) == pytest.approx(float(hf), rel=1e-5)
+    assert float(heavier) != pytest.approx(float(hf), rel=1e-6)
+
+
+def test_copies_are_agent_tokens_seen_earlier_outside_the_agent_turns() -> None:
+    # token 7 appears in the user's text (mask 0) and then in the agent's turn: a copy;
+    # token 9 is new in the agent's turn; token 5 is the most frequent one (structure).
+    ep = np.array([1, 5, 7, 5, 2, 5, 7, 9, 5, 7])
+    mask = np.array([0, 0, 0, 0, 0, 1, 1, 1, 1, 1], dtype=np.uint8)
+    rows = PackedRows([ep], [mask], seq_len=10, seed=0, frequent_tokens=1)
+    x, y, copies = rows.batch_with_copies(1)
+    assert x[0].tolist() == ep.tolist()
+    assert copies[0].tolist() == [False] * 6 + [True, False, False, True]
