@@ -23,6 +23,7 @@ import asyncio
 import json
 import os
 import socket
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -198,6 +199,16 @@ class NativeHTTPClient:
             self._idle.pop().close()
 
 
+@dataclass
+class _Prefix:
+    """The encoded messages of one conversation's last request (see ``encode_body``)."""
+
+    ids: list[int]
+    messages: list[dict[str, Any]]
+    """Holds the messages alive so that their ids stay theirs."""
+    joined: bytes
+
+
 class OpenAICompatBackend(Backend):
     """Chat completions against ``base_url``."""
 
@@ -245,7 +256,7 @@ class OpenAICompatBackend(Backend):
             )
         self._strict_tools_cache: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None
         self._enc_cache: dict[int, tuple[Any, bytes]] = {}
-        self._msg_cache: dict[int, tuple[dict[str, Any], bytes]] = {}
+        self._prefix_cache: dict[int, _Prefix] = {}
 
     def is_retryable(self, exc: BaseException) -> bool:
         if isinstance(exc, BackendHTTPError):
@@ -304,31 +315,42 @@ class OpenAICompatBackend(Backend):
         self._enc_cache[id(obj)] = (obj, data)
         return data
 
+    def _encode_message(self, m: dict[str, Any]) -> bytes:
+        content = m.get("content")
+        if m.get("role") == "system" and isinstance(content, str) and len(m) == 2:
+            return b'{"role":"system","content":' + self._encoded(content) + b"}"
+        return _dumps(m)
+
     def encode_body(self, request: GenerateRequest) -> bytes:
         """The request body, byte-identical in meaning to ``json.dumps(build_body(request))``
-        but re-using the encoded tool schemas and system prompt across calls."""
+        but re-using what earlier calls of the same conversation already encoded.
+
+        A conversation's requests share a growing prefix of the very same message objects
+        (the caller never mutates a message it has sent, see :class:`GenerateRequest`), so
+        the encoded prefix is kept per conversation, keyed by its first message, and reused
+        when the new request starts with exactly those objects (compared by identity; the
+        entry holds them, so their ids cannot be reused). Only the new messages are encoded.
+        """
         body = self.build_body(request)
-        messages = body.pop("messages")
+        messages: list[dict[str, Any]] = body.pop("messages")
         tools = body.pop("tools", None)
-        parts = []
-        cache = self._msg_cache
-        if len(cache) > 50_000:
-            cache.clear()
-        for m in messages:
-            hit = cache.get(id(m))
-            if hit is not None and hit[0] is m:
-                parts.append(hit[1])
-                continue
-            content = m.get("content")
-            if m.get("role") == "system" and isinstance(content, str) and len(m) == 2:
-                data = b'{"role":"system","content":' + self._encoded(content) + b"}"
-            else:
-                data = _dumps(m)
-            # History messages recur in every later request of the episode; the caller never
-            # mutates a message it has sent (see GenerateRequest).
-            cache[id(m)] = (m, data)
-            parts.append(data)
-        out = b'{"messages":[' + b",".join(parts) + b"]"
+        ids = list(map(id, messages))
+        entry = self._prefix_cache.get(ids[0]) if ids else None
+        start, joined = 0, b""
+        if entry is not None:
+            n = len(entry.ids)
+            if n <= len(ids) and ids[:n] == entry.ids:
+                start, joined = n, entry.joined
+        new = b",".join(map(self._encode_message, messages[start:]))
+        if joined and new:
+            joined = joined + b"," + new
+        elif new:
+            joined = new
+        if ids and start < len(ids):
+            if len(self._prefix_cache) >= 4096:
+                self._prefix_cache.clear()
+            self._prefix_cache[ids[0]] = _Prefix(ids, list(messages), joined)
+        out = b'{"messages":[' + joined + b"]"
         if tools is not None:
             out += b',"tools":' + self._encoded(tools)
         rest = _dumps(body)

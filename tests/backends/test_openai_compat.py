@@ -188,6 +188,25 @@ def test_encoded_body_equals_plain_json_encoding(constrained: bool) -> None:
             assert json.loads(backend.encode_body(req)) == json.loads(json.dumps(backend.build_body(req)))
 
 
+def test_encoded_prefix_is_reused_only_for_the_same_message_objects() -> None:
+    backend = OpenAICompatBackend(base_url="http://x/v1", model="m")
+    system = {"role": "system", "content": "policy"}
+    a, b, c = ({"role": "user", "content": t} for t in ("a", "b", "c"))
+
+    def check(msgs: list[dict[str, object]]) -> None:
+        req = GenerateRequest(messages=msgs, tools=REQ.tools, seed=1)
+        assert json.loads(backend.encode_body(req)) == json.loads(json.dumps(backend.build_body(req)))
+
+    check([system, a])
+    check([system, a, b])          # grows: the prefix [system, a] is reused
+    check([system, c, b])          # same first and last object, different middle
+    check([system])                # shrinks
+    check([system, a, b, c])
+    d = {"role": "user", "content": "a"}
+    check([system, d, b, c, a])    # an equal but different object in the prefix
+    check([])
+
+
 def test_fake_server_turn_fast_path_matches_full_decoding() -> None:
     backend = OpenAICompatBackend(base_url="http://x/v1", model="m")
     msgs = [{"role": "system", "content": "p"}, {"role": "assistant", "content": "Hi!"}]
