@@ -255,10 +255,21 @@ class FakeOpenAIServer:
                 if line.lower().startswith(b"content-length:"):
                     length = int(line.split(b":", 1)[1])
             body = await reader.readexactly(length)
+            # The answer leaves ``latency_s`` after the request arrived: the server's own
+            # work is done inside that time, so a burst of requests does not queue behind
+            # it and a benchmark measures the client, not this stand-in.
+            deadline = asyncio.get_running_loop().time() + self.latency_s
             self.requests += 1
             fault = self.faults.get(self.requests)
+            reply: bytes | None = None
+            if fault == "500":
+                reply = self._http("500 Internal Server Error", b'{"error": "boom"}')
+            elif fault == "garbage":
+                reply = self._http("200 OK", b'{"choices": [{"mess')
+            elif fault is None:
+                reply = self._http("200 OK", self._answer(body))
             if self.latency_s:
-                await asyncio.sleep(self.latency_s)
+                await asyncio.sleep(max(0.0, deadline - asyncio.get_running_loop().time()))
             if fault == "drop":
                 writer.close()
                 return
@@ -266,12 +277,8 @@ class FakeOpenAIServer:
                 await asyncio.sleep(self.hang_s)
                 writer.close()
                 return
-            if fault == "500":
-                writer.write(self._http("500 Internal Server Error", b'{"error": "boom"}'))
-            elif fault == "garbage":
-                writer.write(self._http("200 OK", b'{"choices": [{"mess'))
-            else:
-                writer.write(self._http("200 OK", self._answer(body)))
+            assert reply is not None
+            writer.write(reply)
             await writer.drain()
 
     async def serve(self, host: str = "127.0.0.1", port: int = 0) -> None:
