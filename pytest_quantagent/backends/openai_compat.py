@@ -74,22 +74,130 @@ class BadResponseError(Exception):
     """The server's answer was not a chat completion (truncated or garbled body): retried."""
 
 
-class _Conn:
-    __slots__ = ("reader", "writer")
+class _HTTPConnection(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 connection: writes a request, frames the response.
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
+    A plain :class:`asyncio.Protocol` rather than streams: the response is parsed straight
+    from the bytes the loop hands over (``Content-Length`` or chunked, or up to EOF when
+    neither is given), which costs about half the CPU of ``StreamReader`` per request.
+    """
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.waiter: asyncio.Future[tuple[int, bool, bytes]] | None = None
+        self.lost = False
+        self._head: tuple[int, int, bool, int | None, bool] | None = None
+        """(status, body start, keep-alive, content length, chunked) once the head is in."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if self.waiter is not None and not self.waiter.done():
+            try:
+                self._complete(eof=False)
+            except ValueError as e:
+                self.waiter.set_exception(e)
+
+    def eof_received(self) -> bool | None:
+        return None  # close the transport; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        w = self.waiter
+        if w is not None and not w.done():
+            try:
+                if not self._complete(eof=True):
+                    w.set_exception(ConnectionError(
+                        f"connection closed before the response was complete ({exc or 'EOF'})"))
+            except ValueError as e:
+                w.set_exception(e)
 
     def usable(self) -> bool:
-        return not self.writer.is_closing() and not self.reader.at_eof()
+        return not self.lost and self.transport is not None and not self.transport.is_closing()
 
     def close(self) -> None:
-        self.writer.close()
+        if self.transport is not None:
+            self.transport.close()
+
+    def request(self, payload: bytes) -> asyncio.Future[tuple[int, bool, bytes]]:
+        """Send ``payload``; the future resolves to (status, keep-alive, body)."""
+        assert self.transport is not None
+        self.buf.clear()
+        self._head = None
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(payload)
+        return self.waiter
+
+    def _parse_head(self) -> bool:
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0:
+            return False
+        lines = bytes(self.buf[:end]).decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
+            raise ValueError(f"bad status line {lines[0][:80]!r}")
+        status = int(parts[1])
+        length: int | None = None
+        chunked = False
+        keep = parts[0] == "HTTP/1.1"
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            name = name.strip().lower()
+            if name == "content-length":
+                length = int(value)
+            elif name == "transfer-encoding":
+                chunked = "chunked" in value.lower()
+            elif name == "connection":
+                v = value.strip().lower()
+                keep = v == "keep-alive" or (keep and v != "close")
+        self._head = (status, end + 4, keep, length, chunked)
+        return True
+
+    def _complete(self, *, eof: bool) -> bool:
+        """Resolve the waiter if the whole response is in ``buf``; True if it was."""
+        if self._head is None and not self._parse_head():
+            return False
+        assert self._head is not None and self.waiter is not None
+        status, start, keep, length, chunked = self._head
+        if chunked:
+            body = self._dechunk(start)
+            if body is None:
+                return False
+            self.waiter.set_result((status, keep, body))
+            return True
+        if length is None:
+            if not eof:
+                return False
+            self.waiter.set_result((status, False, bytes(self.buf[start:])))
+            return True
+        if len(self.buf) - start < length:
+            return False
+        self.waiter.set_result((status, keep, bytes(self.buf[start:start + length])))
+        return True
+
+    def _dechunk(self, pos: int) -> bytes | None:
+        chunks: list[bytes] = []
+        buf = self.buf
+        while True:
+            eol = buf.find(b"\r\n", pos)
+            if eol < 0:
+                return None
+            size = int(bytes(buf[pos:eol]).split(b";")[0], 16)
+            pos = eol + 2
+            if size == 0:
+                return b"".join(chunks) if buf.find(b"\r\n", pos) >= 0 else None
+            if len(buf) < pos + size + 2:
+                return None
+            chunks.append(bytes(buf[pos:pos + size]))
+            pos += size + 2
 
 
 class NativeHTTPClient:
-    """Keep-alive HTTP/1.1 POSTs over asyncio streams (plain ``http://`` only).
+    """Keep-alive HTTP/1.1 POSTs on asyncio protocols (plain ``http://`` only).
 
     One write per request (headers and body together, TCP_NODELAY), responses framed by
     ``Content-Length`` or chunked encoding. Any failure closes the connection and raises
@@ -109,22 +217,23 @@ class NativeHTTPClient:
         extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         self._head_tail = f"Host: {host_header}\r\n{extra}Connection: keep-alive\r\n".encode()
         self.timeout_s = timeout_s
-        self._idle: list[_Conn] = []
+        self._idle: list[_HTTPConnection] = []
         self._sem = asyncio.Semaphore(max_connections)
 
-    async def _connect(self) -> _Conn:
-        reader, writer = await asyncio.open_connection(self.host, self.port, limit=2**22)
-        sock = writer.get_extra_info("socket")
+    async def _connect(self) -> _HTTPConnection:
+        loop = asyncio.get_running_loop()
+        transport, conn = await loop.create_connection(_HTTPConnection, self.host, self.port)
+        sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return _Conn(reader, writer)
+        return conn
 
     async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
         """POST ``body`` (JSON) to ``path``; returns (status, response body)."""
         head = (f"POST {self.prefix}{path} HTTP/1.1\r\nContent-Length: {len(body)}\r\n"
                 "Content-Type: application/json\r\n").encode() + self._head_tail + b"\r\n"
         async with self._sem:
-            conn: _Conn | None = None
+            conn: _HTTPConnection | None = None
             while self._idle:
                 c = self._idle.pop()
                 if c.usable():
@@ -138,7 +247,7 @@ class NativeHTTPClient:
                 for c in holder:
                     c.close()
                 raise TimeoutError(f"no response within {self.timeout_s} s") from None
-            except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as e:
+            except (OSError, ValueError) as e:
                 for c in holder:
                     c.close()
                 raise ConnectionError(f"{type(e).__name__}: {e}") from e
@@ -147,52 +256,16 @@ class NativeHTTPClient:
                     c.close()
                 raise
             conn = holder[0]
-            if keep:
+            if keep and conn.usable():
                 self._idle.append(conn)
             else:
                 conn.close()
             return status, data
 
-    async def _exchange(self, holder: list[_Conn], payload: bytes) -> tuple[int, bool, bytes]:
+    async def _exchange(self, holder: list[_HTTPConnection], payload: bytes) -> tuple[int, bool, bytes]:
         if not holder:
             holder.append(await self._connect())
-        conn = holder[0]
-        conn.writer.write(payload)
-        return await self._read_response(conn.reader)
-
-    @staticmethod
-    async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bool, bytes]:
-        head = await reader.readuntil(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        parts = lines[0].split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
-            raise ValueError(f"bad status line {lines[0][:80]!r}")
-        status = int(parts[1])
-        length: int | None = None
-        chunked = False
-        keep = parts[0] == "HTTP/1.1"
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            name = name.strip().lower()
-            if name == "content-length":
-                length = int(value)
-            elif name == "transfer-encoding":
-                chunked = "chunked" in value.lower()
-            elif name == "connection":
-                keep = value.strip().lower() == "keep-alive" or (keep and value.strip().lower() != "close")
-        if chunked:
-            chunks = []
-            while True:
-                size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
-                if size == 0:
-                    await reader.readuntil(b"\r\n")
-                    break
-                chunks.append(await reader.readexactly(size))
-                await reader.readexactly(2)
-            return status, keep, b"".join(chunks)
-        if length is None:
-            return status, False, await reader.read()
-        return status, keep, await reader.readexactly(length)
+        return await holder[0].request(payload)
 
     async def aclose(self) -> None:
         while self._idle:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from typing import Any
 
 import pytest
 
@@ -234,3 +235,96 @@ def test_tool_call_markup_left_as_content_is_a_malformed_call() -> None:
     ok = parse_completion({"content": '<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>'}, None, None)
     assert [(c.name, c.arguments) for c in ok.tool_calls] == [("f", '{"a": 1}')]
     assert ok.content is None
+
+
+class _OneShotServer:
+    """A loopback server running ``handler`` on each connection; on exit it waits for the
+    handlers to finish (they end when the client hangs up) and closes everything."""
+
+    def __init__(self, handler: Any) -> None:
+        self.handler = handler
+        self.tasks: list[asyncio.Task[None]] = []
+
+    async def __aenter__(self) -> str:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.tasks.append(asyncio.current_task())  # type: ignore[arg-type]
+            try:
+                await self.handler(reader, writer)
+                await reader.read()  # until the client hangs up
+            finally:
+                writer.close()
+                await writer.wait_closed()
+
+        self.server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1"
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.wait_for(asyncio.gather(*self.tasks, return_exceptions=True), 5)
+        self.server.close()
+        await self.server.wait_closed()
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        # Content-Length, arriving in pieces.
+        ([b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello", b" world"], (200, b"hello world")),
+        # Chunked, split inside a chunk and inside the size line.
+        ([b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel", b"lo\r\n6\r", b"\n world\r\n0\r\n\r\n"],
+         (200, b"hello world")),
+        # Neither: the body runs to the end of the connection.
+        ([b"HTTP/1.0 503 Service Unavailable\r\n\r\nbusy", b" now", None], (503, b"busy now")),
+    ],
+)
+def test_native_client_frames_responses(reply: list[bytes | None], expected: tuple[int, bytes]) -> None:
+    from pytest_quantagent.backends.openai_compat import NativeHTTPClient
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        assert await reader.readexactly(length) == b'{"x": 1}'
+        for piece in reply:
+            if piece is None:
+                writer.close()
+                return
+            writer.write(piece)
+            await writer.drain()
+            await asyncio.sleep(0.01)
+
+    async def main() -> tuple[int, bytes]:
+        async with _OneShotServer(handler) as url:
+            client = NativeHTTPClient(url, {}, max_connections=1, timeout_s=5)
+            try:
+                return await client.post("/chat/completions", b'{"x": 1}')
+            finally:
+                await client.aclose()
+
+    assert asyncio.run(main()) == expected
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\ntruncated", "closed before the response was complete"),
+        (b"SMTP ready\r\n\r\n", "bad status line"),
+    ],
+)
+def test_native_client_refuses_broken_responses(answer: bytes, error: str) -> None:
+    from pytest_quantagent.backends.openai_compat import NativeHTTPClient
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer)
+        await writer.drain()
+        writer.close()
+
+    async def main() -> None:
+        async with _OneShotServer(handler) as url:
+            client = NativeHTTPClient(url, {}, max_connections=1, timeout_s=5)
+            try:
+                with pytest.raises(ConnectionError, match=error):
+                    await client.post("/chat/completions", b"{}")
+            finally:
+                await client.aclose()
+
+    asyncio.run(main())

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from pytest_quantagent.env.db import DB
 
 
 class Rows(DB):
     rows: dict[str, dict[str, Any]]
-    tags: list[str] = []
+    tags: list[str] = Field(default_factory=list)
 
 
 class Lossy(DB):

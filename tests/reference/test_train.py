@@ -91,4 +91,5 @@ def test_copies_are_agent_tokens_seen_earlier_outside_the_agent_turns() -> None:
     rows = PackedRows([ep], [mask], seq_len=10, seed=0, frequent_tokens=1)
     x, y, copies = rows.batch_with_copies(1)
     assert x[0].tolist() == ep.tolist()
+    assert y[0].tolist() == [-100] * 5 + [5, 7, 9, 5, 7]
     assert copies[0].tolist() == [False] * 6 + [True, False, False, True]
