@@ -279,7 +279,8 @@ class _Prefix:
     ids: list[int]
     messages: list[dict[str, Any]]
     """Holds the messages alive so that their ids stay theirs."""
-    joined: bytes
+    pieces: list[bytes]
+    """Encoded messages with ``b","`` between them."""
 
 
 class OpenAICompatBackend(Backend):
@@ -409,25 +410,29 @@ class OpenAICompatBackend(Backend):
         tools = body.pop("tools", None)
         ids = list(map(id, messages))
         entry = self._prefix_cache.get(ids[0]) if ids else None
-        start, joined = 0, b""
+        start = 0
+        pieces: list[bytes] = []
         if entry is not None:
             n = len(entry.ids)
             if n <= len(ids) and ids[:n] == entry.ids:
-                start, joined = n, entry.joined
-        new = b",".join(map(self._encode_message, messages[start:]))
-        if joined and new:
-            joined = joined + b"," + new
-        elif new:
-            joined = new
-        if ids and start < len(ids):
+                start, pieces = n, entry.pieces
+        if start < len(ids):
+            # ``pieces`` alternates encoded messages and commas; a cache entry is never
+            # extended in place (an older request may still be using its list).
+            pieces = list(pieces)
+            for m in messages[start:]:
+                if pieces:
+                    pieces.append(b",")
+                pieces.append(self._encode_message(m))
             if len(self._prefix_cache) >= 4096:
                 self._prefix_cache.clear()
-            self._prefix_cache[ids[0]] = _Prefix(ids, list(messages), joined)
-        out = b'{"messages":[' + joined + b"]"
-        if tools is not None:
-            out += b',"tools":' + self._encoded(tools)
+            self._prefix_cache[ids[0]] = _Prefix(ids, list(messages), pieces)
         rest = _dumps(body)
-        return out + (b"," + rest[1:] if len(rest) > 2 else b"}")
+        return b"".join([
+            b'{"messages":[', *pieces, b"]",
+            *((b',"tools":', self._encoded(tools)) if tools is not None else ()),
+            b"," + rest[1:] if len(rest) > 2 else b"}",
+        ])
 
     async def generate(self, request: GenerateRequest) -> Generation:
         payload = self.encode_body(request)
