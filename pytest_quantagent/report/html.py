@@ -229,6 +229,12 @@ def _cell_section(cell: dict[str, Any]) -> str:
     reasons = cell.get("reasons") or []
     if reasons:
         out.append("<ul>" + "".join(f"<li>{_e(r)}</li>" for r in reasons) + "</ul>")
+    from pytest_quantagent.report.terminal import cell_notes
+
+    notes = cell_notes({"cells": [cell]})
+    if notes:
+        # The terminal's notes: user-side failed calls and tau2-bench honesty flags.
+        out.append('<ul class="notes">' + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
     out.append(
         "<table><tr><th class=l></th><th>episodes</th><th>tool calls</th><th>success</th>"
         "<th>steps</th><th>recovery</th></tr>"

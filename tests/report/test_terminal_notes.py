@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 from rich.console import Console
@@ -48,6 +49,13 @@ def test_user_failures_and_tau2_flags_are_listed() -> None:
     render_terminal(report, console)
     text = console.export_text()
     assert "user-side failed calls" in text and "3 of 40 episodes" in text
+    # The HTML report lists the same notes, escaped.
+    from pytest_quantagent.report.html import render_html
+
+    page = render_html(report)
+    assert page.count('<ul class="notes">') == 1
+    for note in notes:
+        assert f"<li>{html.escape(note)}</li>" in page
 
 
 def test_flags_round_trip_through_the_report_dict() -> None:
