@@ -24,7 +24,7 @@ import json
 import os
 import socket
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -91,8 +91,8 @@ class _HTTPConnection(asyncio.Protocol):
         """(status, body start, keep-alive, content length, chunked) once the head is in."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A stream transport (uvloop's does not subclass asyncio.Transport).
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
