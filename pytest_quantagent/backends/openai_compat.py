@@ -196,6 +196,11 @@ class _HTTPConnection(asyncio.Protocol):
             pos += size + 2
 
 
+def _expire(fut: asyncio.Future[Any], seconds: float) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError(f"no response within {seconds} s"))
+
+
 class NativeHTTPClient:
     """Keep-alive HTTP/1.1 POSTs on asyncio protocols (plain ``http://`` only).
 
@@ -240,32 +245,36 @@ class NativeHTTPClient:
                     conn = c
                     break
                 c.close()
-            holder = [] if conn is None else [conn]
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.timeout_s
             try:
-                status, keep, data = await with_timeout(self._exchange(holder, head + body), self.timeout_s)
+                if conn is None:
+                    conn = await with_timeout(self._connect(), self.timeout_s)
+                # The response future expires by itself at the deadline: no task
+                # cancellation machinery on the path every request takes.
+                fut = conn.request(head + body)
+                timer = loop.call_at(deadline, _expire, fut, self.timeout_s)
+                try:
+                    status, keep, data = await fut
+                finally:
+                    timer.cancel()
             except TimeoutError:
-                for c in holder:
-                    c.close()
+                if conn is not None:
+                    conn.close()
                 raise TimeoutError(f"no response within {self.timeout_s} s") from None
             except (OSError, ValueError) as e:
-                for c in holder:
-                    c.close()
+                if conn is not None:
+                    conn.close()
                 raise ConnectionError(f"{type(e).__name__}: {e}") from e
             except BaseException:
-                for c in holder:
-                    c.close()
+                if conn is not None:
+                    conn.close()
                 raise
-            conn = holder[0]
             if keep and conn.usable():
                 self._idle.append(conn)
             else:
                 conn.close()
             return status, data
-
-    async def _exchange(self, holder: list[_HTTPConnection], payload: bytes) -> tuple[int, bool, bytes]:
-        if not holder:
-            holder.append(await self._connect())
-        return await holder[0].request(payload)
 
     async def aclose(self) -> None:
         while self._idle:
