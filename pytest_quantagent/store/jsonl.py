@@ -25,6 +25,7 @@ import re
 import threading
 import warnings
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock
 from pydantic import ValidationError
@@ -45,6 +46,46 @@ class TornLineWarning(UserWarning):
     """The store's last line was incomplete (a writer died mid-write) and was dropped."""
 
 
+class _ProcessLock:
+    """An exclusive lock between processes on ``path``: ``flock`` on a descriptor kept open
+    for the store's lifetime (two system calls per use), or :class:`filelock.FileLock`
+    where ``fcntl`` does not exist. Not a lock between threads: pair it with one."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._fallback: FileLock | None = None
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            self._fallback = FileLock(path)
+            return
+        self._fcntl: Any = fcntl
+
+    def __enter__(self) -> None:
+        if self._fallback is not None:  # pragma: no cover - Windows
+            self._fallback.acquire()
+            return
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fcntl.flock(self._fd, self._fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fallback is not None:  # pragma: no cover - Windows
+            self._fallback.release()
+            return
+        assert self._fd is not None
+        self._fcntl.flock(self._fd, self._fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
 class EpisodeStore:
     """Append-only JSONL store of :class:`EpisodeRecord` for one run directory."""
 
@@ -53,7 +94,7 @@ class EpisodeStore:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / EPISODES_FILE
         self.failures_path = self.run_dir / FAILURES_FILE
-        self._flock = FileLock(str(self.path) + ".lock")
+        self._flock = _ProcessLock(str(self.path) + ".lock")
         self._tlock = threading.Lock()
         self._index: dict[str, tuple[int, int, int]] = {}
         """key → (byte offset, length, line number) of its line."""
