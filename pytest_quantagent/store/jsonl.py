@@ -101,6 +101,9 @@ class EpisodeStore:
         self._parsed: dict[str, EpisodeRecord] = {}
         self._offset = 0
         self._line_no = 0
+        self._fd: int | None = None
+        """Append descriptor (O_APPEND), reopened if the file was replaced."""
+        self._path_ino: int | None = None
 
     # -- reading -----------------------------------------------------------------------
 
@@ -108,10 +111,12 @@ class EpisodeStore:
         """Index lines appended since the last read. With ``repair`` (file lock held: no
         writer is mid-write), an unterminated tail is torn: warn and truncate it."""
         try:
-            size = self.path.stat().st_size
+            st = os.stat(self.path)
         except FileNotFoundError:
             self._offset = 0
+            self._path_ino = None
             return
+        size, self._path_ino = st.st_size, st.st_ino
         if size < self._offset:
             raise DataFileError(self.path, "", "the store shrank while open (edited by hand?)")
         if size == self._offset:
@@ -219,15 +224,39 @@ class EpisodeStore:
             self._read_new(repair=True)
             if record.key in self._index:
                 return False
-            with open(self.path, "ab") as f:
-                f.write(line)
-                f.flush()
-                os.fsync(f.fileno())
+            fd = self._append_fd()
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
             self._line_no += 1
             self._index[record.key] = (self._offset, len(line) - 1, self._line_no)
             self._parsed[record.key] = record
             self._offset += len(line)
             return True
+
+    def _append_fd(self) -> int:
+        """The append descriptor, (re)opened when missing or when the path now names
+        another file (call with the locks held, after :meth:`_read_new`)."""
+        if self._fd is not None and (self._path_ino is None or os.fstat(self._fd).st_ino != self._path_ino):
+            os.close(self._fd)
+            self._fd = None
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        return self._fd
+
+    def close(self) -> None:
+        """Close the descriptors this store keeps open (it reopens them if used again)."""
+        with self._tlock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            self._flock.close()
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            os.close(fd)
 
     def append_failure(self, record: EpisodeRecord) -> None:
         """Log an infrastructure failure to ``failures.jsonl`` (never read as an outcome)."""

@@ -34,6 +34,20 @@ def test_append_load_roundtrip_and_duplicate_key_refused(tmp_path: Path) -> None
     assert len((tmp_path / "episodes.jsonl").read_bytes().splitlines()) == 2
 
 
+def test_appends_follow_the_path_when_the_file_is_moved_away(tmp_path: Path) -> None:
+    # The store keeps an append descriptor open; a file moved away (archived) must not
+    # keep receiving records meant for the path.
+    s = EpisodeStore(tmp_path)
+    s.append(rec("k1"))
+    (tmp_path / "episodes.jsonl").rename(tmp_path / "archived.jsonl")
+    assert s.append(rec("k2", "t1"))
+    assert [json.loads(x)["key"] for x in (tmp_path / "episodes.jsonl").read_bytes().splitlines()] == ["k2"]
+    assert [json.loads(x)["key"] for x in (tmp_path / "archived.jsonl").read_bytes().splitlines()] == ["k1"]
+    s.close()
+    assert s.append(rec("k3", "t2"))  # reopens after close
+    assert len((tmp_path / "episodes.jsonl").read_bytes().splitlines()) == 2
+
+
 def test_infrastructure_failures_go_to_failures_file(tmp_path: Path) -> None:
     s = EpisodeStore(tmp_path)
     bad = rec("k1", termination=TerminationReason.INFRASTRUCTURE_ERROR)
