@@ -224,6 +224,7 @@ class ArmRunner:
             calls=list(outcome.calls), messages=list(outcome.messages),
             decisions=list(outcome.decisions or ()), tokens=tokens or None,
             duration_s=round(duration, 4), infra_retries=retries,
+            error_message=outcome.error_message[:2000] if outcome.error_message else None,
         )
 
     def _failure(self, ep: PlannedEpisode, key: str, message: str, duration: float,

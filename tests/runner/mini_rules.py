@@ -16,3 +16,9 @@ def solving_rule(request: Any) -> dict[str, Any]:
     if turns == 2:
         return {"tool_calls": [{"name": "set_email", "arguments": {"user_id": uid, "email": email}}]}
     return {"content": "Your email is updated. ###STOP###"}
+
+
+def failing_rule(request: Any) -> dict[str, Any]:
+    """A backend that refuses the request for a reason no retry fixes (as a server's
+    HTTP 400 "context length exceeded")."""
+    raise ValueError("prompt is longer than the model's context (4096 tokens)")

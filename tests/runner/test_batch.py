@@ -235,3 +235,15 @@ def test_repair_arm_shows_the_model_reflexive_results_but_counts_unchanged(mini_
     assert rep_seen and all("does not exist for you" in t and "get_user" in t for t in rep_seen)
     # The stored trajectory keeps the engine's original tool result.
     assert all("does not exist for you" not in m.content for m in rep.messages if m.role == "tool")
+
+
+def test_an_agent_error_keeps_its_reason_in_the_store(mini_domain: Domain, tmp_path: Path) -> None:
+    rt = build_arm(ArmSpec(label="bf16", backend="mock", model="m", options={"rule": "mini_rules:failing_rule"}),
+                   retry=FAST)
+    store = EpisodeStore(tmp_path)
+    plan = _plan(mini_domain, trials=1)[:1]
+    (rec,) = asyncio.run(run_arm(domain=mini_domain, runtime=rt, plan=plan, settings=RunSettings(), store=store))
+    assert rec.termination == TerminationReason.AGENT_ERROR and not rec.success
+    assert rec.error_message == "ValueError: prompt is longer than the model's context (4096 tokens)"
+    (stored,) = EpisodeStore(tmp_path).records()
+    assert stored.error_message == rec.error_message
