@@ -49,11 +49,15 @@ class TornLineWarning(UserWarning):
 class _ProcessLock:
     """An exclusive lock between processes on ``path``: ``flock`` on a descriptor kept open
     for the store's lifetime (two system calls per use), or :class:`filelock.FileLock`
-    where ``fcntl`` does not exist. Not a lock between threads: pair it with one."""
+    where ``fcntl`` does not exist. Not a lock between threads: pair it with one.
+
+    A forked child gets a descriptor of its own: an inherited one shares the parent's lock
+    (``flock`` belongs to the open file, not the process) and would not exclude it."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._fd: int | None = None
+        self._pid = 0
         self._fallback: FileLock | None = None
         try:
             import fcntl
@@ -66,8 +70,9 @@ class _ProcessLock:
         if self._fallback is not None:  # pragma: no cover - Windows
             self._fallback.acquire()
             return
-        if self._fd is None:
+        if self._fd is None or self._pid != os.getpid():
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._pid = os.getpid()
         self._fcntl.flock(self._fd, self._fcntl.LOCK_EX)
 
     def __exit__(self, *exc: object) -> None:

@@ -9,6 +9,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,6 +47,29 @@ def test_appends_follow_the_path_when_the_file_is_moved_away(tmp_path: Path) -> 
     s.close()
     assert s.append(rec("k3", "t2"))  # reopens after close
     assert len((tmp_path / "episodes.jsonl").read_bytes().splitlines()) == 2
+
+
+def _append_after_fork(store: EpisodeStore, done_at: Any) -> None:
+    store.append(rec("k2", "t1"))
+    done_at.value = time.monotonic()
+
+
+def test_a_forked_child_does_not_share_the_parents_lock(tmp_path: Path) -> None:
+    # flock belongs to the open file: a child using the inherited descriptor would get the
+    # lock while the parent holds it. The store opens its own in the child.
+    s = EpisodeStore(tmp_path)
+    s.append(rec("k1"))
+    ctx = mp.get_context("fork")
+    done_at = ctx.Value("d", 0.0)
+    with s._flock:
+        child = ctx.Process(target=_append_after_fork, args=(s, done_at))
+        child.start()
+        time.sleep(0.5)
+        released_at = time.monotonic()
+    child.join(10)
+    assert child.exitcode == 0
+    assert done_at.value >= released_at  # the child waited for the parent's lock
+    assert list(EpisodeStore(tmp_path).load()) == ["k1", "k2"]
 
 
 def test_infrastructure_failures_go_to_failures_file(tmp_path: Path) -> None:
