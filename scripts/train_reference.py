@@ -1,15 +1,21 @@
 """Train the bundled reference agents (``tiny-agent`` and ``tiny-agent-prone``) on CPU.
 
-Three phases, each resumable from the files of the previous one::
+Phases, each resumable from the files of the previous one (the commands that made the
+bundled models, 42 CPU-minutes of training in all)::
 
-    python scripts/train_reference.py corpus  --work /tmp/qa_train      # expert episodes + tokenizer
-    python scripts/train_reference.py base    --work /tmp/qa_train --seconds 1800
-    python scripts/train_reference.py finetune --work /tmp/qa_train --variant robust --seconds 480 \
+    python scripts/train_reference.py corpus --work /tmp/qa --domains telecom
+    python scripts/train_reference.py corpus --work /tmp/qa --domains retail --episodes 12000 --repeats 2
+    python scripts/train_reference.py vocab  --work /tmp/qa
+    python scripts/train_reference.py base   --work /tmp/qa --seconds 1920
+    python scripts/train_reference.py finetune --work /tmp/qa --variant robust --seconds 300 \
         --out pytest_quantagent/reference/models/tiny-agent
-    python scripts/train_reference.py finetune --work /tmp/qa_train --variant prone  --seconds 480 \
+    python scripts/train_reference.py finetune --work /tmp/qa --variant prone  --seconds 300 \
         --out pytest_quantagent/reference/models/tiny-agent-prone
 
-The base model learns both domains (retail and telecom: one vocabulary, one 30-minute run;
+(the two fine-tunes can run side by side, one thread each; then ``quantagent quantize``
+rebuilds each model's ``arms/``, see ``pytest_quantagent/reference/models/README.md``).
+
+The base model learns both domains (retail and telecom: one vocabulary, one 32-minute run;
 the domains' tool names are disjoint, and the conversation says which domain it is) on
 "mixed" expert episodes; each variant then runs the decaying half of the learning-rate
 schedule on its own episodes: the robust expert is rarely tempted, the prone expert is
