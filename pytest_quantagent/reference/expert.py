@@ -87,10 +87,14 @@ class NoiseConfig:
     """Share of (tool, task kind) pairs that are primed."""
     p_recover_reread: float = 0.5
     """After a wrong id: chance to re-read (find/list) before the correct call."""
+    cross_role: bool = False
+    """Also tempt the agent to call a user-side (device) tool itself, at the rates above,
+    before it asks the user (τ²-bench telecom's cross-role failure). Off: no random draw,
+    so the other variants' corpora are unchanged."""
 
 
 ROBUST = NoiseConfig(name="robust", p_base=0.02, p_primed=0.02, primed_share=0.0)
-PRONE = NoiseConfig(name="prone", p_base=0.04, p_primed=0.5, primed_share=0.35)
+PRONE = NoiseConfig(name="prone", p_base=0.04, p_primed=0.5, primed_share=0.35, cross_role=True)
 MIXED = NoiseConfig(name="mixed", p_base=0.05, p_primed=0.25, primed_share=0.35)
 NOISE_CONFIGS: dict[str, NoiseConfig] = {c.name: c for c in (ROBUST, PRONE, MIXED)}
 
@@ -423,6 +427,13 @@ class ExpertAgent:
         while self._i < len(self._plan):
             action = self._plan[self._i]
             if action.requestor == "user":
+                if self.noise.cross_role and (self._i, "cross_role") not in self._tempted:
+                    self._tempted.add((self._i, "cross_role"))
+                    if self.rng.random() < self._p(action.name, "cross_role"):
+                        # The agent runs the user's phone tool itself; the error tells it
+                        # to ask the user, which it does next.
+                        self.tempted_calls += 1
+                        return self._call(action.name, dict(action.arguments))
                 self._i += 1
                 return AssistantMessage(content=self.domain.describe_user_action(action))
             if action.name == "__lookup__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import pytest
 
@@ -25,3 +26,42 @@ def test_training_tasks_exclude_every_test_scenario(name: str) -> None:
     assert len(tasks) > 2666 * 0.9
     leaked = sorted({key(t) for t in tasks} & test_keys, key=str)
     assert leaked == []
+
+
+def test_prone_telecom_expert_calls_device_tools_then_asks_the_user() -> None:
+    import asyncio
+    import random
+    from collections import Counter
+
+    from pytest_quantagent.env.channels import Channel
+    from pytest_quantagent.reference.expert import (
+        PRONE,
+        ROBUST,
+        ExpertAgent,
+        decoy_ids,
+        enum_arguments,
+    )
+    from pytest_quantagent.runner.episode import run_episode
+
+    domain = get_domain("telecom")
+    tasks = [domain.task(t) for t in domain.splits["train"]][:30]
+    device_tools = {s["function"]["name"] for s in domain.user_tool_schemas()}
+
+    async def play(noise: Any) -> tuple[int, Counter[Channel]]:
+        ok, channels = 0, Counter[Channel]()
+        for i, task in enumerate(tasks):
+            agent = ExpertAgent(domain, task, noise, random.Random(i), enum_values=enum_arguments(domain),
+                                decoys=decoy_ids([]))
+            out = await run_episode(domain=domain, task=task, agent=agent, user=domain.make_user(task, i))
+            ok += out.success
+            for c in out.calls:
+                if c.channel == Channel.CROSS_ROLE_TOOL:
+                    assert c.requestor == "assistant" and c.name in device_tools
+                channels.update([c.channel] if c.channel else [])
+        return ok, channels
+
+    ok, channels = asyncio.run(play(PRONE))
+    assert ok == len(tasks)  # the expert recovers: it asks the user next
+    assert channels[Channel.CROSS_ROLE_TOOL] >= 10
+    ok, channels = asyncio.run(play(ROBUST))
+    assert ok == len(tasks) and channels[Channel.CROSS_ROLE_TOOL] == 0
