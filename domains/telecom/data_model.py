@@ -11,7 +11,6 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-
 from pytest_quantagent.env.db import DB
 
 #: The simulated "today" of the domain (τ²-bench's telecom clock; our data uses it too).
