@@ -22,6 +22,7 @@ from pytest_quantagent.report.model import CellInput, analyze
 from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_cell
 from pytest_quantagent.runner.build import USER_TURNS_FILE, build_arm, build_user
 from pytest_quantagent.runner.episode import run_episode
+from pytest_quantagent.runner.llm_user import LLMUserSpec
 from pytest_quantagent.runner.oracle import OracleAgent
 from pytest_quantagent.store.jsonl import EpisodeStore
 
@@ -370,7 +371,10 @@ def test_bundled_transformers_model_as_the_user() -> None:
         return res["bf16"][0]
 
     rec = asyncio.run(go())
-    assert rec.user_sim.startswith("llm:transformers:tiny-agent") and "[bf16]" in rec.user_sim
+    # The record names exactly this user (bf16 weights carry no quantization tag; other
+    # precisions of the same model get another identity, see test_user_config).
+    assert rec.user_sim == LLMUserSpec.from_config(parse_user_model("tiny-agent")).identity
+    assert rec.user_sim.startswith("llm:transformers:tiny-agent(")
     assert rec.scored and rec.steps > 1
     users = [m for m in rec.messages if isinstance(m, UserMessage)]
     assert users and all(m.content or m.tool_calls for m in users)
