@@ -104,13 +104,25 @@ def _counts(d: dict[str, Any] | None) -> str:
 
 
 def cell_notes(report: Report | dict[str, Any]) -> list[str]:
-    """What the table has no column for, one line each: failed calls made by the (LLM) user,
+    """What the table has no column for, one line each: episodes that an exception in the
+    agent or the user ended (a server refusing the request, or a bug in a backend: they
+    score as failures, so they must not go unseen), failed calls made by the (LLM) user,
     kept out of the agent's channels, and the honesty flags of τ²-bench results files in the
     reader's own words (:meth:`pytest_quantagent.tau2.flags.Tau2Flags.lines`)."""
     data = report.model_dump(mode="json") if isinstance(report, Report) else report
     out: list[str] = []
     for cell in data.get("cells", []):
         name = f"{cell['domain']}/{cell['arm']}"
+        terms = cell.get("terminations") or {}
+        ended = {side: {k: v for k, v in (terms.get(side) or {}).items()
+                        if k in ("agent_error", "user_error") and v}
+                 for side in ("arm", "reference")}
+        if any(ended.values()):
+            out.append(
+                f"{name}: episodes ended by an exception in the agent or user (scored as "
+                f"failures; each record's error_message says why): arm {_counts(ended['arm'])}; "
+                f"reference {_counts(ended['reference'])}"
+            )
         uf = cell.get("user_failures")
         if uf and any((uf.get(side) or {}) for side in ("arm", "reference")):
             out.append(

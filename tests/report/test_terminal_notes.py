@@ -58,6 +58,17 @@ def test_user_failures_and_tau2_flags_are_listed() -> None:
         assert f"<li>{html.escape(note)}</li>" in page
 
 
+def test_episodes_ended_by_an_exception_are_listed() -> None:
+    cell = _cell(terminations={"arm": {"user_stop": 30, "agent_error": 3, "user_error": 0},
+                               "reference": {"user_stop": 33}})
+    assert cell_notes({"cells": [cell]}) == [
+        "telecom/int4: episodes ended by an exception in the agent or user (scored as failures; "
+        "each record's error_message says why): arm agent_error 3; reference none"
+    ]
+    clean = _cell(terminations={"arm": {"user_stop": 33}, "reference": {"user_stop": 33}})
+    assert cell_notes({"cells": [clean]}) == []
+
+
 def test_flags_round_trip_through_the_report_dict() -> None:
     from collections import Counter
 
