@@ -186,18 +186,23 @@ def parse_arm_labels(value: str, allowed: Iterable[str] | None = None) -> list[s
     return labels
 
 
+def _read_config(p: Path) -> dict[str, Any]:
+    """The arms config file's TOML; :class:`DataFileError` when missing or not TOML."""
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataFileError(p, "", "arms config file not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise DataFileError(p, "", f"not valid TOML: {e}") from None
+
+
 def load_arms_config(path: str | Path) -> dict[str, ArmSpec]:
     """Read a TOML arms config; each ``[arms.<label>]`` table becomes an :class:`ArmSpec`.
 
     Raises :class:`DataFileError` naming the file and the table for anything malformed.
     """
     p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataFileError(p, "", "arms config file not found") from None
-    except tomllib.TOMLDecodeError as e:
-        raise DataFileError(p, "", f"not valid TOML: {e}") from None
+    data = _read_config(p)
     arms = data.get("arms")
     if not isinstance(arms, dict) or not arms:
         raise DataFileError(p, "arms", "no [arms.<label>] tables (e.g. [arms.bf16] backend = \"openai\" ...)")
@@ -293,12 +298,7 @@ def load_user_config(path: str | Path) -> UserModelConfig | None:
     :class:`DataFileError` naming the file and the key for anything malformed.
     """
     p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataFileError(p, "", "arms config file not found") from None
-    except tomllib.TOMLDecodeError as e:
-        raise DataFileError(p, "", f"not valid TOML: {e}") from None
+    data = _read_config(p)
     table = data.get("user")
     if table is None:
         return None
