@@ -237,20 +237,33 @@ def _summary(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
+def run_and_report(
+    args: argparse.Namespace,
+    command: str,
+    execute: Callable[[argparse.Namespace], Any],
+    as_json: Callable[[Any], Any],
+    render: Callable[[Any], None],
+) -> int:
+    """The body of ``quantagent run`` and ``quantagent screen``: run, write ``--json``
+    (``-``: stdout only), else render for the terminal; a bad input is exit code 2."""
     t0 = time.monotonic()
     try:
-        report = execute(args)
+        result = execute(args)
     except (QuantAgentError, ValueError) as e:
-        print(f"quantagent run: error: {e}", file=sys.stderr)
+        print(f"quantagent {command}: error: {e}", file=sys.stderr)
         return 2
-    text = json.dumps(report, indent=2)
+    text = json.dumps(as_json(result), indent=2)
     if args.json == "-":
         print(text)
     elif args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(text + "\n", encoding="utf-8")
     if not args.quiet and args.json != "-":
-        print(_summary(report))
+        render(result)
         print(f"({time.monotonic() - t0:.1f} s; episodes in {args.out / 'episodes.jsonl'})")
     return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_and_report(args, "run", execute, lambda report: report,
+                          lambda report: print(_summary(report)))

@@ -13,14 +13,10 @@ Exit status: 0 when the screen ran (whatever the risk), 2 on bad input.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_quantagent.commands.run import add_episode_options
-from pytest_quantagent.errors import QuantAgentError
+from pytest_quantagent.commands.run import add_episode_options, run_and_report
 
 if TYPE_CHECKING:
     from pytest_quantagent.report.screen import ScreenReport
@@ -109,21 +105,9 @@ def execute(args: argparse.Namespace) -> ScreenReport:
 
 
 def run(args: argparse.Namespace) -> int:
-    t0 = time.monotonic()
-    try:
-        report = execute(args)
-    except (QuantAgentError, ValueError) as e:
-        print(f"quantagent screen: error: {e}", file=sys.stderr)
-        return 2
-    text = json.dumps(report.model_dump(mode="json"), indent=2)
-    if args.json == "-":
-        print(text)
-    elif args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
-    if not args.quiet and args.json != "-":
+    def render(report: Any) -> None:
         from pytest_quantagent.report.screen import render_screen
 
         render_screen(report)
-        print(f"({time.monotonic() - t0:.1f} s; episodes in {args.out / 'episodes.jsonl'})")
-    return 0
+
+    return run_and_report(args, "screen", execute, lambda report: report.model_dump(mode="json"), render)
