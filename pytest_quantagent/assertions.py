@@ -122,13 +122,21 @@ def _need_pairs(cell: QuantCell, paired: PairedSuccess) -> None:
         )
 
 
-def score_equivalence(cell: QuantCell, margin: float = 0.075, alpha: float = 0.05) -> ScoreEquivalence:
-    """Paired TOST of the cell's success at ``cell.budget`` within ``±margin`` (no raise)."""
-    from pytest_quantagent.session import needed_trials
-    from pytest_quantagent.stats import paired_difference, paired_tost
+def score_equivalence(
+    cell: QuantCell, margin: float = 0.075, alpha: float = 0.05, power: float = 0.8
+) -> ScoreEquivalence:
+    """Paired TOST of the cell's success at ``cell.budget`` within ``±margin`` (no raise).
+
+    An INCONCLUSIVE message names the ``--quant-trials`` that reach ``power`` if the arms
+    are truly equal: the same plan as the report's verdict
+    (:func:`~pytest_quantagent.stats.power.trials_for_equivalence`)."""
+    import statistics
+
+    from pytest_quantagent.stats import paired_difference, paired_tost, trials_for_equivalence
 
     margin = _check_fraction("margin", margin)
     alpha = _check_fraction("alpha", alpha, 0.0, 0.5)
+    power = _check_fraction("power", power)
     paired = paired_successes(cell.episodes, cell.reference_episodes, cell.budget)
     _need_pairs(cell, paired)
     tost = paired_tost(paired.arm, paired.reference, margin=margin, alpha=alpha,
@@ -158,29 +166,32 @@ def score_equivalence(cell: QuantCell, margin: float = 0.075, alpha: float = 0.0
                 "margin; check that both arms ran the same tasks and prompts")
     else:
         verdict = "INCONCLUSIVE"
-        t = needed_trials(half, diff.diff, margin, cell.trials)
-        if t is None:
-            step = (f"INCONCLUSIVE: {paired.n} paired episodes give ±{100 * half:.1f} points and "
-                    f"the estimate {_pts(diff.diff)} is itself outside ±{100 * margin:.1f}; more "
-                    "episodes cannot show equivalence at this margin")
-        else:
-            room = margin - abs(diff.diff)
-            step = (f"INCONCLUSIVE: {paired.n} paired episodes give ±{100 * half:.1f} points; "
-                    f"run with --quant-trials {t} for ±{100 * room:.1f}")
+        sd = statistics.stdev(x - y for x, y in zip(paired.arm, paired.reference, strict=True))
+        plan, t = trials_for_equivalence(sd, len(set(paired.clusters)), margin=margin,
+                                         alpha=alpha, power=power)
+        step = (f"INCONCLUSIVE: {paired.n} paired episodes give ±{100 * half:.1f} points; "
+                f"about {plan.n_pairs} are needed for {power:.0%} power if the arms are equal: "
+                f"run with --quant-trials {t}")
+        if abs(diff.diff) >= margin:
+            step += (f" (the estimate {_pts(diff.diff)} is itself outside ±{100 * margin:.1f}, "
+                     "so more episodes may instead show a difference)")
     message = head if not step else f"{step}\n{head}"
     return ScoreEquivalence(cell.id, cell.budget, paired.n, a, r, tost, diff, verdict, message)
 
 
-def assert_score_equivalent(cell: QuantCell, margin: float = 0.075, alpha: float = 0.05) -> ScoreEquivalence:
+def assert_score_equivalent(
+    cell: QuantCell, margin: float = 0.075, alpha: float = 0.05, power: float = 0.8
+) -> ScoreEquivalence:
     """Assert that the candidate's success equals the reference's within ``±margin``.
 
     Paired TOST (H0: ``diff <= -margin`` or ``diff >= margin``) on success at the cell's
     budget (``@pytest.mark.error_budget(K)``, else the run's), clustered by task. Passes when
     equivalence is shown at level ``alpha``; the failure message gives the verdict
-    (DEGRADED, NOT_EQUIVALENT, INCONCLUSIVE with the trials needed).
+    (DEGRADED, NOT_EQUIVALENT, INCONCLUSIVE with the trials needed for ``power``, planned as
+    the report plans them).
     """
     __tracebackhide__ = True
-    result = score_equivalence(cell, margin, alpha)
+    result = score_equivalence(cell, margin, alpha, power)
     if result.verdict != "EQUIVALENT":
         raise AssertionError(result.message)
     return result

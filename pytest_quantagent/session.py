@@ -20,7 +20,6 @@ How cells are shared:
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -534,15 +533,3 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="quantagent-run") as pool:
         return pool.submit(asyncio.run, coro).result()
 
-
-def needed_trials(half_width: float, diff: float, margin: float, trials: int) -> int | None:
-    """Trials per task that would make a paired CI of this half-width fit inside ±margin.
-
-    Half-widths shrink as 1/sqrt(n) for a fixed per-pair variance, so n must grow by
-    ``(half_width / (margin - |diff|))**2``. None when the point estimate is itself outside
-    the margin (no sample size shows equivalence then).
-    """
-    room = margin - abs(diff)
-    if room <= 0 or not math.isfinite(half_width):
-        return None
-    return max(trials + 1, math.ceil(trials * (half_width / room) ** 2))

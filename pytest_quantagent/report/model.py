@@ -31,7 +31,7 @@ from pytest_quantagent.stats.paired import (
     unpaired_difference,
     unpaired_tost,
 )
-from pytest_quantagent.stats.power import paired_tost_sample_size
+from pytest_quantagent.stats.power import trials_for_equivalence
 from pytest_quantagent.stats.rank import failure_set_agreement
 from pytest_quantagent.stats.ratio import per_unit_ci, rate_ci, rate_ratio_from_clusters
 from pytest_quantagent.store.records import EpisodeRecord
@@ -513,15 +513,10 @@ def _analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig,
         }
 
     # sample size for the TOST (planning assumption: the arms are truly equal)
-    n_needed = trials_needed = None
     n_tasks = int(np.unique(a.task_ids.astype(str)).size) if a.n else 0
-    if sd_pairs is None or sd_pairs == 0:
-        # no discordance seen yet: assume one discordant pair per 10 (sd ≈ 0.32)
-        sd_pairs = math.sqrt(0.1)
-    ss = paired_tost_sample_size(sd_pairs, margin=cfg.margin, alpha=cfg.alpha, power=cfg.power)
+    ss, trials_needed = trials_for_equivalence(
+        sd_pairs, n_tasks, margin=cfg.margin, alpha=cfg.alpha, power=cfg.power)
     n_needed = ss.n_pairs
-    if n_tasks:
-        trials_needed = max(1, math.ceil(n_needed / n_tasks))
 
     cell = CellReport(
         domain=inp.domain, arm=inp.arm, reference=inp.reference, episodes=a.n,

@@ -13,7 +13,7 @@ from pytest_quantagent.stats.paired import (
     unpaired_difference,
     unpaired_tost,
 )
-from pytest_quantagent.stats.power import paired_tost_sample_size
+from pytest_quantagent.stats.power import paired_tost_sample_size, trials_for_equivalence
 from pytest_quantagent.stats.rank import failure_set_agreement
 from pytest_quantagent.stats.ratio import per_unit_ci, rate_ci, rate_ratio, rate_ratio_from_clusters
 from pytest_quantagent.stats.results import (
@@ -48,6 +48,7 @@ __all__ = [
     "rate_ci",
     "rate_ratio",
     "rate_ratio_from_clusters",
+    "trials_for_equivalence",
     "unpaired_difference",
     "unpaired_tost",
     "wilson_interval",

@@ -49,3 +49,30 @@ def paired_tost_sample_size(
     return SampleSizeResult(
         max(2, math.ceil(n)), margin, power, alpha, sd, true_diff, "normal-approx-tost"
     )
+
+
+#: Standard deviation of per-pair success differences assumed when no pair is discordant
+#: yet (sd = 0 would plan zero episodes): one discordant pair in ten.
+PLANNING_SD_FLOOR = math.sqrt(0.1)
+
+
+def trials_for_equivalence(
+    sd_pairs: float | None,
+    n_tasks: int,
+    *,
+    margin: float = 0.075,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> tuple[SampleSizeResult, int | None]:
+    """The paired episodes, and the trials per task over ``n_tasks`` tasks, that a paired
+    TOST within ``±margin`` needs to reach ``power`` if the arms are truly equal.
+
+    ``sd_pairs`` is the observed standard deviation of the per-pair differences; when it is
+    unknown or 0 (no discordant pair yet) :data:`PLANNING_SD_FLOOR` is assumed. The report's
+    INCONCLUSIVE verdict and ``assert_score_equivalent`` both plan with this, so they name
+    the same ``--quant-trials``. Trials is None when ``n_tasks`` is 0.
+    """
+    sd = sd_pairs if sd_pairs is not None and math.isfinite(sd_pairs) and sd_pairs > 0 else PLANNING_SD_FLOOR
+    ss = paired_tost_sample_size(sd, margin=margin, alpha=alpha, power=power)
+    trials = max(1, math.ceil(ss.n_pairs / n_tasks)) if n_tasks > 0 else None
+    return ss, trials

@@ -7,6 +7,8 @@ int4 episodes with 3 failures no longer count (success 53.3% vs 80.0%); fp8 equa
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.plugin.fakes import FAKE_CONFTEST
@@ -51,15 +53,20 @@ def test_inconclusive_says_how_many_trials_are_needed(
     result = run(fake, """
 def test_small(quant_cell):
     assert_score_equivalent(quant_cell, margin=0.075)
-""", "--quant=fp8", "--quant-trials=1")
+""", "--quant=fp8", "--quant-trials=1", "--quant-report=report.json")
     # 10 identical pairs: no discordant pair, so paired_tost adds one pseudo pair each way
-    # and the CI stays wider than ±7.5 points.
+    # and the CI stays wider than ±7.5 points. The plan assumes sd = sqrt(0.1) (no
+    # discordance yet): n = (z_.95 + z_.90)^2 * 0.1 / 0.075^2 = 8.564 * 0.1 / 0.005625
+    # = 152.3 -> 153 pairs (Chow, Shao & Wang 2008, §3.2.4), i.e. 16 trials of 10 tasks.
+    # The terminal report's verdict must name the same number.
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "E       AssertionError: INCONCLUSIVE: 10 paired episodes give ±*points; run with "
-        "--quant-trials * for ±7.5",
+        "E       AssertionError: INCONCLUSIVE: 10 paired episodes give ±*points; about 153 "
+        "are needed for 80% power if the arms are equal: run with --quant-trials 16",
         "E       telecom-fp8 at error budget K=10: success 80.0% (fp8) vs 80.0% (bf16) over 10 paired*",
     ])
+    cell = json.loads((fake.path / "report.json").read_text())["cells"][0]
+    assert (cell["verdict"], cell["n_needed"], cell["trials_needed"]) == ("INCONCLUSIVE", 153, 16)
 
 
 def test_channel_amplification_names_every_channel(fake: pytest.Pytester) -> None:
