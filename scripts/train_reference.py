@@ -40,7 +40,7 @@ from pytest_quantagent.reference.data import build_corpus
 from pytest_quantagent.reference.expert import NOISE_CONFIGS
 from pytest_quantagent.reference.model import ModelSize, count_parameters, make_model
 from pytest_quantagent.reference.tokenizer import DomainTokenizer
-from pytest_quantagent.reference.train import TrainConfig, agent_loss_mask, save_model, train
+from pytest_quantagent.reference.train import TrainConfig, agent_loss_mask, remap_classes, save_model, train
 
 DOMAINS = ("retail", "telecom")
 
@@ -121,7 +121,7 @@ def cmd_base(args: argparse.Namespace) -> None:
     import torch
 
     work = Path(args.work)
-    log = _log_to(work / "log.txt")
+    log = _log_to(work / f"log_{args.name}.txt")
     tok = DomainTokenizer.load(work)
     eps, masks = _load(work, "mixed", tok)
     if args.init:
@@ -129,20 +129,24 @@ def cmd_base(args: argparse.Namespace) -> None:
 
         model = LlamaForCausalLM.from_pretrained(args.init, dtype=torch.float32)
     else:
-        model = make_model(tok, ModelSize(), seed=args.seed)
+        model = make_model(tok, ModelSize(heads=args.heads, tied=args.tied), seed=args.seed)
     log(f"base (init {args.init or 'random'}): {count_parameters(model)} params, {len(eps)} episodes, {sum(map(len, eps))} tokens")
     cfg = TrainConfig(budget_s=args.seconds, seq_len=args.seq_len, batch=args.batch, lr=args.lr,
-                      hold_frac=1.0, warmup_steps=100, seed=args.seed, copy_weight=args.copy_weight)
+                      hold_frac=1.0, warmup_steps=100, seed=args.seed, copy_weight=args.copy_weight,
+                      remap_ids=args.remap_ids)
 
     def ckpt(m, step):  # type: ignore[no-untyped-def]
-        save_model(m, tok, work / "base")
+        save_model(m, tok, work / args.name)
         log(f"checkpoint at step {step}")
 
-    stats = train(model, eps, masks, cfg, log=log, checkpoint=ckpt)
-    save_model(model, tok, work / "base")
-    (work / "base_stats.json").write_text(json.dumps(
-        {"steps": stats.steps, "tokens": stats.tokens, "seconds": stats.seconds, "copy_weight": args.copy_weight,
-         "loss_ema": stats.final_loss_ema, "curve": stats.loss_curve}))
+    classes = remap_classes(tok)
+    if args.remap_ids:
+        log(f"remapping {sum(map(len, classes))} id tokens in {len(classes)} classes per row")
+    stats = train(model, eps, masks, cfg, log=log, checkpoint=ckpt, remap=classes)
+    save_model(model, tok, work / args.name)
+    (work / f"{args.name}_stats.json").write_text(json.dumps(
+        {"steps": stats.steps, "heads": args.heads, "tied": args.tied, "tokens": stats.tokens, "seconds": stats.seconds, "copy_weight": args.copy_weight,
+         "remap_ids": args.remap_ids, "loss_ema": stats.final_loss_ema, "curve": stats.loss_curve}))
     log(f"base done: {stats.steps} steps, {stats.tokens} tokens, {stats.seconds:.0f}s, loss {stats.final_loss_ema:.4f}")
     del torch
 
@@ -152,7 +156,7 @@ def cmd_finetune(args: argparse.Namespace) -> None:
     from transformers import LlamaForCausalLM
 
     work = Path(args.work)
-    log = _log_to(work / f"log_{args.variant}.txt")
+    log = _log_to(work / f"log_{args.start}_{args.variant}.txt")
     tok = DomainTokenizer.load(work)
     eps, masks = _load(work, args.variant, tok)
     if args.mix_base > 0:
@@ -162,8 +166,9 @@ def cmd_finetune(args: argparse.Namespace) -> None:
     model = LlamaForCausalLM.from_pretrained(str(work / args.start), dtype=torch.float32)
     cfg = TrainConfig(budget_s=args.seconds, seq_len=args.seq_len, batch=args.batch, lr=args.lr,
                       hold_frac=0.0, warmup_steps=20, min_lr_frac=0.05, seed=args.seed + 7,
-                      copy_weight=args.copy_weight)
-    stats = train(model, eps, masks, cfg, log=log)
+                      copy_weight=args.copy_weight, remap_ids=args.remap_ids)
+    stats = train(model, eps, masks, cfg, log=log, remap=remap_classes(tok))
+    stats_file = work / f"{args.start}_stats.json"
     out = Path(args.out)
     # The bundled reference weights are bf16 (the precision the project's reference arm
     # names); fp32 master weights are not shipped.
@@ -172,7 +177,8 @@ def cmd_finetune(args: argparse.Namespace) -> None:
         "variant": args.variant, "start": args.start, "finetune_steps": stats.steps,
         "finetune_tokens": stats.tokens, "finetune_seconds": round(stats.seconds),
         "finetune_loss_ema": stats.final_loss_ema, "finetune_copy_weight": args.copy_weight,
-        "base": json.loads((work / "base_stats.json").read_text()) if (work / "base_stats.json").exists() else None,
+        "finetune_remap_ids": args.remap_ids,
+        "base": json.loads(stats_file.read_text()) if stats_file.exists() else None,
         "corpus": json.loads((work / "corpus_meta.json").read_text()),
     }, indent=1, default=str))
     log(f"{args.variant} done: {stats.steps} steps, loss {stats.final_loss_ema:.4f} -> {out}")
@@ -202,7 +208,12 @@ def main(argv: list[str] | None = None) -> int:
         q.add_argument("--seed", type=int, default=0)
         q.add_argument("--copy-weight", type=float, default=5.0,
                        help="loss weight of agent tokens copied from user/tool text")
+        q.add_argument("--remap-ids", action="store_true",
+                       help="random per-row bijection within each entity-id class (learn to copy, not to memorise)")
     b.add_argument("--lr", type=float, default=2e-3)
+    b.add_argument("--name", default="base", help="folder (under --work) of the base model")
+    b.add_argument("--heads", type=int, default=ModelSize().heads)
+    b.add_argument("--tied", action="store_true", help="tie input and output embeddings")
     b.add_argument("--init", default=None, help="start from this checkpoint instead of random weights")
     f.add_argument("--lr", type=float, default=1.5e-3)
     f.add_argument("--variant", choices=("robust", "prone"), required=True)

@@ -26,6 +26,8 @@ class ModelSize:
     heads: int = 4
     mlp: int = 384
     max_positions: int = 2048
+    tied: bool = False
+    """Share the input embedding with the output layer (``tie_word_embeddings``)."""
 
 
 def make_config(tokenizer: DomainTokenizer, size: ModelSize = ModelSize()) -> LlamaConfig:
@@ -42,7 +44,7 @@ def make_config(tokenizer: DomainTokenizer, size: ModelSize = ModelSize()) -> Ll
         max_position_embeddings=size.max_positions,
         rms_norm_eps=1e-5,
         rope_theta=10000.0,
-        tie_word_embeddings=False,
+        tie_word_embeddings=size.tied,
         bos_token_id=tokenizer.bos_id,
         eos_token_id=[tokenizer.end_id, tokenizer.eos_id],
         pad_token_id=tokenizer.pad_id,

@@ -17,6 +17,14 @@ Choices, from the feasibility notes:
   frequent ones that appeared there first) weighs ``copy_weight`` in the loss. Those few
   tokens decide whether a call hits the right entity; at weight 1 they are a few percent of
   the loss and copying emerges late.
+- **Entity-id remapping** (``remap_ids``). Every row applies its own random bijection to
+  the entity-id tokens of each id shape (order ids, payment-method ids, item and product
+  ids, zips: see :func:`remap_classes`), the same in the user's, the tools' and the
+  agent's text. The episode stays consistent, but which token is the right one can only be
+  read from the context, so the model cannot get by on per-token memory of the training
+  database and must learn one copy mechanism that serves every id, including the ones the
+  test tasks use. Without it, whether an id was copied depended on how often that very
+  token had been a target in training.
 - ``torch.set_num_threads(1)``: two threads on two busy cores run several times slower.
 """
 
@@ -57,6 +65,8 @@ class TrainConfig:
     """Loss weight of agent tokens copied from user/tool text (1: plain mean)."""
     frequent_tokens: int = 300
     """The corpus's most frequent tokens never count as copies (JSON keys, punctuation)."""
+    remap_ids: bool = False
+    """Apply a random per-row bijection within each entity-id class (see module doc)."""
 
 
 @dataclass
@@ -98,12 +108,36 @@ def lr_at(cfg: TrainConfig, step: int, elapsed: float) -> float:
     return cfg.lr * warm * scale
 
 
+def remap_classes(tokenizer: DomainTokenizer, *, min_digits: int = 5, min_members: int = 20) -> list[np.ndarray]:
+    """Token ids of the entity-id vocabulary, grouped by id shape (digits → ``0``).
+
+    A class is a shape with at least ``min_digits`` digits, no date, time or decimal
+    characters (``- : .``), and at least ``min_members`` tokens: order ids ``#W0000000``,
+    ``paypal_0000000``-style payment ids, 10- and 12-digit item and product ids, 5-digit
+    zips. Email tails (``.romero0000@example.com``: one class per surname) count from two
+    members. Amounts, dates and short codes keep their meaning and are never remapped."""
+    from pytest_quantagent.reference.expert import id_shape
+    from pytest_quantagent.reference.tokenizer import is_id_like
+
+    by_shape: dict[str, list[int]] = {}
+    for i in range(tokenizer.vocab_size):
+        piece = tokenizer.id_to_piece(i)
+        if not is_id_like(piece):
+            continue
+        email = "@" in piece
+        if not email and (any(c in piece for c in "-:.") or sum(c.isdigit() for c in piece) < min_digits):
+            continue
+        by_shape.setdefault(id_shape(piece), []).append(i)
+    return [np.array(v, dtype=np.int64) for k, v in sorted(by_shape.items())
+            if len(v) >= (2 if "@" in k else min_members)]
+
+
 class PackedRows:
     """Samples BOS-aligned rows of ``seq_len`` tokens from tokenised episodes."""
 
     def __init__(
         self, episodes: Sequence[np.ndarray], masks: Sequence[np.ndarray], seq_len: int, seed: int,
-        *, frequent_tokens: int = 300,
+        *, frequent_tokens: int = 300, remap: Sequence[np.ndarray] = (),
     ) -> None:
         if not episodes:
             raise ValueError("no training episodes")
@@ -116,6 +150,19 @@ class PackedRows:
         counts = np.bincount(self.ids)
         self.frequent = np.zeros(len(counts), dtype=bool)
         self.frequent[np.argsort(-counts, kind="stable")[:frequent_tokens]] = True
+        self.remap = [np.asarray(c, dtype=np.int64) for c in remap]
+        if self.remap:
+            size = max(len(counts), int(max(c.max() for c in self.remap)) + 1)
+            self.frequent = np.pad(self.frequent, (0, size - len(self.frequent)))
+            self._identity = np.arange(size, dtype=np.int64)
+
+    def _remapped(self, chunk: np.ndarray) -> np.ndarray:
+        if not self.remap:
+            return chunk
+        perm = self._identity.copy()
+        for members in self.remap:
+            perm[members] = self.rng.permutation(members)
+        return perm[chunk]
 
     def batch(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Inputs ``(n, seq_len)`` and labels ``(n, seq_len)``: the same tokens, -100 where
@@ -136,7 +183,7 @@ class PackedRows:
         for r in range(n):
             s = int(self.starts[self.rng.integers(len(self.starts))])
             idx = (np.arange(s, s + self.seq_len)) % total
-            chunk, m = self.ids[idx], self.mask[idx]
+            chunk, m = self._remapped(self.ids[idx]), self.mask[idx]
             rows_x[r] = chunk
             y = chunk.copy()
             y[~m] = -100
@@ -173,13 +220,20 @@ def train(
     *,
     log: Callable[[str], None] = print,
     checkpoint: Callable[[LlamaForCausalLM, int], None] | None = None,
+    remap: Sequence[np.ndarray] = (),
 ) -> TrainStats:
-    """Train ``model`` in place for ``cfg.budget_s`` seconds of wall time."""
+    """Train ``model`` in place for ``cfg.budget_s`` seconds of wall time.
+
+    ``remap``: the id classes of :func:`remap_classes`, used when ``cfg.remap_ids``."""
     import torch
 
     torch.set_num_threads(1)
     torch.manual_seed(cfg.seed)
-    rows = PackedRows(episodes, masks, cfg.seq_len, cfg.seed, frequent_tokens=cfg.frequent_tokens)
+    if cfg.remap_ids and not remap:
+        raise ValueError("TrainConfig.remap_ids is set but no id classes were given (remap=...)")
+    remap = remap if cfg.remap_ids else ()
+    rows = PackedRows(episodes, masks, cfg.seq_len, cfg.seed, frequent_tokens=cfg.frequent_tokens,
+                      remap=remap)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n]
     no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embed" not in n)]
     opt = torch.optim.AdamW(

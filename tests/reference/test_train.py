@@ -93,3 +93,48 @@ def test_copies_are_agent_tokens_seen_earlier_outside_the_agent_turns() -> None:
     assert x[0].tolist() == ep.tolist()
     assert y[0].tolist() == [-100] * 5 + [5, 7, 9, 5, 7]
     assert copies[0].tolist() == [False] * 6 + [True, False, False, True]
+
+
+def test_id_remapping_is_one_bijection_per_row_within_each_class() -> None:
+    # tokens 20..23 form one id class, 30..31 another; 5 and 7 are not ids.
+    ep = np.array([1, 20, 5, 30, 21, 7, 20, 30, 21, 5])
+    mask = np.array([0, 0, 0, 0, 0, 1, 1, 1, 1, 1], dtype=np.uint8)
+    classes = [np.arange(20, 24), np.arange(30, 32)]
+    rows = PackedRows([ep], [mask], seq_len=10, seed=0, frequent_tokens=1, remap=classes)
+    plain = PackedRows([ep], [mask], seq_len=10, seed=0, frequent_tokens=1)
+    seen = set()
+    for _ in range(40):
+        x, y, copies = rows.batch_with_copies(1)
+        row = x[0]
+        # non-id tokens are untouched; ids stay in their class; equal ids stay equal and
+        # different ids stay different (a bijection), so the episode is still consistent
+        assert row[[0, 2, 5, 9]].tolist() == [1, 5, 7, 5]
+        assert set(row[[1, 4, 6, 8]]) <= set(range(20, 24)) and set(row[[3, 7]]) <= {30, 31}
+        assert row[1] == row[6] and row[4] == row[8] and row[1] != row[4] and row[3] == row[7]
+        assert np.all((y[0] == row) | (y[0] == -100))
+        # what counts as a copy does not depend on which tokens the ids became
+        assert copies[0].tolist() == plain.batch_with_copies(1)[2][0].tolist()
+        seen.add((int(row[1]), int(row[4])))
+    assert len(seen) > 5  # the mapping changes from row to row
+
+
+def test_remap_classes_group_entity_ids_by_shape_and_leave_numbers_alone() -> None:
+    from pytest_quantagent.reference.train import remap_classes
+
+    orders = [f"#W{1000000 + 37 * i}" for i in range(25)]
+    amounts = [f"{100 + i}.5" for i in range(25)]
+    emails = ["alice.smith1234@example.com", "alice.smith9876@example.com"]
+    tok = DomainTokenizer.build([EPISODE], orders + amounts + emails + ["#W12"], min_word_count=1)
+    classes = [sorted(tok.id_to_piece(int(i)) for i in c) for c in remap_classes(tok)]
+    assert sorted(orders) in classes
+    assert sorted(emails) in classes  # an email class counts from two members
+    flat = {p for c in classes for p in c}
+    assert not flat & set(amounts) and "#W12" not in flat
+
+
+def test_remap_ids_without_classes_is_an_error() -> None:
+    tok = DomainTokenizer.build([EPISODE] * 3, min_word_count=1)
+    model = make_model(tok, ModelSize(hidden=16, layers=1, heads=2, mlp=32), seed=0)
+    ids = tok.encode(EPISODE)
+    with pytest.raises(ValueError, match="remap_ids"):
+        train(model, [np.array(ids)], [agent_loss_mask(ids, tok)], TrainConfig(budget_s=1, remap_ids=True))
