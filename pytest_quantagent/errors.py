@@ -51,3 +51,19 @@ class MissingDependencyError(QuantAgentError, ImportError):
 class InfrastructureError(QuantAgentError):
     """A failure of the serving stack (HTTP 5xx, timeout, dropped connection) after retries.
     Never scored as an agent failure."""
+
+
+class ContextLengthError(QuantAgentError, ValueError):
+    """A prompt that does not fit the model's context window, as a server's HTTP 400
+    "maximum context length" answer. Not retryable: the episode ends with ``agent_error``
+    (τ²-bench ends it the same way when the LLM call fails)."""
+
+    def __init__(self, model: str, prompt_tokens: int, limit: int) -> None:
+        self.model = model
+        self.prompt_tokens = prompt_tokens
+        self.limit = limit
+        super().__init__(
+            f"prompt of {prompt_tokens} tokens does not fit the context of model {model!r}: "
+            f"max_position_embeddings is {limit}, so prompts of at most {limit - 1} tokens "
+            "leave room to generate"
+        )

@@ -159,6 +159,10 @@ class TransformersBackend(Backend):
         if max_new_tokens is None:
             max_new_tokens = 160 if self.bundled else 1024
         self.max_new_tokens = max_new_tokens
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        self.context_limit: int | None = int(limit) if limit else None
+        """Positions the model was built for: a longer prompt raises ContextLengthError (as a
+        server refuses it) instead of running RoPE past what the model has ever seen."""
         self._pending: list[_Job] = []
         self._lock = threading.Lock()
         self._worker: asyncio.Task[None] | None = None
@@ -229,6 +233,8 @@ class TransformersBackend(Backend):
     # -- generation --------------------------------------------------------------------
     def generate_batch(self, requests: list[GenerateRequest]) -> list[Generation]:
         """Run requests synchronously as one batch (greedy) or one by one (sampling)."""
+        for r in requests:
+            self.check_context(r)
         greedy = [i for i, r in enumerate(requests) if r.temperature <= 0]
         out: list[Generation | None] = [None] * len(requests)
         for start in range(0, len(greedy), self.max_batch):
@@ -251,6 +257,8 @@ class TransformersBackend(Backend):
             ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
             mask[row, width - len(p):] = 1
         max_new = min(self.max_new_tokens, max(r.max_tokens for r in requests))
+        if self.context_limit is not None:
+            max_new = max(1, min(max_new, self.context_limit - max(len(p) for p in prompts)))
         sample = requests[0].temperature > 0
         gen_kwargs: dict[str, Any] = {
             "max_new_tokens": max_new,
@@ -341,7 +349,18 @@ class TransformersBackend(Backend):
         return out
 
     # -- async queue -------------------------------------------------------------------
+    def check_context(self, request: GenerateRequest) -> None:
+        """Raise :class:`ContextLengthError` when the prompt leaves no position to generate."""
+        if self.context_limit is None:
+            return
+        n = len(self.prompt_ids(request))
+        if n >= self.context_limit:
+            from pytest_quantagent.errors import ContextLengthError
+
+            raise ContextLengthError(self.model_ref, n, self.context_limit)
+
     async def generate(self, request: GenerateRequest) -> Generation:
+        self.check_context(request)
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Generation] = loop.create_future()
         self._pending.append(_Job(request, fut, loop))

@@ -147,3 +147,26 @@ def test_bundled_model_asks_for_identification_or_calls_a_retail_tool() -> None:
         assert g1.content and any(w in g1.content.lower() for w in ("email", "name", "zip"))
     cfg = json.loads((BUNDLED / "config.json").read_text())
     assert cfg["model_type"] == "llama" and cfg["tie_word_embeddings"] is False
+
+
+def test_prompt_longer_than_the_context_is_refused_like_a_server_would(tiny_dir: Path) -> None:
+    from pytest_quantagent.errors import ContextLengthError
+
+    backend = TransformersBackend(tiny_dir, max_new_tokens=12)
+    assert backend.context_limit == 256
+    long_text = " ".join(["hello there"] * 200)
+    n = len(backend.prompt_ids(_request(long_text)))
+    assert n >= 256
+    with pytest.raises(ContextLengthError, match=f"prompt of {n} tokens.*max_position_embeddings is 256"):
+        asyncio.run(backend.generate(_request(long_text)))
+    with pytest.raises(ContextLengthError):
+        backend.generate_batch([_request("hi"), _request(long_text)])
+    # A prompt that fits but leaves fewer than max_tokens positions generates up to the limit.
+    fits = " ".join(["hello there"] * 100)
+    m = len(backend.prompt_ids(_request(fits)))
+    while m < 250:
+        fits += " hello"
+        m = len(backend.prompt_ids(_request(fits)))
+    assert m < 256
+    g = backend.generate_batch([_request(fits)])[0]
+    assert (g.completion_tokens or 0) <= 256 - m
