@@ -133,7 +133,7 @@ def cmd_base(args: argparse.Namespace) -> None:
     log(f"base (init {args.init or 'random'}): {count_parameters(model)} params, {len(eps)} episodes, {sum(map(len, eps))} tokens")
     cfg = TrainConfig(budget_s=args.seconds, seq_len=args.seq_len, batch=args.batch, lr=args.lr,
                       hold_frac=1.0, warmup_steps=100, seed=args.seed, copy_weight=args.copy_weight,
-                      remap_ids=args.remap_ids)
+                      remap_ids=args.remap_ids, remap_prob=args.remap_prob)
 
     def ckpt(m, step):  # type: ignore[no-untyped-def]
         save_model(m, tok, work / args.name)
@@ -146,7 +146,7 @@ def cmd_base(args: argparse.Namespace) -> None:
     save_model(model, tok, work / args.name)
     (work / f"{args.name}_stats.json").write_text(json.dumps(
         {"steps": stats.steps, "heads": args.heads, "tied": args.tied, "tokens": stats.tokens, "seconds": stats.seconds, "copy_weight": args.copy_weight,
-         "remap_ids": args.remap_ids, "loss_ema": stats.final_loss_ema, "curve": stats.loss_curve}))
+         "remap_ids": args.remap_ids, "remap_prob": args.remap_prob, "init": args.init, "loss_ema": stats.final_loss_ema, "curve": stats.loss_curve}))
     log(f"base done: {stats.steps} steps, {stats.tokens} tokens, {stats.seconds:.0f}s, loss {stats.final_loss_ema:.4f}")
     del torch
 
@@ -166,7 +166,8 @@ def cmd_finetune(args: argparse.Namespace) -> None:
     model = LlamaForCausalLM.from_pretrained(str(work / args.start), dtype=torch.float32)
     cfg = TrainConfig(budget_s=args.seconds, seq_len=args.seq_len, batch=args.batch, lr=args.lr,
                       hold_frac=0.0, warmup_steps=20, min_lr_frac=0.05, seed=args.seed + 7,
-                      copy_weight=args.copy_weight, remap_ids=args.remap_ids)
+                      copy_weight=args.copy_weight, remap_ids=args.remap_ids,
+                      remap_prob=args.remap_prob)
     stats = train(model, eps, masks, cfg, log=log, remap=remap_classes(tok))
     stats_file = work / f"{args.start}_stats.json"
     out = Path(args.out)
@@ -210,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="loss weight of agent tokens copied from user/tool text")
         q.add_argument("--remap-ids", action="store_true",
                        help="random per-row bijection within each entity-id class (learn to copy, not to memorise)")
+        q.add_argument("--remap-prob", type=float, default=1.0, help="share of rows remapped with --remap-ids")
     b.add_argument("--lr", type=float, default=2e-3)
     b.add_argument("--name", default="base", help="folder (under --work) of the base model")
     b.add_argument("--heads", type=int, default=ModelSize().heads)

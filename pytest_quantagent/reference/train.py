@@ -67,6 +67,8 @@ class TrainConfig:
     """The corpus's most frequent tokens never count as copies (JSON keys, punctuation)."""
     remap_ids: bool = False
     """Apply a random per-row bijection within each entity-id class (see module doc)."""
+    remap_prob: float = 1.0
+    """Share of rows that are remapped when ``remap_ids`` (the rest keep the real ids)."""
 
 
 @dataclass
@@ -137,7 +139,7 @@ class PackedRows:
 
     def __init__(
         self, episodes: Sequence[np.ndarray], masks: Sequence[np.ndarray], seq_len: int, seed: int,
-        *, frequent_tokens: int = 300, remap: Sequence[np.ndarray] = (),
+        *, frequent_tokens: int = 300, remap: Sequence[np.ndarray] = (), remap_prob: float = 1.0,
     ) -> None:
         if not episodes:
             raise ValueError("no training episodes")
@@ -151,13 +153,14 @@ class PackedRows:
         self.frequent = np.zeros(len(counts), dtype=bool)
         self.frequent[np.argsort(-counts, kind="stable")[:frequent_tokens]] = True
         self.remap = [np.asarray(c, dtype=np.int64) for c in remap]
+        self.remap_prob = remap_prob
         if self.remap:
             size = max(len(counts), int(max(c.max() for c in self.remap)) + 1)
             self.frequent = np.pad(self.frequent, (0, size - len(self.frequent)))
             self._identity = np.arange(size, dtype=np.int64)
 
     def _remapped(self, chunk: np.ndarray) -> np.ndarray:
-        if not self.remap:
+        if not self.remap or (self.remap_prob < 1.0 and self.rng.random() >= self.remap_prob):
             return chunk
         perm = self._identity.copy()
         for members in self.remap:
@@ -233,7 +236,7 @@ def train(
         raise ValueError("TrainConfig.remap_ids is set but no id classes were given (remap=...)")
     remap = remap if cfg.remap_ids else ()
     rows = PackedRows(episodes, masks, cfg.seq_len, cfg.seed, frequent_tokens=cfg.frequent_tokens,
-                      remap=remap)
+                      remap=remap, remap_prob=cfg.remap_prob)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n]
     no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embed" not in n)]
     opt = torch.optim.AdamW(

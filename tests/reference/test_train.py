@@ -138,3 +138,14 @@ def test_remap_ids_without_classes_is_an_error() -> None:
     ids = tok.encode(EPISODE)
     with pytest.raises(ValueError, match="remap_ids"):
         train(model, [np.array(ids)], [agent_loss_mask(ids, tok)], TrainConfig(budget_s=1, remap_ids=True))
+
+
+def test_remap_prob_zero_keeps_every_row_and_half_remaps_some() -> None:
+    ep = np.array([1, 20, 5, 21, 7, 20, 21, 5])
+    mask = np.array([0, 0, 0, 0, 1, 1, 1, 1], dtype=np.uint8)
+    classes = [np.arange(20, 30)]
+    never = PackedRows([ep], [mask], seq_len=8, seed=0, remap=classes, remap_prob=0.0)
+    assert all(never.batch(1)[0][0].tolist() == ep.tolist() for _ in range(20))
+    half = PackedRows([ep], [mask], seq_len=8, seed=0, remap=classes, remap_prob=0.5)
+    same = sum(half.batch(1)[0][0].tolist() == ep.tolist() for _ in range(200))
+    assert 60 < same < 150  # about half kept (a remapped row equals the original 1% of the time)
