@@ -40,7 +40,13 @@ from pytest_quantagent.reference.data import build_corpus
 from pytest_quantagent.reference.expert import NOISE_CONFIGS
 from pytest_quantagent.reference.model import ModelSize, count_parameters, make_model
 from pytest_quantagent.reference.tokenizer import DomainTokenizer
-from pytest_quantagent.reference.train import TrainConfig, agent_loss_mask, remap_classes, save_model, train
+from pytest_quantagent.reference.train import (
+    TrainConfig,
+    agent_loss_mask,
+    remap_classes,
+    save_model,
+    train,
+)
 
 DOMAINS = ("retail", "telecom")
 
