@@ -162,10 +162,11 @@ class PackedRows:
     def _remapped(self, chunk: np.ndarray) -> np.ndarray:
         if not self.remap or (self.remap_prob < 1.0 and self.rng.random() >= self.remap_prob):
             return chunk
-        perm = self._identity.copy()
+        perm: np.ndarray = self._identity.copy()
         for members in self.remap:
             perm[members] = self.rng.permutation(members)
-        return perm[chunk]
+        out: np.ndarray = perm[chunk]
+        return out
 
     def batch(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Inputs ``(n, seq_len)`` and labels ``(n, seq_len)``: the same tokens, -100 where
