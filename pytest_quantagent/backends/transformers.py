@@ -233,8 +233,6 @@ class TransformersBackend(Backend):
     # -- generation --------------------------------------------------------------------
     def generate_batch(self, requests: list[GenerateRequest]) -> list[Generation]:
         """Run requests synchronously as one batch (greedy) or one by one (sampling)."""
-        for r in requests:
-            self.check_context(r)
         greedy = [i for i, r in enumerate(requests) if r.temperature <= 0]
         out: list[Generation | None] = [None] * len(requests)
         for start in range(0, len(greedy), self.max_batch):
@@ -250,6 +248,8 @@ class TransformersBackend(Backend):
         import torch
 
         prompts = [self.prompt_ids(r) for r in requests]
+        for p in prompts:
+            self._refuse_if_too_long(len(p))
         width = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -349,18 +349,18 @@ class TransformersBackend(Backend):
         return out
 
     # -- async queue -------------------------------------------------------------------
-    def check_context(self, request: GenerateRequest) -> None:
-        """Raise :class:`ContextLengthError` when the prompt leaves no position to generate."""
-        if self.context_limit is None:
-            return
-        n = len(self.prompt_ids(request))
-        if n >= self.context_limit:
+    def _refuse_if_too_long(self, prompt_tokens: int) -> None:
+        """Raise :class:`ContextLengthError` when a prompt leaves no position to generate."""
+        if self.context_limit is not None and prompt_tokens >= self.context_limit:
             from pytest_quantagent.errors import ContextLengthError
 
-            raise ContextLengthError(self.model_ref, n, self.context_limit)
+            raise ContextLengthError(self.model_ref, prompt_tokens, self.context_limit)
 
     async def generate(self, request: GenerateRequest) -> Generation:
-        self.check_context(request)
+        # Refused here, per request, so that one over-long prompt never fails the batch it
+        # would have joined (``_run`` checks again for direct ``generate_batch`` callers).
+        if self.context_limit is not None:
+            self._refuse_if_too_long(len(self.prompt_ids(request)))
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Generation] = loop.create_future()
         self._pending.append(_Job(request, fut, loop))
