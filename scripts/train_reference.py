@@ -145,8 +145,8 @@ def cmd_base(args: argparse.Namespace) -> None:
         save_model(m, tok, work / args.name)
         log(f"checkpoint at step {step}")
 
-    classes = remap_classes(tok)
-    if args.remap_ids:
+    classes = remap_classes(tok) if args.remap_ids else []
+    if classes:
         log(f"remapping {sum(map(len, classes))} id tokens in {len(classes)} classes per row")
     stats = train(model, eps, masks, cfg, log=log, checkpoint=ckpt, remap=classes)
     save_model(model, tok, work / args.name)
@@ -174,7 +174,7 @@ def cmd_finetune(args: argparse.Namespace) -> None:
                       hold_frac=0.0, warmup_steps=20, min_lr_frac=0.05, seed=args.seed + 7,
                       copy_weight=args.copy_weight, remap_ids=args.remap_ids,
                       remap_prob=args.remap_prob)
-    stats = train(model, eps, masks, cfg, log=log, remap=remap_classes(tok))
+    stats = train(model, eps, masks, cfg, log=log, remap=remap_classes(tok) if args.remap_ids else ())
     stats_file = work / f"{args.start}_stats.json"
     out = Path(args.out)
     # The bundled reference weights are bf16 (the precision the project's reference arm

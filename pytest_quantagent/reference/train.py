@@ -235,7 +235,8 @@ def train(
     torch.manual_seed(cfg.seed)
     if cfg.remap_ids and not remap:
         raise ValueError("TrainConfig.remap_ids is set but no id classes were given (remap=...)")
-    remap = remap if cfg.remap_ids else ()
+    if remap and not cfg.remap_ids:
+        raise ValueError("id classes were given (remap=...) but TrainConfig.remap_ids is off")
     rows = PackedRows(episodes, masks, cfg.seq_len, cfg.seed, frequent_tokens=cfg.frequent_tokens,
                       remap=remap, remap_prob=cfg.remap_prob)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n]

@@ -138,6 +138,9 @@ def test_remap_ids_without_classes_is_an_error() -> None:
     ids = tok.encode(EPISODE)
     with pytest.raises(ValueError, match="remap_ids"):
         train(model, [np.array(ids)], [agent_loss_mask(ids, tok)], TrainConfig(budget_s=1, remap_ids=True))
+    with pytest.raises(ValueError, match="remap_ids is off"):
+        train(model, [np.array(ids)], [agent_loss_mask(ids, tok)], TrainConfig(budget_s=1),
+              remap=[np.arange(3)])
 
 
 def test_remap_prob_zero_keeps_every_row_and_half_remaps_some() -> None:
