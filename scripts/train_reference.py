@@ -135,7 +135,7 @@ def cmd_base(args: argparse.Namespace) -> None:
 
         model = LlamaForCausalLM.from_pretrained(args.init, dtype=torch.float32)
     else:
-        model = make_model(tok, ModelSize(heads=args.heads, tied=args.tied), seed=args.seed)
+        model = make_model(tok, ModelSize(heads=args.heads, tied=args.tied, head_dim=args.head_dim), seed=args.seed)
     log(f"base (init {args.init or 'random'}): {count_parameters(model)} params, {len(eps)} episodes, {sum(map(len, eps))} tokens")
     cfg = TrainConfig(budget_s=args.seconds, seq_len=args.seq_len, batch=args.batch, lr=args.lr,
                       hold_frac=1.0, warmup_steps=100, seed=args.seed, copy_weight=args.copy_weight,
@@ -151,7 +151,7 @@ def cmd_base(args: argparse.Namespace) -> None:
     stats = train(model, eps, masks, cfg, log=log, checkpoint=ckpt, remap=classes)
     save_model(model, tok, work / args.name)
     (work / f"{args.name}_stats.json").write_text(json.dumps(
-        {"steps": stats.steps, "heads": args.heads, "tied": args.tied, "tokens": stats.tokens, "seconds": stats.seconds, "copy_weight": args.copy_weight,
+        {"steps": stats.steps, "heads": args.heads, "head_dim": args.head_dim, "tied": args.tied, "tokens": stats.tokens, "seconds": stats.seconds, "copy_weight": args.copy_weight,
          "remap_ids": args.remap_ids, "remap_prob": args.remap_prob, "init": args.init, "loss_ema": stats.final_loss_ema, "curve": stats.loss_curve}))
     log(f"base done: {stats.steps} steps, {stats.tokens} tokens, {stats.seconds:.0f}s, loss {stats.final_loss_ema:.4f}")
     del torch
@@ -221,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--lr", type=float, default=2e-3)
     b.add_argument("--name", default="base", help="folder (under --work) of the base model")
     b.add_argument("--heads", type=int, default=ModelSize().heads)
+    b.add_argument("--head-dim", type=int, default=None, help="attention head width (default hidden // heads)")
     b.add_argument("--tied", action="store_true", help="tie input and output embeddings")
     b.add_argument("--init", default=None, help="start from this checkpoint instead of random weights")
     f.add_argument("--lr", type=float, default=1.5e-3)

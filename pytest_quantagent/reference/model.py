@@ -28,6 +28,10 @@ class ModelSize:
     max_positions: int = 2048
     tied: bool = False
     """Share the input embedding with the output layer (``tie_word_embeddings``)."""
+    head_dim: int | None = None
+    """Width of each attention head (default ``hidden // heads``). A head's value/output
+    path has this rank, which bounds how faithfully it can copy one of thousands of
+    single-token ids from the context."""
 
 
 def make_config(tokenizer: DomainTokenizer, size: ModelSize = ModelSize()) -> LlamaConfig:
@@ -41,6 +45,7 @@ def make_config(tokenizer: DomainTokenizer, size: ModelSize = ModelSize()) -> Ll
         num_hidden_layers=size.layers,
         num_attention_heads=size.heads,
         num_key_value_heads=size.heads,
+        head_dim=size.head_dim or size.hidden // size.heads,
         max_position_embeddings=size.max_positions,
         rms_norm_eps=1e-5,
         rope_theta=10000.0,

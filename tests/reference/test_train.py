@@ -152,3 +152,23 @@ def test_remap_prob_zero_keeps_every_row_and_half_remaps_some() -> None:
     half = PackedRows([ep], [mask], seq_len=8, seed=0, remap=classes, remap_prob=0.5)
     same = sum(half.batch(1)[0][0].tolist() == ep.tolist() for _ in range(200))
     assert 60 < same < 150  # about half kept (a remapped row equals the original 1% of the time)
+
+
+def test_head_dim_widens_attention_and_survives_a_save_load(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from transformers import LlamaForCausalLM
+
+    from pytest_quantagent.reference.train import save_model
+
+    tok = DomainTokenizer.build([EPISODE] * 3, min_word_count=1)
+    size = ModelSize(hidden=32, layers=1, heads=2, mlp=64, max_positions=64, head_dim=24)
+    model = make_model(tok, size, seed=0)
+    attn = model.model.layers[0].self_attn
+    # 2 heads x 24 = 48 wide q/k/v/o, although hidden // heads would be 16.
+    assert attn.q_proj.weight.shape == (48, 32)
+    assert attn.o_proj.weight.shape == (32, 48)
+    assert make_model(tok, ModelSize(hidden=32, layers=1, heads=2, mlp=64)).config.head_dim == 16
+    save_model(model, tok, tmp_path)
+    loaded = LlamaForCausalLM.from_pretrained(tmp_path, dtype=torch.float32)
+    x = torch.tensor([tok.encode(EPISODE)])
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids=x).logits, model(input_ids=x).logits)
