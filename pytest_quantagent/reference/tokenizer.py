@@ -14,7 +14,14 @@ ids were). So the vocabulary holds:
 Text is split by one regular expression (specials, id-like runs, words, JSON pieces,
 single characters); a piece in the vocabulary is one token, anything else falls back to
 words/digits/bytes. The vocabulary is saved as ``quantagent_tokenizer.json`` beside the
-model's HF files.
+model's HF files, with the version of the split rule it was built with:
+
+- version 1 let a word swallow the space before an id that starts with letters, so an
+  email in prose (``"is celia.eriksen4125@example.com"``) became ``" celia"`` +
+  ``".eriksen4125@example.com"`` while the same email in a tool call was one token; a model
+  could only *recall* such an id, never copy it;
+- version 2 (current) ends a word before any run that reaches a digit, so an id is the same
+  token in prose, in tool results and in tool calls.
 """
 
 from __future__ import annotations
@@ -28,7 +35,8 @@ from pathlib import Path
 from pytest_quantagent.errors import DataFileError
 
 TOKENIZER_FILE = "quantagent_tokenizer.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""Split rule of newly built tokenizers; files of every version in ``SPLIT_VERSIONS`` load."""
 
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 SYSTEM, USER, ASSISTANT, TOOL, CALL, END = (
@@ -76,23 +84,28 @@ JSON_PIECES: tuple[str, ...] = (
 
 #: An id-like run: contains a digit, may hold ``_ # @ . + -`` inside, ends on a word char.
 _ID = r"[A-Za-z0-9_#@.+\-]*[0-9](?:[A-Za-z0-9_#@.+\-]*[A-Za-z0-9_])?"
-_WORD = r" ?[A-Za-z]+"
+#: Words per split version: version 2 never lets a word start an id-like run (see above).
+_WORDS: dict[int, str] = {
+    1: r" ?[A-Za-z]+",
+    2: r" ?[A-Za-z]+(?![A-Za-z0-9_#@.+\-]*[0-9])",
+}
+SPLIT_VERSIONS: tuple[int, ...] = tuple(sorted(_WORDS))
 _FALLBACK_WORD = re.compile(r" ?[A-Za-z]+|[0-9]|.", re.DOTALL)
 
 
-def _pieces_pattern() -> str:
+def _pieces_pattern(version: int) -> str:
     specials = "|".join(re.escape(s) for s in SPECIALS)
     json_pieces = "|".join(re.escape(p) for p in sorted(JSON_PIECES, key=len, reverse=True))
-    return f"{specials}|{_ID}|{_WORD}|{json_pieces}|\\s|."
+    return f"{specials}|{_ID}|{_WORDS[version]}|{json_pieces}|\\s|."
 
 
-_SPLIT = re.compile(_pieces_pattern(), re.DOTALL)
+_SPLITS: dict[int, re.Pattern[str]] = {v: re.compile(_pieces_pattern(v), re.DOTALL) for v in SPLIT_VERSIONS}
 _ID_FULL = re.compile(_ID)
 
 
-def split_pieces(text: str) -> list[str]:
+def split_pieces(text: str, version: int = FORMAT_VERSION) -> list[str]:
     """Pre-tokenize ``text`` into pieces (before the vocabulary lookup)."""
-    return _SPLIT.findall(text)
+    return _SPLITS[version].findall(text)
 
 
 def is_id_like(piece: str) -> bool:
@@ -103,7 +116,14 @@ def is_id_like(piece: str) -> bool:
 class DomainTokenizer:
     """Encode/decode with a fixed piece vocabulary and a lossless byte fallback."""
 
-    def __init__(self, pieces: Sequence[str]) -> None:
+    def __init__(self, pieces: Sequence[str], version: int = FORMAT_VERSION) -> None:
+        if version not in _SPLITS:
+            raise ValueError(
+                f"tokenizer split version {version!r} is not one of {', '.join(map(str, SPLIT_VERSIONS))}"
+            )
+        self.version = version
+        """Split rule (see the module docstring); a model is only valid with its own."""
+        self._split = _SPLITS[version]
         self.pieces: list[str] = list(pieces)
         """Non-special, non-byte vocabulary entries (ids, words, JSON pieces)."""
         self._id_to_bytes: list[bytes] = []
@@ -163,7 +183,7 @@ class DomainTokenizer:
         """
         counts: Counter[str] = Counter()
         for t in texts:
-            counts.update(split_pieces(t))
+            counts.update(split_pieces(t, FORMAT_VERSION))
         chosen: dict[str, None] = {}
         for p in JSON_PIECES:
             chosen[p] = None
@@ -185,7 +205,7 @@ class DomainTokenizer:
         """Token ids of ``text`` (special-token strings in the text become specials)."""
         out: list[int] = []
         lookup = self._piece_to_id
-        for piece in _SPLIT.findall(text):
+        for piece in self._split.findall(text):
             tid = lookup.get(piece)
             if tid is not None:
                 out.append(tid)
@@ -212,7 +232,7 @@ class DomainTokenizer:
         path = Path(folder) / TOKENIZER_FILE
         payload = {
             "format": "quantagent-domain-tokenizer",
-            "version": FORMAT_VERSION,
+            "version": self.version,
             "specials": list(SPECIALS),
             "pieces": self.pieces,
         }
@@ -231,9 +251,9 @@ class DomainTokenizer:
             raise DataFileError(path, "", f"cannot read tokenizer: {e}") from e
         if payload.get("format") != "quantagent-domain-tokenizer":
             raise DataFileError(path, "format", f"not a quantagent tokenizer: {payload.get('format')!r}")
-        if payload.get("version") != FORMAT_VERSION or payload.get("specials") != list(SPECIALS):
+        if payload.get("version") not in SPLIT_VERSIONS or payload.get("specials") != list(SPECIALS):
             raise DataFileError(
                 path, "version", f"unsupported tokenizer version {payload.get('version')!r}; "
-                f"this package reads version {FORMAT_VERSION}"
+                f"this package reads versions {', '.join(map(str, SPLIT_VERSIONS))}"
             )
-        return cls(payload["pieces"])
+        return cls(payload["pieces"], version=payload["version"])

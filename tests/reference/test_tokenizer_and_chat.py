@@ -78,6 +78,37 @@ def test_split_and_id_like() -> None:
     assert not is_id_like("7")  # single digits are plain digit tokens
 
 
+def test_an_id_in_prose_is_the_same_token_as_in_a_call(tok: DomainTokenizer) -> None:
+    # Split rule 2: a word never swallows the space before an id that starts with letters,
+    # so the agent can copy the id the user typed into its call (rule 1 split
+    # " ada" + ".novak1234@example.com" in prose).
+    for value in ("ada.novak1234@example.com", "ada_novak_1234"):
+        in_call = tok.encode(f'{{"email":"{value}"}}')
+        in_prose = tok.encode(f"My email is {value}. Thanks")
+        assert tok.token_id(value) in in_call
+        assert tok.token_id(value) in in_prose, [tok.id_to_piece(i) for i in in_prose]
+        assert tok.decode(in_prose) == f"My email is {value}. Thanks"
+    assert split_pieces("is ada.novak1234@example.com.") == ["is", " ", "ada.novak1234@example.com", "."]
+    assert split_pieces("is ada.novak1234@example.com.", 1) == ["is", " ada", ".novak1234@example.com", "."]
+
+
+def test_split_versions_load_with_their_own_rule(tok: DomainTokenizer, tmp_path: Path) -> None:
+    text = "My email is ada.novak1234@example.com."
+    old = DomainTokenizer(tok.pieces, version=1)
+    old.save(tmp_path)
+    again = DomainTokenizer.load(tmp_path)
+    assert again.version == 1  # a model trained with rule 1 keeps tokenizing with it
+    assert again.encode(text) == old.encode(text) != tok.encode(text)
+    assert again.decode(again.encode(text)) == text
+    payload = json.loads((tmp_path / "quantagent_tokenizer.json").read_text())
+    payload["version"] = 99
+    (tmp_path / "quantagent_tokenizer.json").write_text(json.dumps(payload))
+    with pytest.raises(DataFileError, match=r"unsupported tokenizer version 99; this package reads versions 1, 2"):
+        DomainTokenizer.load(tmp_path)
+    with pytest.raises(ValueError, match=r"split version 99 is not one of 1, 2"):
+        DomainTokenizer(tok.pieces, version=99)
+
+
 def test_save_load_and_bad_files(tok: DomainTokenizer, tmp_path: Path) -> None:
     tok.save(tmp_path)
     again = DomainTokenizer.load(tmp_path)
