@@ -21,7 +21,9 @@ model's HF files, with the version of the split rule it was built with:
   ``".eriksen4125@example.com"`` while the same email in a tool call was one token; a model
   could only *recall* such an id, never copy it;
 - version 2 (current) ends a word before any run that reaches a digit, so an id is the same
-  token in prose, in tool results and in tool calls.
+  token in prose, in tool results and in tool calls; and it splits a whole number written as
+  a float (``283.0`` in a tool result) into ``283`` + ``.0``, so the amount the agent states
+  is a token it can copy.
 """
 
 from __future__ import annotations
@@ -93,10 +95,16 @@ SPLIT_VERSIONS: tuple[int, ...] = tuple(sorted(_WORDS))
 _FALLBACK_WORD = re.compile(r" ?[A-Za-z]+|[0-9]|.", re.DOTALL)
 
 
+#: Version 2 splits a whole number written as a float (``"balance":283.0``) into ``283`` +
+#: ``.0``, so the number the agent says ("283") is the token the tool result holds.
+_WHOLE_FLOAT = r"[0-9]+(?=\.0\b)|"
+
+
 def _pieces_pattern(version: int) -> str:
     specials = "|".join(re.escape(s) for s in SPECIALS)
     json_pieces = "|".join(re.escape(p) for p in sorted(JSON_PIECES, key=len, reverse=True))
-    return f"{specials}|{_ID}|{_WORDS[version]}|{json_pieces}|\\s|."
+    numbers = _WHOLE_FLOAT if version >= 2 else ""
+    return f"{specials}|{numbers}{_ID}|{_WORDS[version]}|{json_pieces}|\\s|."
 
 
 _SPLITS: dict[int, re.Pattern[str]] = {v: re.compile(_pieces_pattern(v), re.DOTALL) for v in SPLIT_VERSIONS}

@@ -92,6 +92,16 @@ def test_an_id_in_prose_is_the_same_token_as_in_a_call(tok: DomainTokenizer) -> 
     assert split_pieces("is ada.novak1234@example.com.", 1) == ["is", " ada", ".novak1234@example.com", "."]
 
 
+def test_a_whole_float_in_a_tool_result_holds_the_number_the_agent_says() -> None:
+    # The expert states a gift-card balance as "283"; the tool result holds 283.0. Rule 2
+    # splits it 283 + .0 so the two share a token; other decimals stay whole.
+    text = '{"balance":283.0,"amount":154.39,"x":283.05} Your balance is 283.'
+    assert split_pieces(text) == ['{"', "balance", '":', "283", ".0", ',"', "amount", '":', "154.39",
+                                  ',"', "x", '":', "283.05", "}", " Your", " balance", " is",
+                                  " ", "283", "."]
+    assert "283.0" in split_pieces(text, 1)
+
+
 def test_split_versions_load_with_their_own_rule(tok: DomainTokenizer, tmp_path: Path) -> None:
     text = "My email is ada.novak1234@example.com."
     old = DomainTokenizer(tok.pieces, version=1)
