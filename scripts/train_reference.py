@@ -39,7 +39,7 @@ import numpy as np
 from pytest_quantagent.reference.data import build_corpus
 from pytest_quantagent.reference.expert import NOISE_CONFIGS
 from pytest_quantagent.reference.model import ModelSize, count_parameters, make_model
-from pytest_quantagent.reference.tokenizer import DomainTokenizer
+from pytest_quantagent.reference.tokenizer import FORMAT_VERSION, SPLIT_VERSIONS, DomainTokenizer
 from pytest_quantagent.reference.train import (
     TrainConfig,
     agent_loss_mask,
@@ -99,7 +99,7 @@ def cmd_vocab(args: argparse.Namespace) -> None:
     pool: set[str] = set()
     for f in work.glob("pool_*.json"):
         pool.update(json.loads(f.read_text()))
-    tok = DomainTokenizer.build(all_texts, pool, min_word_count=args.min_word_count)
+    tok = DomainTokenizer.build(all_texts, pool, min_word_count=args.min_word_count, version=args.split_version)
     tok.save(work)
     lengths = [len(tok.encode(t)) for t in all_texts]
     meta: dict[str, object] = {f.stem.removeprefix("meta_"): json.loads(f.read_text()) for f in work.glob("meta_*.json")}
@@ -110,7 +110,7 @@ def cmd_vocab(args: argparse.Namespace) -> None:
     meta["tokens_per_episode"] = {"mean": float(np.mean(lengths)), "p50": float(np.percentile(lengths, 50)),
                                   "p95": float(np.percentile(lengths, 95)), "max": int(max(lengths))}
     (work / "corpus_meta.json").write_text(json.dumps(meta, indent=1))
-    log(f"vocab {tok.vocab_size}, pool {len(pool)}, tokens/episode {meta['tokens_per_episode']}")
+    log(f"vocab {tok.vocab_size} (split rule {tok.version}), pool {len(pool)}, tokens/episode {meta['tokens_per_episode']}")
 
 
 def _load(work: Path, variant: str, tok: DomainTokenizer) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -205,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     v = sub.add_parser("vocab")
     v.add_argument("--work", required=True)
     v.add_argument("--min-word-count", type=int, default=10)
+    v.add_argument("--split-version", type=int, choices=SPLIT_VERSIONS, default=FORMAT_VERSION,
+                   help="tokenizer split rule (1 reproduces the bundled models; see reference/tokenizer.py)")
     b = sub.add_parser("base")
     f = sub.add_parser("finetune")
     for q in (b, f):

@@ -183,15 +183,21 @@ class DomainTokenizer:
         *,
         min_word_count: int = 20,
         min_id_count: int = 1,
+        version: int = FORMAT_VERSION,
     ) -> DomainTokenizer:
         """Build a vocabulary from a corpus and the domains' id pools.
 
         Every pool string becomes one token; id-like pieces of the corpus seen at least
         ``min_id_count`` times too; words and JSON pieces seen ``min_word_count`` times.
+        ``version`` picks the split rule (1 only to reproduce models built with it).
         """
+        if version not in _SPLITS:
+            raise ValueError(
+                f"tokenizer split version {version!r} is not one of {', '.join(map(str, SPLIT_VERSIONS))}"
+            )
         counts: Counter[str] = Counter()
         for t in texts:
-            counts.update(split_pieces(t, FORMAT_VERSION))
+            counts.update(split_pieces(t, version))
         chosen: dict[str, None] = {}
         for p in JSON_PIECES:
             chosen[p] = None
@@ -206,7 +212,7 @@ class DomainTokenizer:
                     chosen[p] = None
             elif c >= min_word_count:
                 chosen[p] = None
-        return cls(list(chosen))
+        return cls(list(chosen), version=version)
 
     # -- encode / decode --------------------------------------------------------------
     def encode(self, text: str) -> list[int]:

@@ -117,6 +117,13 @@ def test_split_versions_load_with_their_own_rule(tok: DomainTokenizer, tmp_path:
         DomainTokenizer.load(tmp_path)
     with pytest.raises(ValueError, match=r"split version 99 is not one of 1, 2"):
         DomainTokenizer(tok.pieces, version=99)
+    with pytest.raises(ValueError, match=r"split version 0 is not one of 1, 2"):
+        DomainTokenizer.build(CORPUS, POOL, version=0)
+    # Building with rule 1 reproduces a rule-1 vocabulary: the prose email fragment is a
+    # piece there, and not under rule 2.
+    prose = ["My email is ada.novak1234@example.com."] * 25
+    assert ".novak1234@example.com" in DomainTokenizer.build(prose, version=1).pieces
+    assert ".novak1234@example.com" not in DomainTokenizer.build(prose).pieces
 
 
 def test_save_load_and_bad_files(tok: DomainTokenizer, tmp_path: Path) -> None:
