@@ -111,9 +111,18 @@ _SPLITS: dict[int, re.Pattern[str]] = {v: re.compile(_pieces_pattern(v), re.DOTA
 _ID_FULL = re.compile(_ID)
 
 
+def _split_rule(version: int) -> re.Pattern[str]:
+    """The compiled split rule ``version``; a clear error for an unknown one."""
+    if version not in _SPLITS:
+        raise ValueError(
+            f"tokenizer split version {version!r} is not one of {', '.join(map(str, SPLIT_VERSIONS))}"
+        )
+    return _SPLITS[version]
+
+
 def split_pieces(text: str, version: int = FORMAT_VERSION) -> list[str]:
     """Pre-tokenize ``text`` into pieces (before the vocabulary lookup)."""
-    return _SPLITS[version].findall(text)
+    return _split_rule(version).findall(text)
 
 
 def is_id_like(piece: str) -> bool:
@@ -125,13 +134,9 @@ class DomainTokenizer:
     """Encode/decode with a fixed piece vocabulary and a lossless byte fallback."""
 
     def __init__(self, pieces: Sequence[str], version: int = FORMAT_VERSION) -> None:
-        if version not in _SPLITS:
-            raise ValueError(
-                f"tokenizer split version {version!r} is not one of {', '.join(map(str, SPLIT_VERSIONS))}"
-            )
+        self._split = _split_rule(version)
         self.version = version
         """Split rule (see the module docstring); a model is only valid with its own."""
-        self._split = _SPLITS[version]
         self.pieces: list[str] = list(pieces)
         """Non-special, non-byte vocabulary entries (ids, words, JSON pieces)."""
         self._id_to_bytes: list[bytes] = []
@@ -191,13 +196,10 @@ class DomainTokenizer:
         ``min_id_count`` times too; words and JSON pieces seen ``min_word_count`` times.
         ``version`` picks the split rule (1 only to reproduce models built with it).
         """
-        if version not in _SPLITS:
-            raise ValueError(
-                f"tokenizer split version {version!r} is not one of {', '.join(map(str, SPLIT_VERSIONS))}"
-            )
+        rule = _split_rule(version)
         counts: Counter[str] = Counter()
         for t in texts:
-            counts.update(split_pieces(t, version))
+            counts.update(rule.findall(t))
         chosen: dict[str, None] = {}
         for p in JSON_PIECES:
             chosen[p] = None

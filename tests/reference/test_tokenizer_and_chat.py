@@ -119,6 +119,8 @@ def test_split_versions_load_with_their_own_rule(tok: DomainTokenizer, tmp_path:
         DomainTokenizer(tok.pieces, version=99)
     with pytest.raises(ValueError, match=r"split version 0 is not one of 1, 2"):
         DomainTokenizer.build(CORPUS, POOL, version=0)
+    with pytest.raises(ValueError, match=r"split version 3 is not one of 1, 2"):
+        split_pieces(text, 3)
     # Building with rule 1 reproduces a rule-1 vocabulary: the prose email fragment is a
     # piece there, and not under rule 2.
     prose = ["My email is ada.novak1234@example.com."] * 25
