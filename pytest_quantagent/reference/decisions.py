@@ -142,6 +142,44 @@ def analyze_arm(model: Any, tok: DomainTokenizer, transcripts: Sequence[str]) ->
     return out
 
 
+@dataclass
+class CopySources:
+    """For one ``tool.argument`` key: how many gold values could be copied from the context."""
+
+    values: int = 0
+    single_token: int = 0
+    """Values that are one token of the tokenizer."""
+    in_context: int = 0
+    """Single-token values whose token appears before the call (a copy is possible)."""
+
+
+def copy_sources(tok: DomainTokenizer, transcripts: Sequence[str]) -> dict[str, CopySources]:
+    """Per argument key of the gold calls: can the model copy the value's token from what it
+    has read? A value that is one token but never occurs earlier as *that* token (say, an
+    email split differently in prose) can only be recalled."""
+    out: dict[str, CopySources] = {}
+    for text in transcripts:
+        ids = tok.encode(text)
+        pieces = [tok.id_to_piece(i) for i in ids]
+        for a, b in _call_spans(pieces):
+            try:
+                call = json.loads(tok.decode(ids[a:b]))
+                name, args = call["name"], call.get("arguments", {})
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue
+            for arg, value in (args.items() if isinstance(args, dict) else []):
+                for v in value if isinstance(value, list) else [value]:
+                    if not isinstance(v, str):
+                        continue
+                    c = out.setdefault(f"{name}.{arg}", CopySources())
+                    c.values += 1
+                    vt = tok.encode(v)
+                    if len(vt) == 1:
+                        c.single_token += 1
+                        c.in_context += vt[0] in ids[:a]
+    return dict(sorted(out.items()))
+
+
 def _margin_at(ids: Sequence[int], logits: Any, p: int) -> tuple[float, int]:
     row = logits[p - 1]
     gold = ids[p]

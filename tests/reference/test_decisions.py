@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_quantagent.reference.decisions import DecisionPoint, summarize
+from pytest_quantagent.reference.decisions import DecisionPoint, copy_sources, summarize
+from pytest_quantagent.reference.tokenizer import DomainTokenizer
 
 
 def _dp(ep: int, gold: str, chosen: str, margin: float, kind: str = "tool_name") -> DecisionPoint:
@@ -30,3 +31,22 @@ def test_wrong_to_other_wrong_counts_as_a_flip_not_a_rate_change() -> None:
     assert s.right_to_wrong["tool_name"] == 0 and s.wrong_to_right["tool_name"] == 0
     assert s.net_change["tool_name"] == 0.0
     assert s.decisions["argument"] == 0 and s.wrong_rate["argument"] == 0.0
+
+
+def test_copy_sources_tells_copyable_from_recall_only_values() -> None:
+    # Split rule 1 tokenized the email in the user's prose as " ada" + ".novak1234@..."; the
+    # call holds it as one token, so it could only be recalled. Rule 2 makes it copyable.
+    text = ('<|user|>My email is ada.novak1234@example.com.<|end|><|assistant|><|call|>'
+            '{"name":"find_user_id_by_email","arguments":{"email":"ada.novak1234@example.com"}}<|end|>'
+            '<|tool|>ada_novak_1234<|end|><|assistant|><|call|>'
+            '{"name":"get_user_details","arguments":{"user_id":"ada_novak_1234","tags":["zz_99"]}}<|end|>')
+    pool = ["ada.novak1234@example.com", "ada_novak_1234", "zz_99"]
+    for version, email_copyable in ((1, 0), (2, 1)):
+        tok = DomainTokenizer.build([text] * 20, pool, min_word_count=1, version=version)
+        got = copy_sources(tok, [text])
+        email = got["find_user_id_by_email.email"]
+        assert (email.values, email.single_token, email.in_context) == (1, 1, email_copyable)
+        uid = got["get_user_details.user_id"]
+        assert (uid.values, uid.single_token, uid.in_context) == (1, 1, 1)
+        tags = got["get_user_details.tags"]  # list values count one by one; never seen before
+        assert (tags.values, tags.single_token, tags.in_context) == (1, 1, 0)
