@@ -24,7 +24,7 @@ import itertools
 import json
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -100,6 +100,21 @@ def _call_spans(pieces: list[str]) -> list[tuple[int, int]]:
     return spans
 
 
+def _parsed_calls(
+    tok: DomainTokenizer, ids: Sequence[int], pieces: list[str]
+) -> Iterator[tuple[int, int, int, str, dict[str, Any]]]:
+    """``(index, start, end, name, arguments)`` of each call body that parses as JSON; the
+    index counts every span, parsed or not, so it is stable across arms."""
+    for c, (a, b) in enumerate(_call_spans(pieces)):
+        try:
+            call = json.loads(tok.decode(ids[a:b]))
+            name = call["name"]
+            args = call.get("arguments", {})
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
+        yield c, a, b, name, args if isinstance(args, dict) else {}
+
+
 def analyze_arm(model: Any, tok: DomainTokenizer, transcripts: Sequence[str]) -> list[DecisionPoint]:
     """Every decision point of every transcript for one model."""
     import torch
@@ -110,14 +125,7 @@ def analyze_arm(model: Any, tok: DomainTokenizer, transcripts: Sequence[str]) ->
         pieces = [tok.id_to_piece(i) for i in ids]
         with torch.inference_mode():
             logits = model(input_ids=torch.tensor([ids])).logits[0].float()
-        for c, (a, b) in enumerate(_call_spans(pieces)):
-            body = tok.decode(ids[a:b])
-            try:
-                call = json.loads(body)
-                name = call["name"]
-                args = call.get("arguments", {})
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue
+        for c, a, b, name, args in _parsed_calls(tok, ids, pieces):
             # name tokens: after '{"', 'name', '":"' up to the piece that starts with '"'.
             if pieces[a : a + 3] != ['{"', "name", '":"']:
                 continue
@@ -129,7 +137,7 @@ def analyze_arm(model: Any, tok: DomainTokenizer, transcripts: Sequence[str]) ->
             if not name_pos:
                 continue
             out.append(_decision(model, tok, ids, logits, name_pos, e, c, "tool_name", name, name))
-            for arg, value in (args.items() if isinstance(args, dict) else []):
+            for arg, value in args.items():
                 if not isinstance(value, str):
                     continue
                 try:
@@ -161,13 +169,8 @@ def copy_sources(tok: DomainTokenizer, transcripts: Sequence[str]) -> dict[str, 
     for text in transcripts:
         ids = tok.encode(text)
         pieces = [tok.id_to_piece(i) for i in ids]
-        for a, b in _call_spans(pieces):
-            try:
-                call = json.loads(tok.decode(ids[a:b]))
-                name, args = call["name"], call.get("arguments", {})
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue
-            for arg, value in (args.items() if isinstance(args, dict) else []):
+        for _c, a, _b, name, args in _parsed_calls(tok, ids, pieces):
+            for arg, value in args.items():
                 for v in value if isinstance(value, list) else [value]:
                     if not isinstance(v, str):
                         continue
