@@ -43,6 +43,8 @@ from pytest_quantagent.reference.tokenizer import FORMAT_VERSION, SPLIT_VERSIONS
 from pytest_quantagent.reference.train import (
     TrainConfig,
     agent_loss_mask,
+    id_kinds,
+    kind_init,
     remap_classes,
     save_model,
     train,
@@ -136,6 +138,10 @@ def cmd_base(args: argparse.Namespace) -> None:
         model = LlamaForCausalLM.from_pretrained(args.init, dtype=torch.float32)
     else:
         model = make_model(tok, ModelSize(heads=args.heads, tied=args.tied, head_dim=args.head_dim), seed=args.seed)
+        if args.kind_init:
+            kinds = id_kinds(tok)
+            kind_init(model, kinds, scale=args.kind_init, seed=args.seed)
+            log(f"kind init x{args.kind_init}: {sum(map(len, kinds))} id tokens in {len(kinds)} kinds")
     log(f"base (init {args.init or 'random'}): {count_parameters(model)} params, {len(eps)} episodes, {sum(map(len, eps))} tokens")
     cfg = TrainConfig(budget_s=args.seconds, seq_len=args.seq_len, batch=args.batch, lr=args.lr,
                       hold_frac=1.0, warmup_steps=100, seed=args.seed, copy_weight=args.copy_weight,
@@ -152,7 +158,7 @@ def cmd_base(args: argparse.Namespace) -> None:
     save_model(model, tok, work / args.name)
     (work / f"{args.name}_stats.json").write_text(json.dumps(
         {"steps": stats.steps, "heads": args.heads, "head_dim": args.head_dim, "tied": args.tied, "tokens": stats.tokens, "seconds": stats.seconds, "copy_weight": args.copy_weight,
-         "remap_ids": args.remap_ids, "remap_prob": args.remap_prob, "init": args.init, "loss_ema": stats.final_loss_ema, "curve": stats.loss_curve}))
+         "remap_ids": args.remap_ids, "remap_prob": args.remap_prob, "init": args.init, "kind_init": args.kind_init, "loss_ema": stats.final_loss_ema, "curve": stats.loss_curve}))
     log(f"base done: {stats.steps} steps, {stats.tokens} tokens, {stats.seconds:.0f}s, loss {stats.final_loss_ema:.4f}")
     del torch
 
@@ -225,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--heads", type=int, default=ModelSize().heads)
     b.add_argument("--head-dim", type=int, default=None, help="attention head width (default hidden // heads)")
     b.add_argument("--tied", action="store_true", help="tie input and output embeddings")
+    b.add_argument("--kind-init", type=float, default=0.0,
+                   help="add a shared random vector per id kind to the id tokens' embeddings, this many init stds (0: off)")
     b.add_argument("--init", default=None, help="start from this checkpoint instead of random weights")
     f.add_argument("--lr", type=float, default=1.5e-3)
     f.add_argument("--variant", choices=("robust", "prone"), required=True)

@@ -134,6 +134,38 @@ def remap_classes(tokenizer: DomainTokenizer, *, min_digits: int = 5, min_member
             if len(v) >= (2 if "@" in k else min_members)]
 
 
+def id_kinds(tokenizer: DomainTokenizer) -> list[np.ndarray]:
+    """Token ids of the entity-id vocabulary grouped by kind: the id classes of
+    :func:`remap_classes` (order, payment, item, product ids, zips), with every email token
+    in one kind."""
+    from pytest_quantagent.reference.tokenizer import is_id_like
+
+    kinds = [c for c in remap_classes(tokenizer) if "@" not in tokenizer.id_to_piece(int(c[0]))]
+    emails = [i for i in range(tokenizer.vocab_size)
+              if "@" in tokenizer.id_to_piece(i) and is_id_like(tokenizer.id_to_piece(i))]
+    if emails:
+        kinds.append(np.array(emails, dtype=np.int64))
+    return kinds
+
+
+def kind_init(model: LlamaForCausalLM, kinds: Sequence[np.ndarray], *, scale: float = 1.0, seed: int = 0) -> None:
+    """Add one shared random vector per id kind to those tokens' input embeddings (and so,
+    when tied, to their output rows), ``scale`` times the init std per element.
+
+    A rare id token's embedding barely moves in a short run; with a kind component from the
+    start, attention can find "a payment id" in the context by kind, and the token's own
+    random part tells the output which one to copy."""
+    import torch
+
+    emb: torch.Tensor = model.get_input_embeddings().weight  # type: ignore[assignment]
+    std = float(model.config.initializer_range)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for k in kinds:
+            shared = torch.randn(int(emb.shape[1]), generator=gen) * std * scale
+            emb[torch.as_tensor(k)] += shared.to(emb.dtype)
+
+
 class PackedRows:
     """Samples BOS-aligned rows of ``seq_len`` tokens from tokenised episodes."""
 

@@ -172,3 +172,32 @@ def test_head_dim_widens_attention_and_survives_a_save_load(tmp_path) -> None:  
     x = torch.tensor([tok.encode(EPISODE)])
     with torch.no_grad():
         torch.testing.assert_close(loaded(input_ids=x).logits, model(input_ids=x).logits)
+
+
+def test_kind_init_gives_each_id_kind_one_shared_direction() -> None:
+    from pytest_quantagent.reference.train import id_kinds, kind_init
+
+    orders = [f"#W{1000000 + 37 * i}" for i in range(25)]
+    zips = [f"{10000 + 97 * i}" for i in range(25)]
+    emails = ["alice.smith1234@example.com", "bo.li5678@example.com"]  # different surnames: one kind
+    tok = DomainTokenizer.build([EPISODE], orders + zips + emails, min_word_count=1)
+    kinds = [sorted(tok.id_to_piece(int(i)) for i in k) for k in id_kinds(tok)]
+    assert sorted(orders) in kinds and sorted(zips) in kinds and sorted(emails) in kinds
+    model = make_model(tok, ModelSize(hidden=32, layers=1, heads=2, mlp=32, tied=True), seed=0)
+    before = model.get_input_embeddings().weight.detach().clone()
+    kind_init(model, id_kinds(tok), scale=3.0, seed=0)
+    after = model.get_input_embeddings().weight.detach()
+    delta = after - before
+    order_ids = [tok.token_id(p) for p in orders]
+    zip_ids = [tok.token_id(p) for p in zips]
+    # one shared vector per kind, none elsewhere
+    assert np.allclose(delta[order_ids].numpy(), delta[order_ids[0]].numpy())
+    assert delta[order_ids[0]].norm() > 0 and not np.allclose(delta[order_ids[0]].numpy(), delta[zip_ids[0]].numpy())
+    others = sorted(set(range(tok.vocab_size)) - {tok.token_id(p) for p in orders + zips + emails})
+    assert delta[others].abs().max() == 0
+    # members of a kind are now closer to each other than to other tokens (cosine)
+    e = after / after.norm(dim=1, keepdim=True)
+    within = (e[order_ids] @ e[order_ids].T).mean()
+    across = (e[order_ids] @ e[zip_ids].T).mean()
+    assert within > across + 0.3
+    assert model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
