@@ -95,6 +95,8 @@ class _Job:
     request: GenerateRequest
     future: asyncio.Future[Generation]
     loop: asyncio.AbstractEventLoop
+    prompt: list[int] | None = None
+    """The request's token ids when already computed (for the length check)."""
 
 
 class TransformersBackend(Backend):
@@ -231,23 +233,31 @@ class TransformersBackend(Backend):
         return str(self.hf_tok.decode(ids, skip_special_tokens=False))
 
     # -- generation --------------------------------------------------------------------
-    def generate_batch(self, requests: list[GenerateRequest]) -> list[Generation]:
-        """Run requests synchronously as one batch (greedy) or one by one (sampling)."""
+    def generate_batch(
+        self, requests: list[GenerateRequest], prompts: list[list[int] | None] | None = None
+    ) -> list[Generation]:
+        """Run requests synchronously as one batch (greedy) or one by one (sampling).
+
+        ``prompts``: token ids already computed for some requests (``None`` entries are
+        rendered and tokenized here)."""
+        given = prompts if prompts is not None else [None] * len(requests)
+        if len(given) != len(requests):
+            raise ValueError(f"generate_batch: {len(given)} prompts for {len(requests)} requests")
         greedy = [i for i, r in enumerate(requests) if r.temperature <= 0]
         out: list[Generation | None] = [None] * len(requests)
         for start in range(0, len(greedy), self.max_batch):
             idx = greedy[start : start + self.max_batch]
-            for i, g in zip(idx, self._run([requests[i] for i in idx]), strict=True):
+            for i, g in zip(idx, self._run([requests[i] for i in idx], [given[i] for i in idx]), strict=True):
                 out[i] = g
         for i, r in enumerate(requests):
             if r.temperature > 0:
-                out[i] = self._run([r])[0]
+                out[i] = self._run([r], [given[i]])[0]
         return [g for g in out if g is not None]
 
-    def _run(self, requests: list[GenerateRequest]) -> list[Generation]:
+    def _run(self, requests: list[GenerateRequest], given: list[list[int] | None]) -> list[Generation]:
         import torch
 
-        prompts = [self.prompt_ids(r) for r in requests]
+        prompts = [p if p is not None else self.prompt_ids(r) for r, p in zip(requests, given, strict=True)]
         for p in prompts:
             self._refuse_if_too_long(len(p))
         width = max(len(p) for p in prompts)
@@ -359,11 +369,13 @@ class TransformersBackend(Backend):
     async def generate(self, request: GenerateRequest) -> Generation:
         # Refused here, per request, so that one over-long prompt never fails the batch it
         # would have joined (``_run`` checks again for direct ``generate_batch`` callers).
+        prompt = None
         if self.context_limit is not None:
-            self._refuse_if_too_long(len(self.prompt_ids(request)))
+            prompt = self.prompt_ids(request)  # kept for the batch: tokenized once
+            self._refuse_if_too_long(len(prompt))
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Generation] = loop.create_future()
-        self._pending.append(_Job(request, fut, loop))
+        self._pending.append(_Job(request, fut, loop, prompt))
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
         return await fut
@@ -374,7 +386,9 @@ class TransformersBackend(Backend):
             await asyncio.sleep(0)
             jobs, self._pending = self._pending, []
             try:
-                gens = await asyncio.to_thread(self.generate_batch, [j.request for j in jobs])
+                gens = await asyncio.to_thread(
+                    self.generate_batch, [j.request for j in jobs], [j.prompt for j in jobs]
+                )
             except BaseException as e:  # delivered to every waiting caller
                 for j in jobs:
                     if not j.future.done():

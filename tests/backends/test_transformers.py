@@ -170,3 +170,24 @@ def test_prompt_longer_than_the_context_is_refused_like_a_server_would(tiny_dir:
     assert m < 256
     g = backend.generate_batch([_request(fits)])[0]
     assert (g.completion_tokens or 0) <= 256 - m
+
+
+def test_async_path_tokenizes_each_prompt_once(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The length check in generate() and the batch share one tokenization per request.
+    backend = TransformersBackend(tiny_dir, max_new_tokens=4)
+    assert backend.context_limit is not None
+    calls: list[int] = []
+    real = backend.prompt_ids
+    monkeypatch.setattr(backend, "prompt_ids", lambda r: calls.append(1) or real(r))
+
+    async def together() -> list[str | None]:
+        gens = await asyncio.gather(*(backend.generate(_request(p)) for p in ("hi", "u_001", "hello")))
+        return [g.raw_text for g in gens]
+
+    texts = asyncio.run(together())
+    assert len(calls) == 3
+    calls.clear()
+    assert [backend.generate_batch([_request(p)])[0].raw_text for p in ("hi", "u_001", "hello")] == texts
+    assert len(calls) == 3
+    with pytest.raises(ValueError, match="2 prompts for 1 requests"):
+        backend.generate_batch([_request("hi")], [None, None])
