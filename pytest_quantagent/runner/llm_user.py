@@ -266,20 +266,37 @@ class UserTurnCache:
     def put(self, key: str, message: UserMessage) -> UserMessage:
         """Store ``message`` for ``key``; returns the stored turn (an earlier answer from
         another process wins, so every arm sees the same bytes)."""
+        stored, line = self._remember(key, message)
+        if line is not None:
+            self._append(line)
+        return stored
+
+    async def aput(self, key: str, message: UserMessage) -> UserMessage:
+        """:meth:`put` for the event loop: the locked, fsynced append runs in a thread."""
+        stored, line = self._remember(key, message)
+        if line is not None:
+            await asyncio.to_thread(self._append, line)
+        return stored
+
+    def _remember(self, key: str, message: UserMessage) -> tuple[UserMessage, str | None]:
+        """Record ``message`` in memory unless ``key`` is answered; the line to append."""
         if self.path is not None:
             self._load(self.path)
         if key in self._mem:
-            return UserMessage.model_validate(self._mem[key])
+            return UserMessage.model_validate(self._mem[key]), None
         row = message.model_dump(mode="json", exclude={"turn_idx"})
         self._mem[key] = row
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with FileLock(str(self.path) + ".lock"):
-                with self.path.open("a", encoding="utf-8") as f:
-                    f.write(json.dumps({"key": key, "message": row}, sort_keys=True) + "\n")
-                    f.flush()
-                    os.fsync(f.fileno())
-        return message
+        if self.path is None:
+            return message, None
+        return message, json.dumps({"key": key, "message": row}, sort_keys=True) + "\n"
+
+    def _append(self, line: str) -> None:
+        assert self.path is not None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.path) + ".lock"), self.path.open("a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def transcript_key(identity: str, task_id: str, trial: int, seed: int,
@@ -332,7 +349,7 @@ class LLMUser:
                 # The episode loop ends an empty user message with user_error. Not cached: a
                 # resumed run asks again.
                 return UserMessage(content=None, tool_calls=None, raw="")
-            return self.cache.put(key, msg)
+            return await self.cache.aput(key, msg)
         finally:
             self.cache.release(key, claim)
 

@@ -213,3 +213,21 @@ def test_cache_file_first_answer_wins_and_torn_line_waits(tmp_path: Path) -> Non
         f.write('ter"}}\n')
     got = b.get("k2")
     assert got is not None and got.content == "later"
+
+
+def test_async_put_writes_the_same_line_as_put_and_first_answer_wins(tmp_path: Path) -> None:
+    sync_path, async_path = tmp_path / "sync.jsonl", tmp_path / "async.jsonl"
+    UserTurnCache(sync_path).put("k", UserMessage(content="first"))
+    a, b = UserTurnCache(async_path), UserTurnCache(async_path)
+
+    async def both() -> tuple[UserMessage, UserMessage]:
+        first = await a.aput("k", UserMessage(content="first"))
+        return first, await b.aput("k", UserMessage(content="second"))
+
+    first, second = asyncio.run(both())
+    assert first.content == second.content == "first"
+    assert async_path.read_bytes() == sync_path.read_bytes()  # one line, byte for byte
+    assert UserTurnCache(async_path).get("k").content == "first"  # type: ignore[union-attr]
+    memory_only = UserTurnCache()
+    assert asyncio.run(memory_only.aput("k", UserMessage(content="m"))).content == "m"
+    assert memory_only.get("k").content == "m"  # type: ignore[union-attr]
