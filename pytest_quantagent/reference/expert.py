@@ -205,6 +205,16 @@ _QUESTIONS: tuple[tuple[tuple[str, ...], str], ...] = (
 )
 
 
+#: Ids the expert (with ``restate_ids``) has the user say again right before the first call
+#: that needs them, when the user's last message does not hold them. Said in the opening
+#: request, an order or payment id is far back and among same-kind ids of tool results
+#: (the user's other orders and payment methods); restated, it is the latest such token.
+RESTATE_QUESTIONS: dict[str, str] = {
+    "order_id": "Could you please tell me the order id?",
+    "payment_method_id": "What payment method do you want to use?",
+}
+
+
 def question_for(arg: str) -> str | None:
     """The question to ask for a missing argument value (None: not the user's to give)."""
     for keys, q in _QUESTIONS:
@@ -303,6 +313,9 @@ class ExpertAgent:
     enum_values: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     decoys: dict[str, list[str]] = field(default_factory=dict)
     """Id shape → ids of that shape that exist nowhere (see :func:`decoy_ids`)."""
+    restate_ids: bool = False
+    """Ask for each id of :data:`RESTATE_QUESTIONS` right before its first use (once per
+    question) unless the user's last message holds it."""
     _i: int = 0
     _asked: set[str] = field(default_factory=set)
     _confirmed: set[int] = field(default_factory=set)
@@ -451,6 +464,15 @@ class ExpertAgent:
                 if q is not None and q not in self._asked:
                     self._asked.add(q)
                     return AssistantMessage(content=q)
+            if self.restate_ids:
+                last_user = next(
+                    (m.content or "" for m in reversed(view) if isinstance(m, UserMessage)), ""
+                )
+                for k, v in action.arguments.items():
+                    q = RESTATE_QUESTIONS.get(k)
+                    if q is not None and isinstance(v, str) and v not in last_user and q not in self._asked:
+                        self._asked.add(q)
+                        return AssistantMessage(content=q)
             lookup = self._discover(action, view, visible)
             if lookup is not None:
                 return lookup

@@ -65,3 +65,49 @@ def test_prone_telecom_expert_calls_device_tools_then_asks_the_user() -> None:
     assert channels[Channel.CROSS_ROLE_TOOL] >= 10
     ok, channels = asyncio.run(play(ROBUST))
     assert ok == len(tasks) and channels[Channel.CROSS_ROLE_TOOL] == 0
+
+
+def test_restating_expert_has_ids_said_again_right_before_their_first_use() -> None:
+    import asyncio
+    import random
+
+    from pytest_quantagent.env.messages import AssistantMessage, ToolMessage, UserMessage
+    from pytest_quantagent.reference.decisions import CLEAN
+    from pytest_quantagent.reference.expert import (
+        RESTATE_QUESTIONS,
+        ExpertAgent,
+        decoy_ids,
+        enum_arguments,
+    )
+    from pytest_quantagent.runner.episode import run_episode
+
+    domain = get_domain("retail")
+    tasks = [domain.task(t) for t in domain.splits["test"]]
+
+    async def play(restate: bool) -> tuple[int, int, int]:
+        ok = checked = asked = 0
+        for i, task in enumerate(tasks):
+            agent = ExpertAgent(domain, task, CLEAN, random.Random(i), enum_values=enum_arguments(domain),
+                                decoys=decoy_ids([]), restate_ids=restate)
+            out = await run_episode(domain=domain, task=task, agent=agent, user=domain.make_user(task, i))
+            ok += out.success
+            msgs = out.messages
+            asked += sum(isinstance(m, AssistantMessage) and m.content in RESTATE_QUESTIONS.values() for m in msgs)
+            if not restate:
+                continue
+            for key in RESTATE_QUESTIONS:
+                for j, m in enumerate(msgs):
+                    if isinstance(m, AssistantMessage) and m.tool_calls and key in m.tool_calls[0].arguments:
+                        # the first call with this id: the user said it after the last tool result
+                        last_tool = max(k for k in range(j) if isinstance(msgs[k], ToolMessage))
+                        said = [u.content or "" for u in msgs[last_tool:j] if isinstance(u, UserMessage)]
+                        assert any(m.tool_calls[0].arguments[key] in s for s in said), (task.id, key, said)
+                        checked += 1
+                        break
+        return ok, checked, asked
+
+    ok, _, asked = asyncio.run(play(False))
+    assert ok == len(tasks)
+    ok_r, checked, asked_r = asyncio.run(play(True))
+    assert ok_r == len(tasks)  # the scripted user answers both questions
+    assert checked >= 40 and asked_r > asked + 30
