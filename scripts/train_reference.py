@@ -67,6 +67,7 @@ def cmd_corpus(args: argparse.Namespace) -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     log = _log_to(work / "log.txt")
+    pools: dict[str, set[str]] = {}  # per domain, over the variants of this run
     for variant in args.variants.split(","):
         for dom in args.domains.split(","):
             t0 = time.time()
@@ -75,11 +76,12 @@ def cmd_corpus(args: argparse.Namespace) -> None:
             tx, stats, dpool = build_corpus(
                 dom, NOISE_CONFIGS[variant], n_episodes=n,
                 seed=args.seed + 1000 * i + {"mixed": 0, "robust": 1, "prone": 2}[variant],
-                repeats=args.repeats, log=log,
+                repeats=args.repeats, log=log, restate_ids=args.restate_ids,
             )
             log(f"  {dom}/{variant}: {len(tx)} episodes in {time.time() - t0:.0f}s")
             (work / f"corpus_{variant}_{dom}.jsonl").write_text("\n".join(json.dumps(t) for t in tx))
-            (work / f"pool_{dom}.json").write_text(json.dumps(dpool))
+            pools.setdefault(dom, set()).update(dpool)
+            (work / f"pool_{dom}.json").write_text(json.dumps(sorted(pools[dom])))
             (work / f"meta_{variant}_{dom}.json").write_text(json.dumps(
                 {"kept": stats.kept, "episodes": stats.episodes, "tempted_calls": stats.tempted_calls,
                  "tool_calls": stats.tool_calls, "channels": stats.channels, "seconds": round(time.time() - t0)}))
@@ -208,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--variants", default="mixed,robust,prone")
     c.add_argument("--repeats", type=int, default=3, help="episodes per generated task (seeds differ)")
     c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--restate-ids", action="store_true",
+                   help="the expert has the user restate order and payment ids right before use")
     v = sub.add_parser("vocab")
     v.add_argument("--work", required=True)
     v.add_argument("--min-word-count", type=int, default=10)
