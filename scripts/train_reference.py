@@ -84,7 +84,8 @@ def cmd_corpus(args: argparse.Namespace) -> None:
             (work / f"pool_{dom}.json").write_text(json.dumps(sorted(pools[dom])))
             (work / f"meta_{variant}_{dom}.json").write_text(json.dumps(
                 {"kept": stats.kept, "episodes": stats.episodes, "tempted_calls": stats.tempted_calls,
-                 "tool_calls": stats.tool_calls, "channels": stats.channels, "seconds": round(time.time() - t0)}))
+                 "tool_calls": stats.tool_calls, "channels": stats.channels, "seconds": round(time.time() - t0),
+                 "restate_ids": args.restate_ids}))
 
 
 def _texts(work: Path, variant: str) -> list[str]:

@@ -36,17 +36,20 @@ def run(args: argparse.Namespace) -> int:
         gold_transcripts,
         summarize,
         summary_dicts,
+        trained_restate_ids,
     )
 
     spec = args.model or DEFAULT_MODEL_SPEC
     labels = parse_arm_labels(args.arms)
     t0 = time.monotonic()
-    transcripts = gold_transcripts(args.domain, split=args.split, seeds=args.seeds)
+    arms = [resolve_arm(label, spec) for label in labels]
+    # Gold trajectories in the expert policy the reference model was trained on.
+    restate = arms[0].path is not None and trained_restate_ids(arms[0].path, args.domain)
+    transcripts = gold_transcripts(args.domain, split=args.split, seeds=args.seeds, restate_ids=restate)
     timings: dict[str, float] = {"transcripts_s": round(time.monotonic() - t0, 2)}
     by_arm = {}
-    for label in labels:
+    for label, arm in zip(labels, arms, strict=True):
         t = time.monotonic()
-        arm = resolve_arm(label, spec)
         backend = create_backend(arm, BackendOptions())
         if backend.dtok is None:
             raise SystemExit(f"arm {label!r} ({arm.path}) has no domain tokenizer; open-loop analysis "
@@ -56,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     summaries = summarize(labels[0], by_arm)
     result: dict[str, Any] = {
         "domain": args.domain, "model": spec, "reference": labels[0], "episodes": len(transcripts),
+        "restate_ids": restate,
         "arms": summary_dicts(summaries), "timings": timings,
     }
     if args.json:

@@ -26,6 +26,7 @@ import random
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pytest_quantagent.env.registry import get_domain
@@ -59,8 +60,23 @@ class DecisionPoint:
         return self.chosen == self.gold
 
 
-def gold_transcripts(domain_name: str, *, split: str = "test", seeds: int = 1) -> list[str]:
-    """Rendered clean-expert episodes of the domain's ``split`` tasks (successful ones)."""
+def trained_restate_ids(model_dir: str | Path, domain_name: str) -> bool:
+    """Whether the model in ``model_dir`` learned the restating expert in ``domain_name``
+    (its ``training.json`` corpus record; False when absent, as for models made before)."""
+    f = Path(model_dir) / "training.json"
+    if not f.is_file():
+        return False
+    corpus = (json.loads(f.read_text()).get("corpus") or {})
+    return bool((corpus.get(f"mixed_{domain_name}") or {}).get("restate_ids", False))
+
+
+def gold_transcripts(
+    domain_name: str, *, split: str = "test", seeds: int = 1, restate_ids: bool = False
+) -> list[str]:
+    """Rendered clean-expert episodes of the domain's ``split`` tasks (successful ones).
+
+    ``restate_ids``: the expert policy of models trained with ``corpus --restate-ids``
+    (see :attr:`ExpertAgent.restate_ids`)."""
     domain = get_domain(domain_name)
     ids = domain.splits.get(split)
     if not ids:
@@ -75,7 +91,8 @@ def gold_transcripts(domain_name: str, *, split: str = "test", seeds: int = 1) -
         out: list[str] = []
         for s in range(seeds):
             for task in tasks:
-                agent = ExpertAgent(domain, task, CLEAN, random.Random(s), enum_values=enums, decoys=decoys)
+                agent = ExpertAgent(domain, task, CLEAN, random.Random(s), enum_values=enums, decoys=decoys,
+                                    restate_ids=restate_ids)
                 o = await run_episode(domain=domain, task=task, agent=agent, user=domain.make_user(task, s))
                 if o.success:
                     out.append(render_episode(agent_view(o.messages)))

@@ -50,3 +50,21 @@ def test_copy_sources_tells_copyable_from_recall_only_values() -> None:
         assert (uid.values, uid.single_token, uid.in_context) == (1, 1, 1)
         tags = got["get_user_details.tags"]  # list values count one by one; never seen before
         assert (tags.values, tags.single_token, tags.in_context) == (1, 1, 0)
+
+
+def test_gold_policy_follows_the_models_training_record(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from pytest_quantagent.reference.decisions import gold_transcripts, trained_restate_ids
+    from pytest_quantagent.reference.expert import RESTATE_QUESTIONS
+
+    assert trained_restate_ids(tmp_path, "retail") is False  # no training.json: a model made before
+    corpus = {"mixed_retail": {"kept": 1, "restate_ids": True}, "mixed_telecom": {"kept": 1}}
+    (tmp_path / "training.json").write_text(json.dumps({"corpus": corpus}))
+    assert trained_restate_ids(tmp_path, "retail") is True
+    assert trained_restate_ids(tmp_path, "telecom") is False
+    plain = gold_transcripts("retail")
+    restated = gold_transcripts("retail", restate_ids=True)
+    assert len(plain) == len(restated) == 50
+    q = RESTATE_QUESTIONS["order_id"]
+    assert sum(q in t for t in restated) > sum(q in t for t in plain) + 30
