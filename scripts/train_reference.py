@@ -140,7 +140,9 @@ def cmd_base(args: argparse.Namespace) -> None:
 
         model = LlamaForCausalLM.from_pretrained(args.init, dtype=torch.float32)
     else:
-        model = make_model(tok, ModelSize(heads=args.heads, tied=args.tied, head_dim=args.head_dim), seed=args.seed)
+        size = ModelSize(hidden=args.hidden, mlp=args.mlp or 3 * args.hidden, heads=args.heads, tied=args.tied,
+                         head_dim=args.head_dim)
+        model = make_model(tok, size, seed=args.seed)
         if args.kind_init:
             kinds = id_kinds(tok)
             kind_init(model, kinds, scale=args.kind_init, seed=args.seed)
@@ -160,7 +162,7 @@ def cmd_base(args: argparse.Namespace) -> None:
     stats = train(model, eps, masks, cfg, log=log, checkpoint=ckpt, remap=classes)
     save_model(model, tok, work / args.name)
     (work / f"{args.name}_stats.json").write_text(json.dumps(
-        {"steps": stats.steps, "heads": args.heads, "head_dim": args.head_dim, "tied": args.tied, "tokens": stats.tokens, "seconds": stats.seconds, "copy_weight": args.copy_weight,
+        {"steps": stats.steps, "hidden": args.hidden, "mlp": args.mlp, "heads": args.heads, "head_dim": args.head_dim, "tied": args.tied, "tokens": stats.tokens, "seconds": stats.seconds, "copy_weight": args.copy_weight,
          "remap_ids": args.remap_ids, "remap_prob": args.remap_prob, "init": args.init, "kind_init": args.kind_init, "loss_ema": stats.final_loss_ema, "curve": stats.loss_curve}))
     log(f"base done: {stats.steps} steps, {stats.tokens} tokens, {stats.seconds:.0f}s, loss {stats.final_loss_ema:.4f}")
     del torch
@@ -233,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         q.add_argument("--remap-prob", type=float, default=1.0, help="share of rows remapped with --remap-ids")
     b.add_argument("--lr", type=float, default=2e-3)
     b.add_argument("--name", default="base", help="folder (under --work) of the base model")
+    b.add_argument("--hidden", type=int, default=ModelSize().hidden)
+    b.add_argument("--mlp", type=int, default=None, help="MLP width (default 3 x hidden)")
     b.add_argument("--heads", type=int, default=ModelSize().heads)
     b.add_argument("--head-dim", type=int, default=None, help="attention head width (default hidden // heads)")
     b.add_argument("--tied", action="store_true", help="tie input and output embeddings")
