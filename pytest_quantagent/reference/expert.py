@@ -210,7 +210,8 @@ _QUESTIONS: tuple[tuple[tuple[str, ...], str], ...] = (
 #: request, an order or payment id is far back and among same-kind ids of tool results
 #: (the user's other orders and payment methods); restated, it is the latest such token.
 RESTATE_QUESTIONS: dict[str, str] = {
-    "order_id": "Could you please tell me the order id?",
+    # the same question as for a missing order id, so that it is never asked twice
+    "order_id": next(q for keys, q in _QUESTIONS if "order_id" in keys),
     "payment_method_id": "What payment method do you want to use?",
 }
 
