@@ -43,6 +43,7 @@ from pytest_quantagent.reference.tokenizer import FORMAT_VERSION, SPLIT_VERSIONS
 from pytest_quantagent.reference.train import (
     TrainConfig,
     agent_loss_mask,
+    copy_drills,
     id_kinds,
     kind_init,
     remap_classes,
@@ -150,20 +151,27 @@ def cmd_base(args: argparse.Namespace) -> None:
     log(f"base (init {args.init or 'random'}): {count_parameters(model)} params, {len(eps)} episodes, {sum(map(len, eps))} tokens")
     cfg = TrainConfig(budget_s=args.seconds, seq_len=args.seq_len, batch=args.batch, lr=args.lr,
                       hold_frac=1.0, warmup_steps=100, seed=args.seed, copy_weight=args.copy_weight,
-                      remap_ids=args.remap_ids, remap_prob=args.remap_prob)
+                      remap_ids=args.remap_ids, remap_prob=args.remap_prob, drill_rows=args.drill_rows)
 
     def ckpt(m, step):  # type: ignore[no-untyped-def]
         save_model(m, tok, work / args.name)
         log(f"checkpoint at step {step}")
 
-    classes = remap_classes(tok) if args.remap_ids else []
+    classes = remap_classes(tok) if args.remap_ids or args.drill_rows else []
     if classes:
-        log(f"remapping {sum(map(len, classes))} id tokens in {len(classes)} classes per row")
-    stats = train(model, eps, masks, cfg, log=log, checkpoint=ckpt, remap=classes)
+        log(f"remapping {sum(map(len, classes))} id tokens in {len(classes)} classes "
+            f"({'every' if args.remap_ids else 'drill'} row{'s' if args.remap_ids else ''})")
+    drills = None
+    if args.drill_rows:
+        lo, hi = (int(v) for v in args.drill_back.split(","))
+        drills = copy_drills(eps, masks, tok, min_back=lo, max_back=hi, seed=args.seed)
+        log(f"copy drills: {len(drills[0])} crops, {sum(map(len, drills[0]))} tokens, "
+            f"{args.drill_rows} of {args.batch} rows per batch")
+    stats = train(model, eps, masks, cfg, log=log, checkpoint=ckpt, remap=classes, drills=drills)
     save_model(model, tok, work / args.name)
     (work / f"{args.name}_stats.json").write_text(json.dumps(
         {"steps": stats.steps, "hidden": args.hidden, "mlp": args.mlp, "heads": args.heads, "head_dim": args.head_dim, "tied": args.tied, "tokens": stats.tokens, "seconds": stats.seconds, "copy_weight": args.copy_weight,
-         "remap_ids": args.remap_ids, "remap_prob": args.remap_prob, "init": args.init, "kind_init": args.kind_init, "loss_ema": stats.final_loss_ema, "curve": stats.loss_curve}))
+         "remap_ids": args.remap_ids, "remap_prob": args.remap_prob, "drill_rows": args.drill_rows, "drill_back": args.drill_back if args.drill_rows else None, "init": args.init, "kind_init": args.kind_init, "loss_ema": stats.final_loss_ema, "curve": stats.loss_curve}))
     log(f"base done: {stats.steps} steps, {stats.tokens} tokens, {stats.seconds:.0f}s, loss {stats.final_loss_ema:.4f}")
     del torch
 
@@ -243,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--kind-init", type=float, default=0.0,
                    help="add a shared random vector per id kind to the id tokens' embeddings, this many init stds (0: off)")
     b.add_argument("--init", default=None, help="start from this checkpoint instead of random weights")
+    b.add_argument("--drill-rows", type=int, default=0,
+                   help="rows of each batch drawn from id-remapped copy drills (reference.train.copy_drills)")
+    b.add_argument("--drill-back", default="3,8", help="a drill starts this many messages (min,max) before its turn")
     f.add_argument("--lr", type=float, default=1.5e-3)
     f.add_argument("--variant", choices=("robust", "prone"), required=True)
     f.add_argument("--start", default="base")

@@ -25,6 +25,12 @@ Choices, from the feasibility notes:
   database and must learn one copy mechanism that serves every id, including the ones the
   test tasks use. Without it, whether an id was copied depended on how often that very
   token had been a target in training.
+- **Copy drills** (``drill_rows``). Short crops of the corpus, each ending at an agent
+  turn that copies a value (a call with an id, an answer with an amount) and starting a
+  few messages earlier, always id-remapped, fill ``drill_rows`` rows of every batch (see
+  :func:`copy_drills`). A drill row holds a copy decision every hundred tokens or so
+  instead of a few per thousand, and its ids can only be copied, so the copy mechanism
+  gets a dense signal while the other rows teach the dialogue on real ids.
 - ``torch.set_num_threads(1)``: two threads on two busy cores run several times slower.
 """
 
@@ -69,6 +75,8 @@ class TrainConfig:
     """Apply a random per-row bijection within each entity-id class (see module doc)."""
     remap_prob: float = 1.0
     """Share of rows that are remapped when ``remap_ids`` (the rest keep the real ids)."""
+    drill_rows: int = 0
+    """Rows of each batch (of ``batch``) drawn from copy drills (see :func:`copy_drills`)."""
 
 
 @dataclass
@@ -166,13 +174,67 @@ def kind_init(model: LlamaForCausalLM, kinds: Sequence[np.ndarray], *, scale: fl
             emb[torch.as_tensor(k)] += shared.to(emb.dtype)
 
 
+def copy_drills(
+    episodes: Sequence[np.ndarray], masks: Sequence[np.ndarray], tokenizer: DomainTokenizer, *,
+    frequent_tokens: int = 300, frequent: np.ndarray | None = None, min_back: int = 3, max_back: int = 8,
+    seed: int = 0,
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Crops of ``episodes`` for copy drills: (token ids, agent-token masks).
+
+    One crop per agent turn that copies a value, i.e. holds a token outside the corpus's
+    ``frequent_tokens`` most frequent ones that the user's or a tool's text of the crop
+    already holds (``frequent``: a boolean mask over token ids that overrides that
+    count). The crop is ``<bos>`` plus the messages from ``min_back``–``max_back``
+    messages (drawn per crop) before that turn through its ``<|end|>``; the mask keeps only
+    that last turn, so each crop is one decision with its evidence close by. The crops come
+    back in a shuffled order, deterministic for a ``seed``."""
+    from pytest_quantagent.reference.tokenizer import ASSISTANT, SYSTEM, TOOL, USER
+
+    if min_back < 1 or max_back < min_back:
+        raise ValueError(f"copy_drills: need 1 <= min_back <= max_back, got min_back={min_back}, max_back={max_back}")
+    rng = np.random.default_rng(seed)
+    starts_of = {tokenizer.token_id(t) for t in (USER, TOOL, ASSISTANT, SYSTEM)}
+    if frequent is None:
+        counts = np.bincount(np.concatenate([np.asarray(e, dtype=np.int64) for e in episodes]))
+        frequent = np.zeros(len(counts), dtype=bool)
+        frequent[np.argsort(-counts, kind="stable")[:frequent_tokens]] = True
+    out_ids: list[np.ndarray] = []
+    out_masks: list[np.ndarray] = []
+    bos = np.array([tokenizer.bos_id], dtype=np.int64)
+    for ep, m in zip(episodes, masks, strict=True):
+        ep = np.asarray(ep, dtype=np.int64)
+        m = np.asarray(m, dtype=bool)
+        msg_starts = [i for i, t in enumerate(ep.tolist()) if t in starts_of]
+        for j, s in enumerate(msg_starts):
+            if ep[s] != tokenizer.assistant_id or j == 0:
+                continue
+            end = msg_starts[j + 1] if j + 1 < len(msg_starts) else len(ep)
+            back = int(rng.integers(min_back, max_back + 1))
+            c0 = msg_starts[max(0, j - back)]
+            context = ep[c0:s][~m[c0:s]]
+            turn = ep[s:end][m[s:end]]
+            if not np.isin(turn[~frequent[turn]], context).any():
+                continue
+            out_ids.append(np.concatenate([bos, ep[c0:end]]))
+            keep = np.zeros(end - c0 + 1, dtype=np.uint8)
+            keep[1 + s - c0:] = m[s:end]
+            out_masks.append(keep)
+    # Shuffled: rows pack crops back to back, and one episode's crops side by side would
+    # let a later crop copy from an earlier one instead of from its own evidence.
+    order = rng.permutation(len(out_ids))
+    return [out_ids[i] for i in order], [out_masks[i] for i in order]
+
+
 class PackedRows:
     """Samples BOS-aligned rows of ``seq_len`` tokens from tokenised episodes."""
 
     def __init__(
         self, episodes: Sequence[np.ndarray], masks: Sequence[np.ndarray], seq_len: int, seed: int,
         *, frequent_tokens: int = 300, remap: Sequence[np.ndarray] = (), remap_prob: float = 1.0,
+        frequent: np.ndarray | None = None,
     ) -> None:
+        """``frequent``: a boolean mask over token ids of the tokens that never count as
+        copies (default: these episodes' ``frequent_tokens`` most frequent ones)."""
         if not episodes:
             raise ValueError("no training episodes")
         self.ids = np.concatenate(episodes).astype(np.int64)
@@ -181,15 +243,17 @@ class PackedRows:
         self.starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
         self.seq_len = seq_len
         self.rng = np.random.default_rng(seed)
-        counts = np.bincount(self.ids)
-        self.frequent = np.zeros(len(counts), dtype=bool)
-        self.frequent[np.argsort(-counts, kind="stable")[:frequent_tokens]] = True
+        if frequent is None:
+            counts = np.bincount(self.ids)
+            frequent = np.zeros(len(counts), dtype=bool)
+            frequent[np.argsort(-counts, kind="stable")[:frequent_tokens]] = True
+        size = int(self.ids.max()) + 1
         self.remap = [np.asarray(c, dtype=np.int64) for c in remap]
         self.remap_prob = remap_prob
         if self.remap:
-            size = max(len(counts), int(max(c.max() for c in self.remap)) + 1)
-            self.frequent = np.pad(self.frequent, (0, size - len(self.frequent)))
+            size = max(size, int(max(c.max() for c in self.remap)) + 1)
             self._identity = np.arange(size, dtype=np.int64)
+        self.frequent = np.pad(frequent, (0, max(0, size - len(frequent))))
 
     def _remapped(self, chunk: np.ndarray) -> np.ndarray:
         if not self.remap or (self.remap_prob < 1.0 and self.rng.random() >= self.remap_prob):
@@ -257,20 +321,32 @@ def train(
     log: Callable[[str], None] = print,
     checkpoint: Callable[[LlamaForCausalLM, int], None] | None = None,
     remap: Sequence[np.ndarray] = (),
+    drills: tuple[Sequence[np.ndarray], Sequence[np.ndarray]] | None = None,
 ) -> TrainStats:
     """Train ``model`` in place for ``cfg.budget_s`` seconds of wall time.
 
-    ``remap``: the id classes of :func:`remap_classes`, used when ``cfg.remap_ids``."""
+    ``remap``: the id classes of :func:`remap_classes`, used when ``cfg.remap_ids`` and
+    for the drill rows. ``drills``: (ids, masks) of :func:`copy_drills`, needed when
+    ``cfg.drill_rows`` > 0; drill rows are always remapped."""
     import torch
 
     torch.set_num_threads(1)
     torch.manual_seed(cfg.seed)
-    if cfg.remap_ids and not remap:
-        raise ValueError("TrainConfig.remap_ids is set but no id classes were given (remap=...)")
-    if remap and not cfg.remap_ids:
-        raise ValueError("id classes were given (remap=...) but TrainConfig.remap_ids is off")
+    if not 0 <= cfg.drill_rows < cfg.batch:
+        raise ValueError(f"TrainConfig.drill_rows must be in [0, batch={cfg.batch}), got {cfg.drill_rows}")
+    if (cfg.remap_ids or cfg.drill_rows) and not remap:
+        raise ValueError("TrainConfig.remap_ids or drill_rows is set but no id classes were given (remap=...)")
+    if remap and not (cfg.remap_ids or cfg.drill_rows):
+        raise ValueError("id classes were given (remap=...) but neither TrainConfig.remap_ids nor drill_rows is on")
+    if cfg.drill_rows and not (drills and drills[0]):
+        raise ValueError("TrainConfig.drill_rows is set but no copy drills were given (drills=...)")
     rows = PackedRows(episodes, masks, cfg.seq_len, cfg.seed, frequent_tokens=cfg.frequent_tokens,
-                      remap=remap, remap_prob=cfg.remap_prob)
+                      remap=remap if cfg.remap_ids else (), remap_prob=cfg.remap_prob)
+    drill_rows = None
+    if cfg.drill_rows and drills is not None:
+        # The episode rows' "frequent" tokens: a copy weight means the same in both.
+        drill_rows = PackedRows(drills[0], drills[1], cfg.seq_len, cfg.seed + 1, remap=remap, remap_prob=1.0,
+                                frequent=rows.frequent)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n]
     no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embed" not in n)]
     opt = torch.optim.AdamW(
@@ -290,7 +366,10 @@ def train(
         lr = lr_at(cfg, stats.steps, elapsed)
         for g in opt.param_groups:
             g["lr"] = lr
-        x, y, copies = rows.batch_with_copies(cfg.batch)
+        x, y, copies = rows.batch_with_copies(cfg.batch - cfg.drill_rows)
+        if drill_rows is not None:
+            dx, dy, dc = drill_rows.batch_with_copies(cfg.drill_rows)
+            x, y, copies = np.concatenate([x, dx]), np.concatenate([y, dy]), np.concatenate([copies, dc])
         weights = np.where(copies, cfg.copy_weight, 1.0).astype(np.float32)
         loss = weighted_lm_loss(model, torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(weights))
         opt.zero_grad(set_to_none=True)

@@ -138,7 +138,7 @@ def test_remap_ids_without_classes_is_an_error() -> None:
     ids = tok.encode(EPISODE)
     with pytest.raises(ValueError, match="remap_ids"):
         train(model, [np.array(ids)], [agent_loss_mask(ids, tok)], TrainConfig(budget_s=1, remap_ids=True))
-    with pytest.raises(ValueError, match="remap_ids is off"):
+    with pytest.raises(ValueError, match="nor drill_rows is on"):
         train(model, [np.array(ids)], [agent_loss_mask(ids, tok)], TrainConfig(budget_s=1),
               remap=[np.arange(3)])
 
@@ -201,3 +201,89 @@ def test_kind_init_gives_each_id_kind_one_shared_direction() -> None:
     across = (e[order_ids] @ e[zip_ids].T).mean()
     assert within > across + 0.3
     assert model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+
+
+def _drill_episode() -> str:
+    return render_messages([
+        {"role": "user", "content": "Cancel order #W1000037 please."},
+        {"role": "assistant", "content": "Could you please provide your email?"},
+        {"role": "user", "content": "My email is alice.smith1234@example.com."},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {
+            "name": "find_user_id_by_email", "arguments": '{"email":"alice.smith1234@example.com"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "alice_smith_1234"},
+        {"role": "assistant", "content": "Thanks."},
+    ], add_generation_prompt=False)
+
+
+def test_copy_drills_crop_each_copying_turn_with_its_evidence() -> None:
+    from pytest_quantagent.reference.train import copy_drills
+
+    text = _drill_episode()
+    tok = DomainTokenizer.build([text] * 3, ["#W1000037", "alice.smith1234@example.com"], min_word_count=1)
+    ids = np.array(tok.encode(text))
+    mask = agent_loss_mask(ids.tolist(), tok)
+    # every token but the two ids counts as frequent (a one-episode corpus has no frequencies)
+    frequent = np.ones(tok.vocab_size, dtype=bool)
+    frequent[[tok.token_id("#W1000037"), tok.token_id("alice.smith1234@example.com")]] = False
+    crops, masks = copy_drills([ids], [mask], tok, frequent=frequent, min_back=2, max_back=2, seed=0)
+    # Only the call copies a value (the email); the question and "Thanks." copy nothing.
+    assert len(crops) == 1
+    crop, m = crops[0], masks[0].astype(bool)
+    assert crop[0] == tok.bos_id
+    assert tok.decode(crop[m].tolist()).startswith('<|call|>{"name":"find_user_id_by_email"')
+    assert tok.decode(crop[m].tolist()).endswith("<|end|>")
+    # Two messages back: the email question and the user's answer, not the opening request.
+    context = tok.decode(crop[~m].tolist())
+    assert "alice.smith1234@example.com" in context and "#W1000037" not in context
+    assert context.startswith("<bos><|assistant|>Could you please provide your email?")
+    with pytest.raises(ValueError, match="min_back"):
+        copy_drills([ids], [mask], tok, min_back=3, max_back=2)
+
+
+def test_drill_rows_are_remapped_and_fill_their_share_of_the_batch() -> None:
+    orders = [f"#W{1000000 + 37 * i}" for i in range(25)]
+    text = render_messages([
+        {"role": "user", "content": "The order id is #W1000037."},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {
+            "name": "get_order_details", "arguments": '{"order_id":"#W1000037"}'}}]},
+    ], add_generation_prompt=False)
+    from pytest_quantagent.reference.train import copy_drills, remap_classes
+
+    tok = DomainTokenizer.build([text] * 3, orders, min_word_count=1)
+    ids = np.array(tok.encode(text))
+    mask = agent_loss_mask(ids.tolist(), tok)
+    frequent = np.array([tok.id_to_piece(i) not in orders for i in range(tok.vocab_size)])
+    drills = copy_drills([ids], [mask], tok, frequent=frequent, min_back=1, max_back=1)
+    assert len(drills[0]) == 1
+    model = make_model(tok, ModelSize(hidden=16, layers=1, heads=2, mlp=32, max_positions=64), seed=0)
+    seen: list[np.ndarray] = []
+    original = PackedRows.batch_with_copies
+
+    def spy(self, n):  # type: ignore[no-untyped-def]
+        out = original(self, n)
+        seen.append(out[0])
+        return out
+
+    cfg = TrainConfig(budget_s=0.5, seq_len=len(ids), batch=3, drill_rows=1, log_every=10**9)
+    classes = remap_classes(tok)
+    PackedRows.batch_with_copies = spy  # type: ignore[method-assign]
+    try:
+        train(model, [ids], [mask], cfg, log=lambda _m: None, remap=classes, drills=drills)
+    finally:
+        PackedRows.batch_with_copies = original  # type: ignore[method-assign]
+    episode_batches, drill_batches = seen[0::2], seen[1::2]
+    assert all(b.shape[0] == 2 for b in episode_batches) and all(b.shape[0] == 1 for b in drill_batches)
+    order_tok = tok.token_id("#W1000037")
+    # episode rows keep the real id (remap_ids is off); drill rows get a random one, the
+    # same token in the user's message and in the call
+    assert all((b == order_tok).sum() == 2 * 2 for b in episode_batches)
+    drawn = set()
+    for b in drill_batches:
+        ids_in_row = [t for t in b[0].tolist() if tok.id_to_piece(t) in orders]
+        assert len(ids_in_row) == 2 and ids_in_row[0] == ids_in_row[1]
+        drawn.add(ids_in_row[0])
+    assert len(drawn) > 1
+    with pytest.raises(ValueError, match="drill_rows must be in"):
+        train(model, [ids], [mask], TrainConfig(budget_s=1, batch=2, drill_rows=2), remap=classes, drills=drills)
+    with pytest.raises(ValueError, match="no copy drills"):
+        train(model, [ids], [mask], TrainConfig(budget_s=1, drill_rows=1), remap=classes)
