@@ -44,6 +44,7 @@ from pytest_quantagent.reference.train import (
     TrainConfig,
     agent_loss_mask,
     copy_drills,
+    copy_head_init,
     id_kinds,
     kind_init,
     remap_classes,
@@ -148,6 +149,9 @@ def cmd_base(args: argparse.Namespace) -> None:
             kinds = id_kinds(tok)
             kind_init(model, kinds, scale=args.kind_init, seed=args.seed)
             log(f"kind init x{args.kind_init}: {sum(map(len, kinds))} id tokens in {len(kinds)} kinds")
+        if args.copy_heads:
+            copy_head_init(model, heads=args.copy_heads, seed=args.seed)
+            log(f"copy-head init: {args.copy_heads} head(s) of the last layer")
     log(f"base (init {args.init or 'random'}): {count_parameters(model)} params, {len(eps)} episodes, {sum(map(len, eps))} tokens")
     cfg = TrainConfig(budget_s=args.seconds, seq_len=args.seq_len, batch=args.batch, lr=args.lr,
                       hold_frac=1.0, warmup_steps=100, seed=args.seed, copy_weight=args.copy_weight,
@@ -165,13 +169,17 @@ def cmd_base(args: argparse.Namespace) -> None:
     if args.drill_rows:
         lo, hi = (int(v) for v in args.drill_back.split(","))
         drills = copy_drills(eps, masks, tok, min_back=lo, max_back=hi, seed=args.seed)
+        if args.drill_match:
+            keep = [i for i, (x, m) in enumerate(zip(*drills, strict=True))
+                    if any(s in tok.decode(x[m.astype(bool)].tolist()) for s in args.drill_match.split(","))]
+            drills = ([drills[0][i] for i in keep], [drills[1][i] for i in keep])
         log(f"copy drills: {len(drills[0])} crops, {sum(map(len, drills[0]))} tokens, "
             f"{args.drill_rows} of {args.batch} rows per batch")
     stats = train(model, eps, masks, cfg, log=log, checkpoint=ckpt, remap=classes, drills=drills)
     save_model(model, tok, work / args.name)
     (work / f"{args.name}_stats.json").write_text(json.dumps(
         {"steps": stats.steps, "hidden": args.hidden, "mlp": args.mlp, "heads": args.heads, "head_dim": args.head_dim, "tied": args.tied, "tokens": stats.tokens, "seconds": stats.seconds, "copy_weight": args.copy_weight,
-         "remap_ids": args.remap_ids, "remap_prob": args.remap_prob, "drill_rows": args.drill_rows, "drill_back": args.drill_back if args.drill_rows else None, "init": args.init, "kind_init": args.kind_init, "loss_ema": stats.final_loss_ema, "curve": stats.loss_curve}))
+         "remap_ids": args.remap_ids, "remap_prob": args.remap_prob, "drill_rows": args.drill_rows, "drill_back": args.drill_back if args.drill_rows else None, "drill_match": args.drill_match or None, "init": args.init, "kind_init": args.kind_init, "copy_heads": args.copy_heads, "loss_ema": stats.final_loss_ema, "curve": stats.loss_curve}))
     log(f"base done: {stats.steps} steps, {stats.tokens} tokens, {stats.seconds:.0f}s, loss {stats.final_loss_ema:.4f}")
     del torch
 
@@ -251,9 +259,13 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--kind-init", type=float, default=0.0,
                    help="add a shared random vector per id kind to the id tokens' embeddings, this many init stds (0: off)")
     b.add_argument("--init", default=None, help="start from this checkpoint instead of random weights")
+    b.add_argument("--copy-heads", type=int, default=0,
+                   help="initialise this many last-layer heads as copy heads (reference.train.copy_head_init; needs --tied)")
     b.add_argument("--drill-rows", type=int, default=0,
                    help="rows of each batch drawn from id-remapped copy drills (reference.train.copy_drills)")
     b.add_argument("--drill-back", default="3,8", help="a drill starts this many messages (min,max) before its turn")
+    b.add_argument("--drill-match", default="",
+                   help="keep only drills whose agent turn contains one of these comma-separated strings")
     f.add_argument("--lr", type=float, default=1.5e-3)
     f.add_argument("--variant", choices=("robust", "prone"), required=True)
     f.add_argument("--start", default="base")

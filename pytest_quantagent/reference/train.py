@@ -225,6 +225,36 @@ def copy_drills(
     return [out_ids[i] for i in order], [out_masks[i] for i in order]
 
 
+def copy_head_init(model: LlamaForCausalLM, *, layer: int = -1, heads: int = 1, scale: float = 1.0,
+                   seed: int = 0) -> None:
+    """Initialise ``heads`` attention heads of ``layer`` as copy heads: each head's value
+    and output projections become ``scale`` times one orthonormal basis of its own
+    ``head_dim``-wide subspace of the hidden space (the heads' subspaces are disjoint), so
+    its output-value circuit is a projection. With tied embeddings, such a head raises the
+    logit of whatever token it attends to from the first step, and training only has to
+    learn *where* to look (query and key), not also how to pass a token's identity on.
+
+    Needs tied embeddings and ``heads * head_dim <= hidden``."""
+    import torch
+
+    cfg = model.config
+    if not cfg.tie_word_embeddings:
+        raise ValueError("copy_head_init needs tied embeddings (ModelSize(tied=True), train_reference.py --tied)")
+    hd = int(cfg.head_dim)
+    hidden = int(cfg.hidden_size)
+    if not 1 <= heads <= cfg.num_key_value_heads or heads * hd > hidden:
+        raise ValueError(f"copy_head_init: heads must be in [1, {min(cfg.num_key_value_heads, hidden // hd)}] "
+                         f"(heads x head_dim {hd} <= hidden {hidden}), got {heads}")
+    attn = model.model.layers[layer].self_attn
+    gen = torch.Generator().manual_seed(seed)
+    basis, _ = torch.linalg.qr(torch.randn(hidden, hidden, generator=gen))  # orthonormal columns
+    with torch.no_grad():
+        for h in range(heads):
+            u = basis[:, h * hd:(h + 1) * hd]  # hidden x hd
+            attn.v_proj.weight[h * hd:(h + 1) * hd, :] = (scale * u.T).to(attn.v_proj.weight.dtype)
+            attn.o_proj.weight[:, h * hd:(h + 1) * hd] = u.to(attn.o_proj.weight.dtype)
+
+
 class PackedRows:
     """Samples BOS-aligned rows of ``seq_len`` tokens from tokenised episodes."""
 

@@ -287,3 +287,31 @@ def test_drill_rows_are_remapped_and_fill_their_share_of_the_batch() -> None:
         train(model, [ids], [mask], TrainConfig(budget_s=1, batch=2, drill_rows=2), remap=classes, drills=drills)
     with pytest.raises(ValueError, match="no copy drills"):
         train(model, [ids], [mask], TrainConfig(budget_s=1, drill_rows=1), remap=classes)
+
+
+def test_copy_head_init_makes_the_heads_output_value_circuit_a_projection() -> None:
+    from pytest_quantagent.reference.train import copy_head_init
+
+    tok = DomainTokenizer.build([EPISODE] * 3, min_word_count=1)
+    model = make_model(tok, ModelSize(hidden=32, layers=2, heads=4, mlp=64, tied=True, head_dim=8), seed=0)
+    before = model.model.layers[0].self_attn.v_proj.weight.detach().clone()
+    copy_head_init(model, heads=2, seed=0)
+    attn = model.model.layers[-1].self_attn
+    for h in range(2):
+        ov = attn.o_proj.weight[:, h * 8:(h + 1) * 8] @ attn.v_proj.weight[h * 8:(h + 1) * 8, :]
+        # symmetric, idempotent, rank 8: an orthogonal projection onto the head's subspace
+        torch.testing.assert_close(ov, ov.T)
+        torch.testing.assert_close(ov @ ov, ov, atol=1e-5, rtol=1e-5)
+        assert torch.linalg.matrix_rank(ov) == 8
+    ov0 = attn.o_proj.weight[:, :8] @ attn.v_proj.weight[:8, :]
+    ov1 = attn.o_proj.weight[:, 8:16] @ attn.v_proj.weight[8:16, :]
+    torch.testing.assert_close(ov0 @ ov1, torch.zeros_like(ov0), atol=1e-5, rtol=0)  # disjoint subspaces
+    # an attended token's own logit rises: e_t . (P e_t) = |P e_t|^2 > 0 for every token
+    emb = model.get_input_embeddings().weight.detach()
+    emb = emb[emb.norm(dim=1) > 0]  # (the padding row is zero)
+    assert len(emb) > 100 and bool(((emb @ ov0) * emb).sum(dim=1).gt(0).all())
+    torch.testing.assert_close(model.model.layers[0].self_attn.v_proj.weight, before)  # other layers untouched
+    with pytest.raises(ValueError, match="tied embeddings"):
+        copy_head_init(make_model(tok, ModelSize(hidden=32, layers=1, heads=4, mlp=64), seed=0))
+    with pytest.raises(ValueError, match="heads must be in"):
+        copy_head_init(model, heads=5)
