@@ -78,7 +78,7 @@ def cmd_corpus(args: argparse.Namespace) -> None:
             tx, stats, dpool = build_corpus(
                 dom, NOISE_CONFIGS[variant], n_episodes=n,
                 seed=args.seed + 1000 * i + {"mixed": 0, "robust": 1, "prone": 2}[variant],
-                repeats=args.repeats, log=log, restate_ids=args.restate_ids,
+                repeats=args.repeats, log=log, restate_ids=args.restate_ids, confirm_args=args.confirm_args,
             )
             log(f"  {dom}/{variant}: {len(tx)} episodes in {time.time() - t0:.0f}s")
             (work / f"corpus_{variant}_{dom}.jsonl").write_text("\n".join(json.dumps(t) for t in tx))
@@ -87,7 +87,7 @@ def cmd_corpus(args: argparse.Namespace) -> None:
             (work / f"meta_{variant}_{dom}.json").write_text(json.dumps(
                 {"kept": stats.kept, "episodes": stats.episodes, "tempted_calls": stats.tempted_calls,
                  "tool_calls": stats.tool_calls, "channels": stats.channels, "seconds": round(time.time() - t0),
-                 "restate_ids": args.restate_ids}))
+                 "restate_ids": args.restate_ids, "confirm_args": args.confirm_args}))
 
 
 def _texts(work: Path, variant: str) -> list[str]:
@@ -231,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--restate-ids", action="store_true",
                    help="the expert has the user restate order and payment ids right before use")
+    c.add_argument("--confirm-args", action="store_true",
+                   help="the expert shows each write call's JSON in its confirmation question")
     v = sub.add_parser("vocab")
     v.add_argument("--work", required=True)
     v.add_argument("--min-word-count", type=int, default=10)

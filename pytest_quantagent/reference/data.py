@@ -104,9 +104,10 @@ class CorpusStats:
 async def _expert_episode(
     domain: Domain, task: Task, noise: NoiseConfig, seed: int, pool: Sequence[str],
     enums: dict[tuple[str, str], list[str]], decoys: dict[str, list[str]], restate_ids: bool = False,
+    confirm_args: bool = False,
 ) -> tuple[bool, list[Message], ExpertAgent, Any]:
     agent = ExpertAgent(domain, task, noise, random.Random(seed), id_pool=pool, enum_values=enums,
-                        decoys=decoys, restate_ids=restate_ids)
+                        decoys=decoys, restate_ids=restate_ids, confirm_args=confirm_args)
     outcome = await run_episode(
         domain=domain, task=task, agent=agent, user=domain.make_user(task, seed),
         max_steps=200, max_errors=10,
@@ -123,6 +124,7 @@ def build_corpus(
     repeats: int = 1,
     log: Callable[[str], None] = print,
     restate_ids: bool = False,
+    confirm_args: bool = False,
 ) -> tuple[list[str], CorpusStats, list[str]]:
     """Expert episodes for one domain: (texts, stats, id pool).
 
@@ -148,7 +150,7 @@ def build_corpus(
             task = order[k % len(order)]
             ep_seed = rng.randrange(2**31)
             ok, messages, agent, outcome = await _expert_episode(
-                domain, task, noise, ep_seed, pool, enums, decoys, restate_ids)
+                domain, task, noise, ep_seed, pool, enums, decoys, restate_ids, confirm_args)
             stats.episodes += 1
             stats.tempted_calls += agent.tempted_calls
             stats.tool_calls += len(outcome.calls)

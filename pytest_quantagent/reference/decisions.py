@@ -71,12 +71,14 @@ def trained_restate_ids(model_dir: str | Path, domain_name: str) -> bool:
 
 
 def gold_transcripts(
-    domain_name: str, *, split: str = "test", seeds: int = 1, restate_ids: bool = False
+    domain_name: str, *, split: str = "test", seeds: int = 1, restate_ids: bool = False,
+    confirm_args: bool = False,
 ) -> list[str]:
     """Rendered clean-expert episodes of the domain's ``split`` tasks (successful ones).
 
     ``restate_ids``: the expert policy of models trained with ``corpus --restate-ids``
-    (see :attr:`ExpertAgent.restate_ids`)."""
+    (see :attr:`ExpertAgent.restate_ids`); ``confirm_args``: likewise for ``corpus
+    --confirm-args`` (:attr:`ExpertAgent.confirm_args`)."""
     domain = get_domain(domain_name)
     ids = domain.splits.get(split)
     if not ids:
@@ -92,7 +94,7 @@ def gold_transcripts(
         for s in range(seeds):
             for task in tasks:
                 agent = ExpertAgent(domain, task, CLEAN, random.Random(s), enum_values=enums, decoys=decoys,
-                                    restate_ids=restate_ids)
+                                    restate_ids=restate_ids, confirm_args=confirm_args)
                 o = await run_episode(domain=domain, task=task, agent=agent, user=domain.make_user(task, s))
                 if o.success:
                     out.append(render_episode(agent_view(o.messages)))

@@ -317,6 +317,9 @@ class ExpertAgent:
     restate_ids: bool = False
     """Ask for each id of :data:`RESTATE_QUESTIONS` right before its first use (once per
     question) unless the user's last message holds it."""
+    confirm_args: bool = False
+    """Show the write call itself (its JSON, as the call will render it) in the
+    confirmation question, so that the call repeats text the agent has just written."""
     _i: int = 0
     _asked: set[str] = field(default_factory=set)
     _confirmed: set[int] = field(default_factory=set)
@@ -482,6 +485,11 @@ class ExpertAgent:
                 self._confirmed.add(self._i)
                 # Generic words only: naming the action ("payment", "data") would read as a
                 # device request to the telecom user.
+                if self.confirm_args:
+                    from pytest_quantagent.reference.chat import render_call
+
+                    shown = render_call(action.name, json.loads(json.dumps(action.arguments)))
+                    return AssistantMessage(content=f"I will make this call: {shown} Do you confirm that I should proceed?")
                 return AssistantMessage(content="Do you confirm that I should proceed?")
             tempted = self._temptation(action)
             if tempted is not None:

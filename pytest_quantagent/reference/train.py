@@ -240,10 +240,11 @@ def copy_head_init(model: LlamaForCausalLM, *, layer: int = -1, heads: int = 1, 
     cfg = model.config
     if not cfg.tie_word_embeddings:
         raise ValueError("copy_head_init needs tied embeddings (ModelSize(tied=True), train_reference.py --tied)")
-    hd = int(cfg.head_dim)
     hidden = int(cfg.hidden_size)
-    if not 1 <= heads <= cfg.num_key_value_heads or heads * hd > hidden:
-        raise ValueError(f"copy_head_init: heads must be in [1, {min(cfg.num_key_value_heads, hidden // hd)}] "
+    n_kv = int(cfg.num_key_value_heads or cfg.num_attention_heads)
+    hd = int(cfg.head_dim or hidden // int(cfg.num_attention_heads))
+    if not 1 <= heads <= n_kv or heads * hd > hidden:
+        raise ValueError(f"copy_head_init: heads must be in [1, {min(n_kv, hidden // hd)}] "
                          f"(heads x head_dim {hd} <= hidden {hidden}), got {heads}")
     attn = model.model.layers[layer].self_attn
     gen = torch.Generator().manual_seed(seed)

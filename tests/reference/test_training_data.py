@@ -111,3 +111,39 @@ def test_restating_expert_has_ids_said_again_right_before_their_first_use() -> N
     ok_r, checked, asked_r = asyncio.run(play(True))
     assert ok_r == len(tasks)  # the scripted user answers both questions
     assert checked >= 40 and asked_r > asked + 30
+
+
+def test_confirm_args_shows_the_write_call_that_follows_verbatim() -> None:
+    import asyncio
+    import random
+
+    from pytest_quantagent.env.messages import AssistantMessage
+    from pytest_quantagent.env.toolkit import ToolType
+    from pytest_quantagent.reference.chat import render_call
+    from pytest_quantagent.reference.decisions import CLEAN
+    from pytest_quantagent.reference.expert import ExpertAgent, decoy_ids, enum_arguments
+    from pytest_quantagent.runner.episode import run_episode
+
+    domain = get_domain("retail")
+    tasks = [domain.task(t) for t in domain.splits["test"]]
+
+    async def play() -> tuple[int, int]:
+        ok = writes = 0
+        for i, task in enumerate(tasks):
+            agent = ExpertAgent(domain, task, CLEAN, random.Random(i), enum_values=enum_arguments(domain),
+                                decoys=decoy_ids([]), restate_ids=True, confirm_args=True)
+            out = await run_episode(domain=domain, task=task, agent=agent, user=domain.make_user(task, i))
+            ok += out.success
+            said = [m for m in out.messages if isinstance(m, AssistantMessage)]
+            for j, m in enumerate(said):
+                if m.tool_calls and domain.tool_type(m.tool_calls[0].name) == ToolType.WRITE:
+                    call = m.tool_calls[0]
+                    shown = render_call(call.name, call.arguments)
+                    # the agent's previous message is the confirmation that holds the call
+                    assert said[j - 1].content == f"I will make this call: {shown} Do you confirm that I should proceed?"
+                    writes += 1
+        return ok, writes
+
+    ok, writes = asyncio.run(play())
+    assert ok == len(tasks)  # the scripted user still confirms
+    assert writes >= 20  # 23 write calls in the 50 retail test tasks (2026-12-01)
