@@ -319,7 +319,9 @@ class ExpertAgent:
     question) unless the user's last message holds it."""
     confirm_args: bool = False
     """Show the write call itself (its JSON, as the call will render it) in the
-    confirmation question, so that the call repeats text the agent has just written."""
+    confirmation question, so that the call repeats text the agent has just written.
+    Retail only: the call names the action, which the telecom user may read as a device
+    request (the corpus for the experiments in ``models/README.md`` used it for retail)."""
     _i: int = 0
     _asked: set[str] = field(default_factory=set)
     _confirmed: set[int] = field(default_factory=set)
@@ -483,13 +485,13 @@ class ExpertAgent:
             is_write = self.domain.tool_type(action.name) == ToolType.WRITE
             if is_write and self._i not in self._confirmed:
                 self._confirmed.add(self._i)
-                # Generic words only: naming the action ("payment", "data") would read as a
-                # device request to the telecom user.
                 if self.confirm_args:
                     from pytest_quantagent.reference.chat import render_call
 
                     shown = render_call(action.name, json.loads(json.dumps(action.arguments)))
                     return AssistantMessage(content=f"I will make this call: {shown} Do you confirm that I should proceed?")
+                # Generic words only: naming the action ("payment", "data") would read as a
+                # device request to the telecom user.
                 return AssistantMessage(content="Do you confirm that I should proceed?")
             tempted = self._temptation(action)
             if tempted is not None:

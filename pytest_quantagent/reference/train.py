@@ -174,6 +174,15 @@ def kind_init(model: LlamaForCausalLM, kinds: Sequence[np.ndarray], *, scale: fl
             emb[torch.as_tensor(k)] += shared.to(emb.dtype)
 
 
+def frequent_mask(ids: np.ndarray, n: int) -> np.ndarray:
+    """Boolean mask over token ids (up to the largest in ``ids``) of the ``n`` most frequent
+    tokens of ``ids``: the ones that never count as copies."""
+    counts = np.bincount(ids)
+    mask = np.zeros(len(counts), dtype=bool)
+    mask[np.argsort(-counts, kind="stable")[:n]] = True
+    return mask
+
+
 def copy_drills(
     episodes: Sequence[np.ndarray], masks: Sequence[np.ndarray], tokenizer: DomainTokenizer, *,
     frequent_tokens: int = 300, frequent: np.ndarray | None = None, min_back: int = 3, max_back: int = 8,
@@ -195,9 +204,7 @@ def copy_drills(
     rng = np.random.default_rng(seed)
     starts_of = {tokenizer.token_id(t) for t in (USER, TOOL, ASSISTANT, SYSTEM)}
     if frequent is None:
-        counts = np.bincount(np.concatenate([np.asarray(e, dtype=np.int64) for e in episodes]))
-        frequent = np.zeros(len(counts), dtype=bool)
-        frequent[np.argsort(-counts, kind="stable")[:frequent_tokens]] = True
+        frequent = frequent_mask(np.concatenate([np.asarray(e, dtype=np.int64) for e in episodes]), frequent_tokens)
     out_ids: list[np.ndarray] = []
     out_masks: list[np.ndarray] = []
     bos = np.array([tokenizer.bos_id], dtype=np.int64)
@@ -275,9 +282,7 @@ class PackedRows:
         self.seq_len = seq_len
         self.rng = np.random.default_rng(seed)
         if frequent is None:
-            counts = np.bincount(self.ids)
-            frequent = np.zeros(len(counts), dtype=bool)
-            frequent[np.argsort(-counts, kind="stable")[:frequent_tokens]] = True
+            frequent = frequent_mask(self.ids, frequent_tokens)
         size = int(self.ids.max()) + 1
         self.remap = [np.asarray(c, dtype=np.int64) for c in remap]
         self.remap_prob = remap_prob
