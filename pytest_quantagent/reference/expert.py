@@ -488,7 +488,7 @@ class ExpertAgent:
                 if self.confirm_args:
                     from pytest_quantagent.reference.chat import render_call
 
-                    shown = render_call(action.name, json.loads(json.dumps(action.arguments)))
+                    shown = render_call(action.name, action.arguments)
                     return AssistantMessage(content=f"I will make this call: {shown} Do you confirm that I should proceed?")
                 # Generic words only: naming the action ("payment", "data") would read as a
                 # device request to the telecom user.

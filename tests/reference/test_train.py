@@ -240,7 +240,7 @@ def test_copy_drills_crop_each_copying_turn_with_its_evidence() -> None:
         copy_drills([ids], [mask], tok, min_back=3, max_back=2)
 
 
-def test_drill_rows_are_remapped_and_fill_their_share_of_the_batch() -> None:
+def test_drill_rows_are_remapped_and_fill_their_share_of_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     orders = [f"#W{1000000 + 37 * i}" for i in range(25)]
     text = render_messages([
         {"role": "user", "content": "The order id is #W1000037."},
@@ -266,11 +266,9 @@ def test_drill_rows_are_remapped_and_fill_their_share_of_the_batch() -> None:
 
     cfg = TrainConfig(budget_s=0.5, seq_len=len(ids), batch=3, drill_rows=1, log_every=10**9)
     classes = remap_classes(tok)
-    PackedRows.batch_with_copies = spy  # type: ignore[method-assign]
-    try:
-        train(model, [ids], [mask], cfg, log=lambda _m: None, remap=classes, drills=drills)
-    finally:
-        PackedRows.batch_with_copies = original  # type: ignore[method-assign]
+    monkeypatch.setattr(PackedRows, "batch_with_copies", spy)
+    train(model, [ids], [mask], cfg, log=lambda _m: None, remap=classes, drills=drills)
+    monkeypatch.undo()
     episode_batches, drill_batches = seen[0::2], seen[1::2]
     assert all(b.shape[0] == 2 for b in episode_batches) and all(b.shape[0] == 1 for b in drill_batches)
     order_tok = tok.token_id("#W1000037")
