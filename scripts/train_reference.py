@@ -39,11 +39,17 @@ import numpy as np
 from pytest_quantagent.reference.data import build_corpus
 from pytest_quantagent.reference.expert import NOISE_CONFIGS
 from pytest_quantagent.reference.model import ModelSize, count_parameters, make_model
-from pytest_quantagent.reference.tokenizer import FORMAT_VERSION, SPLIT_VERSIONS, DomainTokenizer
+from pytest_quantagent.reference.tokenizer import (
+    DEFAULT_ALIASES,
+    FORMAT_VERSION,
+    SPLIT_VERSIONS,
+    DomainTokenizer,
+)
 from pytest_quantagent.reference.train import (
     TrainConfig,
     agent_loss_mask,
     copy_drills,
+    copy_frequent_mask,
     copy_head_init,
     id_kinds,
     kind_init,
@@ -106,7 +112,8 @@ def cmd_vocab(args: argparse.Namespace) -> None:
     pool: set[str] = set()
     for f in work.glob("pool_*.json"):
         pool.update(json.loads(f.read_text()))
-    tok = DomainTokenizer.build(all_texts, pool, min_word_count=args.min_word_count, version=args.split_version)
+    tok = DomainTokenizer.build(all_texts, pool, min_word_count=args.min_word_count, version=args.split_version,
+                                aliases=DEFAULT_ALIASES if args.aliases else ())
     tok.save(work)
     lengths = [len(tok.encode(t)) for t in all_texts]
     meta: dict[str, object] = {f.stem.removeprefix("meta_"): json.loads(f.read_text()) for f in work.glob("meta_*.json")}
@@ -117,7 +124,9 @@ def cmd_vocab(args: argparse.Namespace) -> None:
     meta["tokens_per_episode"] = {"mean": float(np.mean(lengths)), "p50": float(np.percentile(lengths, 50)),
                                   "p95": float(np.percentile(lengths, 95)), "max": int(max(lengths))}
     (work / "corpus_meta.json").write_text(json.dumps(meta, indent=1))
-    log(f"vocab {tok.vocab_size} (split rule {tok.version}), pool {len(pool)}, tokens/episode {meta['tokens_per_episode']}")
+    meta["aliases"] = [k.name for k in tok.aliases]
+    log(f"vocab {tok.vocab_size} (split rule {tok.version}, {len(tok.aliases)} alias kinds), pool {len(pool)}, "
+        f"tokens/episode {meta['tokens_per_episode']}")
 
 
 def _load(work: Path, variant: str, tok: DomainTokenizer) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -175,7 +184,8 @@ def cmd_base(args: argparse.Namespace) -> None:
             drills = ([drills[0][i] for i in keep], [drills[1][i] for i in keep])
         log(f"copy drills: {len(drills[0])} crops, {sum(map(len, drills[0]))} tokens, "
             f"{args.drill_rows} of {args.batch} rows per batch")
-    stats = train(model, eps, masks, cfg, log=log, checkpoint=ckpt, remap=classes, drills=drills)
+    frequent = copy_frequent_mask(eps, tok, cfg.frequent_tokens)
+    stats = train(model, eps, masks, cfg, log=log, checkpoint=ckpt, remap=classes, drills=drills, frequent=frequent)
     save_model(model, tok, work / args.name)
     (work / f"{args.name}_stats.json").write_text(json.dumps(
         {"steps": stats.steps, "hidden": args.hidden, "mlp": args.mlp, "heads": args.heads, "head_dim": args.head_dim, "tied": args.tied, "tokens": stats.tokens, "seconds": stats.seconds, "copy_weight": args.copy_weight,
@@ -201,7 +211,8 @@ def cmd_finetune(args: argparse.Namespace) -> None:
                       hold_frac=0.0, warmup_steps=20, min_lr_frac=0.05, seed=args.seed + 7,
                       copy_weight=args.copy_weight, remap_ids=args.remap_ids,
                       remap_prob=args.remap_prob)
-    stats = train(model, eps, masks, cfg, log=log, remap=remap_classes(tok) if args.remap_ids else ())
+    stats = train(model, eps, masks, cfg, log=log, remap=remap_classes(tok) if args.remap_ids else (),
+                  frequent=copy_frequent_mask(eps, tok, cfg.frequent_tokens))
     stats_file = work / f"{args.start}_stats.json"
     out = Path(args.out)
     # The bundled reference weights are bf16 (the precision the project's reference arm
@@ -238,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--min-word-count", type=int, default=10)
     v.add_argument("--split-version", type=int, choices=SPLIT_VERSIONS, default=FORMAT_VERSION,
                    help="tokenizer split rule (1 reproduces the bundled models; see reference/tokenizer.py)")
+    v.add_argument("--aliases", action="store_true",
+                   help="entity ids become per-conversation alias tokens (reference/tokenizer.py DEFAULT_ALIASES)")
     b = sub.add_parser("base")
     f = sub.add_parser("finetune")
     for q in (b, f):

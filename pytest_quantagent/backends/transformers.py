@@ -227,9 +227,17 @@ class TransformersBackend(Backend):
             prev = cur
         return out
 
-    def _decode(self, ids: list[int]) -> str:
+    def _aliases(self, request: GenerateRequest) -> dict[str, str] | None:
+        """Alias token → id for an aliasing domain tokenizer (see reference/tokenizer.py)."""
+        if self.dtok is None or not self.dtok.aliases:
+            return None
+        from pytest_quantagent.reference.chat import render_messages
+
+        return self.dtok.alias_map(render_messages(request.messages))
+
+    def _decode(self, ids: list[int], aliases: dict[str, str] | None = None) -> str:
         if self.dtok is not None:
-            return self.dtok.decode(ids)
+            return self.dtok.decode(ids, aliases=aliases)
         return str(self.hf_tok.decode(ids, skip_special_tokens=False))
 
     # -- generation --------------------------------------------------------------------
@@ -301,15 +309,16 @@ class TransformersBackend(Backend):
             row_logits = None
             if req.want_margins and logits is not None:
                 row_logits = torch.stack([step[row] for step in logits[:n]]) if n else None
-            outs.append(self._to_generation(prompts[row], gen_ids, row_logits))
+            outs.append(self._to_generation(prompts[row], gen_ids, row_logits, self._aliases(req)))
         return outs
 
     def _to_generation(
-        self, prompt: list[int], gen_ids: list[int], logits: torch.Tensor | None
+        self, prompt: list[int], gen_ids: list[int], logits: torch.Tensor | None,
+        aliases: dict[str, str] | None = None,
     ) -> Generation:
         from pytest_quantagent.reference.chat import parse_tool_calls
 
-        text = self._decode(gen_ids)
+        text = self._decode(gen_ids, aliases)
         turn = parse_tool_calls(text)
         calls = [
             RawToolCall(id="", name=c.name, arguments=c.arguments) for c in turn.calls

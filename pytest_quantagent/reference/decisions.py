@@ -120,13 +120,13 @@ def _call_spans(pieces: list[str]) -> list[tuple[int, int]]:
 
 
 def _parsed_calls(
-    tok: DomainTokenizer, ids: Sequence[int], pieces: list[str]
+    tok: DomainTokenizer, ids: Sequence[int], pieces: list[str], aliases: dict[str, str] | None = None
 ) -> Iterator[tuple[int, int, int, str, dict[str, Any]]]:
     """``(index, start, end, name, arguments)`` of each call body that parses as JSON; the
     index counts every span, parsed or not, so it is stable across arms."""
     for c, (a, b) in enumerate(_call_spans(pieces)):
         try:
-            call = json.loads(tok.decode(ids[a:b]))
+            call = json.loads(tok.decode(ids[a:b], aliases=aliases))
             name = call["name"]
             args = call.get("arguments", {})
         except (json.JSONDecodeError, KeyError, TypeError):
@@ -134,17 +134,31 @@ def _parsed_calls(
         yield c, a, b, name, args if isinstance(args, dict) else {}
 
 
+def _value_token(tok: DomainTokenizer, value: str, alias_of: dict[str, str]) -> int | None:
+    """The one token of ``value`` in a transcript (its alias there, for an aliased id)."""
+    if value in alias_of:
+        return tok.token_id(alias_of[value])
+    try:
+        return tok.token_id(value)
+    except KeyError:
+        return None
+
+
 def analyze_arm(model: Any, tok: DomainTokenizer, transcripts: Sequence[str]) -> list[DecisionPoint]:
-    """Every decision point of every transcript for one model."""
+    """Every decision point of every transcript for one model. With an aliasing tokenizer,
+    an id argument is decided at its alias token, and the arm's choice is read back as the
+    id that alias stands for in the transcript."""
     import torch
 
     out: list[DecisionPoint] = []
     for e, text in enumerate(transcripts):
         ids = tok.encode(text)
+        aliases = tok.alias_map(text)
+        alias_of = {raw: alias for alias, raw in aliases.items()}
         pieces = [tok.id_to_piece(i) for i in ids]
         with torch.inference_mode():
             logits = model(input_ids=torch.tensor([ids])).logits[0].float()
-        for c, a, b, name, args in _parsed_calls(tok, ids, pieces):
+        for c, a, b, name, args in _parsed_calls(tok, ids, pieces, aliases):
             # name tokens: after '{"', 'name', '":"' up to the piece that starts with '"'.
             if pieces[a : a + 3] != ['{"', "name", '":"']:
                 continue
@@ -159,13 +173,12 @@ def analyze_arm(model: Any, tok: DomainTokenizer, transcripts: Sequence[str]) ->
             for arg, value in args.items():
                 if not isinstance(value, str):
                     continue
-                try:
-                    vid = tok.token_id(value)
-                except KeyError:
+                vid = _value_token(tok, value, alias_of)
+                if vid is None:
                     continue
                 pos = [p for p in range(k, b) if ids[p] == vid]
                 if pos:
-                    out.append(_single(tok, ids, logits, pos[0], e, c, f"{name}.{arg}", value))
+                    out.append(_single(tok, ids, logits, pos[0], e, c, f"{name}.{arg}", value, aliases))
     return out
 
 
@@ -187,15 +200,17 @@ def copy_sources(tok: DomainTokenizer, transcripts: Sequence[str]) -> dict[str, 
     out: dict[str, CopySources] = {}
     for text in transcripts:
         ids = tok.encode(text)
+        aliases = tok.alias_map(text)
+        alias_of = {raw: alias for alias, raw in aliases.items()}
         pieces = [tok.id_to_piece(i) for i in ids]
-        for _c, a, _b, name, args in _parsed_calls(tok, ids, pieces):
+        for _c, a, _b, name, args in _parsed_calls(tok, ids, pieces, aliases):
             for arg, value in args.items():
                 for v in value if isinstance(value, list) else [value]:
                     if not isinstance(v, str):
                         continue
                     c = out.setdefault(f"{name}.{arg}", CopySources())
                     c.values += 1
-                    vt = tok.encode(v)
+                    vt = [tok.token_id(alias_of[v])] if v in alias_of else tok.encode(v)
                     if len(vt) == 1:
                         c.single_token += 1
                         c.in_context += vt[0] in ids[:a]
@@ -212,9 +227,10 @@ def _margin_at(ids: Sequence[int], logits: Any, p: int) -> tuple[float, int]:
 
 
 def _single(tok: DomainTokenizer, ids: Sequence[int], logits: Any, p: int, e: int, c: int,
-            key: str, gold: str) -> DecisionPoint:
+            key: str, gold: str, aliases: dict[str, str] | None = None) -> DecisionPoint:
     margin, arg = _margin_at(ids, logits, p)
-    return DecisionPoint(e, c, "argument", key, gold, tok.decode([arg]) if margin < 0 else gold, margin)
+    chosen = tok.decode([arg], aliases=aliases) if margin < 0 else gold
+    return DecisionPoint(e, c, "argument", key, gold, chosen, margin)
 
 
 def _decision(model: Any, tok: DomainTokenizer, ids: Sequence[int], logits: Any, pos: list[int],

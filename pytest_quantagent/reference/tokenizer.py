@@ -24,6 +24,22 @@ model's HF files, with the version of the split rule it was built with:
   token in prose, in tool results and in tool calls; and it splits a whole number written as
   a float (``283.0`` in a tool result) into ``283`` + ``.0``, so the amount the agent states
   is a token it can copy.
+
+**Entity aliases** (optional, saved in the file with their patterns). Even with every id one
+token, a model of a few million parameters trained for half an hour *recalls* ids instead
+of copying them: each id token is rare, so its embedding hardly moves, and the model writes
+a memorised id of the same kind (see ``reference/models/README.md``). An aliasing tokenizer
+replaces each entity id of a listed kind (order ids, payment-method ids, ...) by a numbered
+alias token of its kind, in order of first appearance in the text it encodes: the first
+order id of a conversation becomes ``<order1>`` wherever it recurs, the second ``<order2>``,
+and so on. This is entity anonymisation as in neural semantic parsing (Dong & Lapata,
+"Language to Logical Form with Neural Attention", ACL 2016): the handful of alias tokens
+are frequent, so the model can learn to copy them, and a conversation's ids can only be
+told apart by where they appeared. The backend renders the whole conversation for every
+turn, so the numbering is the same at every turn (a prefix keeps its aliases), and it maps
+the aliases the model writes back to the ids (:meth:`DomainTokenizer.alias_map`). An alias
+the conversation never introduced decodes as itself (``<order7>``), which a tool rejects
+as an unknown id. Ids beyond a kind's ``count`` are spelt with ordinary tokens.
 """
 
 from __future__ import annotations
@@ -31,8 +47,10 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pytest_quantagent.errors import DataFileError
 
@@ -125,6 +143,36 @@ def split_pieces(text: str, version: int = FORMAT_VERSION) -> list[str]:
     return _split_rule(version).findall(text)
 
 
+@dataclass(frozen=True)
+class AliasKind:
+    """One kind of entity id that an aliasing tokenizer numbers per conversation."""
+
+    name: str
+    pattern: str
+    """Regular expression a whole split piece must match (first matching kind wins)."""
+    count: int
+    """Alias tokens ``<name1>`` … ``<name{count}>``; later ids of the kind keep their text."""
+
+    def token(self, k: int) -> str:
+        return f"<{self.name}{k}>"
+
+
+#: The aliases of the reference models' tokenizers (retail ids; telecom's short ids such as
+#: ``L1002`` are few and frequent, so they stay ordinary tokens). Order matters: a payment
+#: id would also match the user-id pattern.
+DEFAULT_ALIASES: tuple[AliasKind, ...] = (
+    AliasKind("order", r"#W[0-9]{7}", 8),
+    AliasKind("pay", r"(?:credit_card|paypal|gift_card)_[0-9]{7}", 6),
+    AliasKind("user", r"[a-z]+_[a-z]+_[0-9]+", 2),
+    AliasKind("email", r"[A-Za-z0-9_.+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+", 2),
+    AliasKind("item", r"[0-9]{10}", 24),
+    AliasKind("track", r"[0-9]{12}", 4),
+    AliasKind("zip", r"[0-9]{5}", 6),
+)
+"""Counts: a retail training episode holds at most 4 order ids, 3 payment methods, 12 item
+and product ids and 2 zips (2,000 sampled episodes), so every id of an episode has one."""
+
+
 def is_id_like(piece: str) -> bool:
     """Whether a piece is an id-like run (contains a digit, no spaces)."""
     return _ID_FULL.fullmatch(piece) is not None and len(piece) > 1
@@ -133,12 +181,22 @@ def is_id_like(piece: str) -> bool:
 class DomainTokenizer:
     """Encode/decode with a fixed piece vocabulary and a lossless byte fallback."""
 
-    def __init__(self, pieces: Sequence[str], version: int = FORMAT_VERSION) -> None:
+    def __init__(
+        self, pieces: Sequence[str], version: int = FORMAT_VERSION, aliases: Sequence[AliasKind] = ()
+    ) -> None:
         self._split = _split_rule(version)
         self.version = version
         """Split rule (see the module docstring); a model is only valid with its own."""
+        self.aliases: tuple[AliasKind, ...] = tuple(aliases)
+        """Entity kinds numbered per encoded text (see the module docstring); () for none."""
+        for kind in self.aliases:
+            if kind.count < 1 or not re.fullmatch(r"[a-z]+", kind.name):
+                raise ValueError(f"alias kind {kind.name!r}: the name must be lower-case letters "
+                                 f"and the count at least 1, got {kind.count}")
+        self._alias_res = [re.compile(k.pattern) for k in self.aliases]
         self.pieces: list[str] = list(pieces)
-        """Non-special, non-byte vocabulary entries (ids, words, JSON pieces)."""
+        """Non-special, non-byte vocabulary entries (ids, words, JSON pieces); the alias
+        tokens follow them."""
         self._id_to_bytes: list[bytes] = []
         self._id_to_text: list[str] = []
         for s in SPECIALS:
@@ -150,15 +208,18 @@ class DomainTokenizer:
             self._id_to_bytes.append(bytes([b]))
         self.piece_offset = self.byte_offset + 256
         seen: set[str] = set()
-        for p in self.pieces:
+        alias_tokens = [k.token(i) for k in self.aliases for i in range(1, k.count + 1)]
+        for p in [*self.pieces, *alias_tokens]:
             if p in seen or p in SPECIALS:
                 raise ValueError(f"tokenizer piece {p!r} is duplicated or a special token")
             seen.add(p)
             self._id_to_text.append(p)
             self._id_to_bytes.append(p.encode())
         self._piece_to_id: dict[str, int] = {s: i for i, s in enumerate(SPECIALS)}
-        for i, p in enumerate(self.pieces):
+        for i, p in enumerate([*self.pieces, *alias_tokens]):
             self._piece_to_id[p] = self.piece_offset + i
+        self.alias_offset = self.piece_offset + len(self.pieces)
+        """Token id of the first alias token (``vocab_size`` when there are none)."""
         self.pad_id = self._piece_to_id[PAD]
         self.bos_id = self._piece_to_id[BOS]
         self.eos_id = self._piece_to_id[EOS]
@@ -189,14 +250,18 @@ class DomainTokenizer:
         min_word_count: int = 20,
         min_id_count: int = 1,
         version: int = FORMAT_VERSION,
+        aliases: Sequence[AliasKind] = (),
     ) -> DomainTokenizer:
         """Build a vocabulary from a corpus and the domains' id pools.
 
         Every pool string becomes one token; id-like pieces of the corpus seen at least
         ``min_id_count`` times too; words and JSON pieces seen ``min_word_count`` times.
         ``version`` picks the split rule (1 only to reproduce models built with it).
+        ``aliases``: entity kinds numbered per text; ids of those kinds get no token of
+        their own (a model never sees them).
         """
         rule = _split_rule(version)
+        alias_res = [re.compile(k.pattern) for k in aliases]
         counts: Counter[str] = Counter()
         for t in texts:
             counts.update(rule.findall(t))
@@ -204,24 +269,59 @@ class DomainTokenizer:
         for p in JSON_PIECES:
             chosen[p] = None
         for p in sorted(set(pool)):
-            if p and p not in SPECIALS:
+            if p and p not in SPECIALS and not any(r.fullmatch(p) for r in alias_res):
                 chosen[p] = None
         for p, c in sorted(counts.items()):
-            if p in SPECIALS or len(p.encode()) < 2:
+            if p in SPECIALS or len(p.encode()) < 2 or any(r.fullmatch(p) for r in alias_res):
                 continue
             if is_id_like(p):
                 if c >= min_id_count:
                     chosen[p] = None
             elif c >= min_word_count:
                 chosen[p] = None
-        return cls(list(chosen), version=version)
+        return cls(list(chosen), version=version, aliases=aliases)
 
     # -- encode / decode --------------------------------------------------------------
+    def _alias_of(self, piece: str, seen: dict[str, str], next_k: list[int]) -> str | None:
+        """The alias token of ``piece`` in a text whose earlier ids are ``seen`` (updated),
+        or None when it is of no kind or its kind's aliases are used up."""
+        got = seen.get(piece)
+        if got is not None:
+            return got
+        for j, (kind, rx) in enumerate(zip(self.aliases, self._alias_res, strict=True)):
+            if rx.fullmatch(piece):
+                if next_k[j] > kind.count:
+                    return None
+                seen[piece] = alias = kind.token(next_k[j])
+                next_k[j] += 1
+                return alias
+        return None
+
+    def alias_map(self, text: str) -> dict[str, str]:
+        """Alias token → the id it stands for in ``text`` (what :meth:`encode` numbered);
+        pass it to :meth:`decode` to read a model's output for that text."""
+        if not self.aliases:
+            return {}
+        seen: dict[str, str] = {}
+        next_k = [1] * len(self.aliases)
+        for piece in self._split.findall(text):
+            if piece not in self._piece_to_id:
+                self._alias_of(piece, seen, next_k)
+        return {alias: raw for raw, alias in seen.items()}
+
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text`` (special-token strings in the text become specials)."""
+        """Token ids of ``text`` (special-token strings in the text become specials; with
+        aliases, entity ids become alias tokens numbered within this text)."""
         out: list[int] = []
         lookup = self._piece_to_id
+        seen: dict[str, str] = {}
+        next_k = [1] * len(self.aliases)
         for piece in self._split.findall(text):
+            if self.aliases and piece not in lookup:
+                alias = self._alias_of(piece, seen, next_k)
+                if alias is not None:
+                    out.append(lookup[alias])
+                    continue
             tid = lookup.get(piece)
             if tid is not None:
                 out.append(tid)
@@ -234,24 +334,39 @@ class DomainTokenizer:
                     out.extend(self.byte_offset + b for b in sub.encode())
         return out
 
-    def decode(self, ids: Iterable[int], *, skip_special: bool = False) -> str:
-        """Text of ``ids``; invalid UTF-8 (a cut multi-byte char) becomes U+FFFD."""
+    def decode(
+        self, ids: Iterable[int], *, skip_special: bool = False, aliases: Mapping[str, str] | None = None
+    ) -> str:
+        """Text of ``ids``; invalid UTF-8 (a cut multi-byte char) becomes U+FFFD.
+
+        ``aliases`` (from :meth:`alias_map` of the prompt): alias tokens become the ids they
+        stand for; an alias it does not hold decodes as itself."""
         n_special = len(SPECIALS)
-        chunks = [
-            self._id_to_bytes[i] for i in ids if not (skip_special and 0 <= i < n_special)
-        ]
+        start = self.alias_offset
+        chunks = []
+        for i in ids:
+            if skip_special and 0 <= i < n_special:
+                continue
+            if aliases and i >= start:
+                chunks.append(aliases.get(self._id_to_text[i], self._id_to_text[i]).encode())
+            else:
+                chunks.append(self._id_to_bytes[i])
         return b"".join(chunks).decode("utf-8", errors="replace")
 
     # -- persistence ------------------------------------------------------------------
     def save(self, folder: str | Path) -> Path:
         """Write ``quantagent_tokenizer.json`` into ``folder``."""
         path = Path(folder) / TOKENIZER_FILE
-        payload = {
+        payload: dict[str, Any] = {
             "format": "quantagent-domain-tokenizer",
             "version": self.version,
             "specials": list(SPECIALS),
             "pieces": self.pieces,
         }
+        if self.aliases:
+            payload["aliases"] = [
+                {"name": k.name, "pattern": k.pattern, "count": k.count} for k in self.aliases
+            ]
         path.write_text(json.dumps(payload, ensure_ascii=False, indent=0))
         return path
 
@@ -272,4 +387,8 @@ class DomainTokenizer:
                 path, "version", f"unsupported tokenizer version {payload.get('version')!r}; "
                 f"this package reads versions {', '.join(map(str, SPLIT_VERSIONS))}"
             )
-        return cls(payload["pieces"], version=payload["version"])
+        try:
+            aliases = [AliasKind(a["name"], a["pattern"], int(a["count"])) for a in payload.get("aliases", [])]
+        except (KeyError, TypeError, ValueError) as e:
+            raise DataFileError(path, "aliases", f"each alias kind needs name, pattern and count: {e}") from e
+        return cls(payload["pieces"], version=payload["version"], aliases=aliases)

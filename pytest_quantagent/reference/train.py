@@ -183,6 +183,17 @@ def frequent_mask(ids: np.ndarray, n: int) -> np.ndarray:
     return mask
 
 
+def copy_frequent_mask(episodes: Sequence[np.ndarray], tokenizer: DomainTokenizer, n: int = 300) -> np.ndarray:
+    """:func:`frequent_mask` of the episodes, except that alias tokens (see
+    ``reference/tokenizer.py``) always count as copies: they are among the most frequent
+    tokens, yet each one's meaning is only in its episode's context."""
+    ids = np.concatenate([np.asarray(e, dtype=np.int64) for e in episodes])
+    mask = frequent_mask(ids, n)
+    mask = np.pad(mask, (0, max(0, tokenizer.vocab_size - len(mask))))
+    mask[tokenizer.alias_offset:] = False
+    return mask
+
+
 def copy_drills(
     episodes: Sequence[np.ndarray], masks: Sequence[np.ndarray], tokenizer: DomainTokenizer, *,
     frequent_tokens: int = 300, frequent: np.ndarray | None = None, min_back: int = 3, max_back: int = 8,
@@ -358,12 +369,15 @@ def train(
     checkpoint: Callable[[LlamaForCausalLM, int], None] | None = None,
     remap: Sequence[np.ndarray] = (),
     drills: tuple[Sequence[np.ndarray], Sequence[np.ndarray]] | None = None,
+    frequent: np.ndarray | None = None,
 ) -> TrainStats:
     """Train ``model`` in place for ``cfg.budget_s`` seconds of wall time.
 
     ``remap``: the id classes of :func:`remap_classes`, used when ``cfg.remap_ids`` and
     for the drill rows. ``drills``: (ids, masks) of :func:`copy_drills`, needed when
-    ``cfg.drill_rows`` > 0; drill rows are always remapped."""
+    ``cfg.drill_rows`` > 0; drill rows are always remapped. ``frequent``: the tokens that
+    never count as copies (default: the ``cfg.frequent_tokens`` most frequent; see
+    :func:`copy_frequent_mask`)."""
     import torch
 
     torch.set_num_threads(1)
@@ -377,7 +391,7 @@ def train(
     if cfg.drill_rows and not (drills and drills[0]):
         raise ValueError("TrainConfig.drill_rows is set but no copy drills were given (drills=...)")
     rows = PackedRows(episodes, masks, cfg.seq_len, cfg.seed, frequent_tokens=cfg.frequent_tokens,
-                      remap=remap if cfg.remap_ids else (), remap_prob=cfg.remap_prob)
+                      remap=remap if cfg.remap_ids else (), remap_prob=cfg.remap_prob, frequent=frequent)
     drill_rows = None
     if cfg.drill_rows and drills is not None:
         # The episode rows' "frequent" tokens: a copy weight means the same in both.

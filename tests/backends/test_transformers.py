@@ -191,3 +191,40 @@ def test_async_path_tokenizes_each_prompt_once(tiny_dir: Path, monkeypatch: pyte
     assert len(calls) == 3
     with pytest.raises(ValueError, match="2 prompts for 1 requests"):
         backend.generate_batch([_request("hi")], [None, None])
+
+
+class _Scripted:
+    """Stands in for the model's ``generate``: appends the same tokens to every prompt."""
+
+    def __init__(self, tokens: list[int]) -> None:
+        self.tokens = tokens
+
+    def generate(self, input_ids: torch.Tensor, **_: object) -> object:
+        from types import SimpleNamespace
+
+        tail = torch.tensor([self.tokens] * input_ids.shape[0], dtype=torch.long)
+        return SimpleNamespace(sequences=torch.cat([input_ids, tail], dim=1), logits=None)
+
+
+def test_aliases_the_model_writes_become_the_conversations_ids(tmp_path: Path) -> None:
+    from pytest_quantagent.reference.tokenizer import DEFAULT_ALIASES
+
+    corpus = ['{"name":"get_order_details","arguments":{"order_id":"#W1234567"}} hello there'] * 30
+    tok = DomainTokenizer.build(corpus, ["#W1234567"], aliases=DEFAULT_ALIASES)
+    save_model(make_model(tok, ModelSize(hidden=32, layers=2, heads=2, mlp=64, max_positions=256)), tok, tmp_path)
+    backend = TransformersBackend(tmp_path, max_new_tokens=40)
+    # The model "writes" the second order id of the conversation, as its alias token.
+    out = [tok.call_id, *tok.encode('{"name":"get_order_details","arguments":{"order_id":"'),
+           tok.token_id("<order2>"), *tok.encode('"}}'), tok.end_id]
+    backend.model = _Scripted(out)  # type: ignore[assignment]
+    two = _request("Not #W5555555 but #W7777777, and #W5555555 again")
+    one = _request("Just #W5555555")
+    gen_two, gen_one = backend.generate_batch([two, one])
+    assert gen_two.tool_calls[0].name == "get_order_details"
+    assert json.loads(gen_two.tool_calls[0].arguments) == {"order_id": "#W7777777"}
+    # Where the conversation has no second order id, the alias stays as written.
+    assert json.loads(gen_one.tool_calls[0].arguments) == {"order_id": "<order2>"}
+    # The prompt the model read held aliases, not ids.
+    ids = backend.prompt_ids(two)
+    assert tok.token_id("<order1>") in ids and tok.token_id("<order2>") in ids
+    assert "#W" not in tok.decode(ids)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_quantagent.reference.decisions import DecisionPoint, copy_sources, summarize
 from pytest_quantagent.reference.tokenizer import DomainTokenizer
 
@@ -68,3 +70,34 @@ def test_gold_policy_follows_the_models_training_record(tmp_path) -> None:  # ty
     assert len(plain) == len(restated) == 50
     q = RESTATE_QUESTIONS["order_id"]
     assert sum(q in t for t in restated) > sum(q in t for t in plain) + 30
+
+
+def test_aliased_ids_are_decided_at_their_alias_and_read_back_as_ids() -> None:
+    from types import SimpleNamespace
+
+    torch = pytest.importorskip("torch")
+    from pytest_quantagent.reference.decisions import analyze_arm
+    from pytest_quantagent.reference.tokenizer import DEFAULT_ALIASES
+
+    text = ('<|user|>Not #W1234567, I mean #W7654321.<|end|><|assistant|><|call|>'
+            '{"name":"get_order_details","arguments":{"order_id":"#W7654321"}}<|end|>')
+    tok = DomainTokenizer.build([text] * 20, min_word_count=1, aliases=DEFAULT_ALIASES)
+    # Copyable: the call's alias <order2> is in the user's text, although "#W7654321" is no token.
+    assert copy_sources(tok, [text])["get_order_details.order_id"].in_context == 1
+    wrong = tok.token_id("<order1>")  # an arm that always prefers the *first* order id
+
+    class Arm:
+        def __call__(self, input_ids: object) -> object:
+            n = input_ids.shape[1]  # type: ignore[attr-defined]
+            logits = torch.zeros(1, n, tok.vocab_size)
+            logits[..., wrong] = 1.0
+            return SimpleNamespace(logits=logits)
+
+        def generate(self, input_ids: object, **_: object) -> object:
+            return torch.cat([input_ids, torch.tensor([[tok.end_id]])], dim=1)  # type: ignore[list-item]
+
+    points = analyze_arm(Arm(), tok, [text])
+    arg = [p for p in points if p.kind == "argument"]
+    assert [(p.key, p.gold, p.chosen, p.margin) for p in arg] == [
+        ("get_order_details.order_id", "#W7654321", "#W1234567", -1.0)
+    ]

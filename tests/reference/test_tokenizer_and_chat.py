@@ -13,8 +13,10 @@ from pytest_quantagent.reference.chat import compact_json, parse_tool_calls, ren
 from pytest_quantagent.reference.tokenizer import (
     ASSISTANT,
     CALL,
+    DEFAULT_ALIASES,
     END,
     SPECIALS,
+    AliasKind,
     DomainTokenizer,
     is_id_like,
     split_pieces,
@@ -140,6 +142,72 @@ def test_save_load_and_bad_files(tok: DomainTokenizer, tmp_path: Path) -> None:
         DomainTokenizer.load(bad)
     with pytest.raises(DataFileError, match="cannot read tokenizer"):
         DomainTokenizer.load(tmp_path / "missing")
+
+
+ALIAS_TEXT = ("<|user|>Return #W7654321, not #W1234567; refund to paypal_1234567.<|end|>"
+              '<|assistant|><|call|>{"name":"get_order_details","arguments":{"order_id":"#W7654321"}}<|end|>'
+              '<|tool|>{"order_id":"#W7654321","user_id":"ada_novak_1234","payment":"paypal_1234567"}<|end|>')
+
+
+@pytest.fixture(scope="module")
+def aliasing() -> DomainTokenizer:
+    return DomainTokenizer.build(CORPUS + [ALIAS_TEXT] * 20, POOL, min_word_count=20, aliases=DEFAULT_ALIASES)
+
+
+def test_aliases_number_each_kind_by_first_appearance(aliasing: DomainTokenizer) -> None:
+    pieces = [aliasing.id_to_piece(i) for i in aliasing.encode(ALIAS_TEXT)]
+    aliased = [p for p in pieces if p.startswith("<") and p[1:2].islower()]
+    assert aliased == ["<order1>", "<order2>", "<pay1>", "<order1>", "<order1>", "<user1>", "<pay1>"]
+    assert aliasing.alias_map(ALIAS_TEXT) == {
+        "<order1>": "#W7654321", "<order2>": "#W1234567", "<pay1>": "paypal_1234567", "<user1>": "ada_novak_1234",
+    }
+    # The ids of aliased kinds get no token of their own; the others keep theirs.
+    assert "#W1234567" not in aliasing.pieces and "ada_novak_1234" not in aliasing.pieces
+    assert "555-0102" in aliasing.pieces
+    assert aliasing.vocab_size == aliasing.alias_offset + sum(k.count for k in DEFAULT_ALIASES)
+
+
+def test_aliases_are_stable_as_the_conversation_grows(aliasing: DomainTokenizer) -> None:
+    # The backend re-renders the whole conversation every turn: a prefix keeps its aliases.
+    cut = ALIAS_TEXT.index("<|tool|>")
+    head, whole = aliasing.encode(ALIAS_TEXT[:cut]), aliasing.encode(ALIAS_TEXT)
+    assert whole[: len(head)] == head
+
+
+def test_aliases_decode_through_the_conversations_map(aliasing: DomainTokenizer) -> None:
+    ids = aliasing.encode(ALIAS_TEXT)
+    assert aliasing.decode(ids, aliases=aliasing.alias_map(ALIAS_TEXT)) == ALIAS_TEXT
+    assert "<order2>" in aliasing.decode(ids) and "#W" not in aliasing.decode(ids)
+    # An alias the conversation never introduced stays as it is: a tool rejects it as unknown.
+    out = [aliasing.token_id("<order1>"), aliasing.token_id("<order3>")]
+    assert aliasing.decode(out, aliases=aliasing.alias_map(ALIAS_TEXT)) == "#W7654321<order3>"
+    # Alias tokens are never produced by splitting text, so literal "<order1>" is just text.
+    assert aliasing.token_id("<order1>") not in aliasing.encode("<order1>")
+    assert aliasing.decode(aliasing.encode("<order1>")) == "<order1>"
+
+
+def test_ids_beyond_a_kinds_count_keep_their_text() -> None:
+    few = DomainTokenizer.build(CORPUS, POOL, min_word_count=20, aliases=[AliasKind("order", r"#W[0-9]{7}", 2)])
+    text = "#W1111111 #W2222222 #W3333333 #W1111111"
+    ids = few.encode(text)
+    assert [few.id_to_piece(i) for i in ids[:4]] == ["<order1>", "<0x20>", "<order2>", "<0x20>"]
+    assert few.id_to_piece(ids[-1]) == "<order1>"
+    assert few.alias_map(text) == {"<order1>": "#W1111111", "<order2>": "#W2222222"}
+    assert few.decode(ids, aliases=few.alias_map(text)) == text  # the third spelt out, losslessly
+
+
+def test_aliases_survive_save_and_load(aliasing: DomainTokenizer, tmp_path: Path) -> None:
+    aliasing.save(tmp_path)
+    again = DomainTokenizer.load(tmp_path)
+    assert again.aliases == aliasing.aliases
+    assert again.encode(ALIAS_TEXT) == aliasing.encode(ALIAS_TEXT)
+    payload = json.loads((tmp_path / "quantagent_tokenizer.json").read_text())
+    payload["aliases"] = [{"name": "order", "pattern": "#W"}]
+    (tmp_path / "quantagent_tokenizer.json").write_text(json.dumps(payload))
+    with pytest.raises(DataFileError, match="each alias kind needs name, pattern and count"):
+        DomainTokenizer.load(tmp_path)
+    with pytest.raises(ValueError, match=r"alias kind 'Order': the name must be lower-case letters"):
+        DomainTokenizer(["abc"], aliases=[AliasKind("Order", "#W", 3)])
 
 
 def test_duplicate_piece_is_refused() -> None:

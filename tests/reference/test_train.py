@@ -95,6 +95,24 @@ def test_copies_are_agent_tokens_seen_earlier_outside_the_agent_turns() -> None:
     assert copies[0].tolist() == [False] * 6 + [True, False, False, True]
 
 
+def test_alias_tokens_count_as_copies_however_frequent_they_are() -> None:
+    from pytest_quantagent.reference.tokenizer import DEFAULT_ALIASES
+    from pytest_quantagent.reference.train import copy_frequent_mask
+
+    text = render_messages([{"role": "user", "content": "Cancel #W1234567 please"},
+                            {"role": "assistant", "content": "Cancelling #W1234567 now"}], add_generation_prompt=False)
+    tok = DomainTokenizer.build([text] * 20, min_word_count=1, aliases=DEFAULT_ALIASES)
+    ids = np.array(tok.encode(text))
+    order1 = tok.token_id("<order1>")
+    uniq = np.unique(ids)
+    mask = copy_frequent_mask([ids], tok, n=len(uniq))  # "every token is frequent"
+    assert len(mask) == tok.vocab_size
+    assert mask[uniq].sum() == len(uniq) - 1 and not mask[order1]
+    rows = PackedRows([ids], [agent_loss_mask(ids.tolist(), tok)], seq_len=len(ids), seed=0, frequent=mask)
+    x, _, copies = rows.batch_with_copies(1)
+    assert [int(t) for t in x[0][copies[0]]] == [order1]  # the agent's alias, copied from the user
+
+
 def test_id_remapping_is_one_bijection_per_row_within_each_class() -> None:
     # tokens 20..23 form one id class, 30..31 another; 5 and 7 are not ids.
     ep = np.array([1, 20, 5, 30, 21, 7, 20, 30, 21, 5])
