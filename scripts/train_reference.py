@@ -39,11 +39,14 @@ import numpy as np
 from pytest_quantagent.reference.data import build_corpus
 from pytest_quantagent.reference.expert import NOISE_CONFIGS
 from pytest_quantagent.reference.model import ModelSize, count_parameters, make_model
+from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.reference.tokenizer import (
     DEFAULT_ALIASES,
     FORMAT_VERSION,
     SPLIT_VERSIONS,
+    AliasKind,
     DomainTokenizer,
+    name_alias_kind,
 )
 from pytest_quantagent.reference.train import (
     TrainConfig,
@@ -112,8 +115,13 @@ def cmd_vocab(args: argparse.Namespace) -> None:
     pool: set[str] = set()
     for f in work.glob("pool_*.json"):
         pool.update(json.loads(f.read_text()))
+    aliases: list[AliasKind] = []
+    if args.aliases:
+        # Retail's customers' names (the calls of find_user_id_by_name_zip copy them).
+        users = get_domain("retail").db.users.values()  # type: ignore[attr-defined]
+        aliases = [*DEFAULT_ALIASES, name_alias_kind([n for u in users for n in (u.name.first_name, u.name.last_name)])]
     tok = DomainTokenizer.build(all_texts, pool, min_word_count=args.min_word_count, version=args.split_version,
-                                aliases=DEFAULT_ALIASES if args.aliases else ())
+                                aliases=aliases)
     tok.save(work)
     lengths = [len(tok.encode(t)) for t in all_texts]
     meta: dict[str, object] = {f.stem.removeprefix("meta_"): json.loads(f.read_text()) for f in work.glob("meta_*.json")}
@@ -250,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--split-version", type=int, choices=SPLIT_VERSIONS, default=FORMAT_VERSION,
                    help="tokenizer split rule (1 reproduces the bundled models; see reference/tokenizer.py)")
     v.add_argument("--aliases", action="store_true",
-                   help="entity ids become per-conversation alias tokens (reference/tokenizer.py DEFAULT_ALIASES)")
+                   help="entity ids (reference/tokenizer.py DEFAULT_ALIASES) and retail customers' names "
+                        "become per-conversation alias tokens")
     b = sub.add_parser("base")
     f = sub.add_parser("finetune")
     for q in (b, f):

@@ -39,7 +39,9 @@ told apart by where they appeared. The backend renders the whole conversation fo
 turn, so the numbering is the same at every turn (a prefix keeps its aliases), and it maps
 the aliases the model writes back to the ids (:meth:`DomainTokenizer.alias_map`). An alias
 the conversation never introduced decodes as itself (``<order7>``), which a tool rejects
-as an unknown id. Ids beyond a kind's ``count`` are spelt with ordinary tokens.
+as an unknown id. Ids beyond a kind's ``count`` are spelt with ordinary tokens. A kind may
+also be a closed list of person names (:func:`name_alias_kind`); a word piece's leading
+space is kept as its own token before the alias.
 """
 
 from __future__ import annotations
@@ -173,6 +175,22 @@ DEFAULT_ALIASES: tuple[AliasKind, ...] = (
 and product ids and 2 zips (2,000 sampled episodes), so every id of an episode has one."""
 
 
+def _core(piece: str) -> str:
+    """A piece without the one leading space of a word piece (what alias patterns match)."""
+    return piece[1:] if piece.startswith(" ") else piece
+
+
+def name_alias_kind(names: Iterable[str], count: int = 4) -> AliasKind:
+    """An alias kind for a closed set of person names (say, a domain's customers' first and
+    last names): ``"My name is Maren Lindqvist"`` and the call's ``"first_name":"Maren"``
+    then hold the same ``<name1>``, where the prose word (`` Maren``) and the JSON value
+    (``Maren``) would otherwise be two tokens that a model can only map by memory."""
+    words = sorted({n for n in names if n}, key=lambda n: (-len(n), n))
+    if not words:
+        raise ValueError("name_alias_kind: no names given")
+    return AliasKind("name", "(?:" + "|".join(re.escape(n) for n in words) + ")", count)
+
+
 def is_id_like(piece: str) -> bool:
     """Whether a piece is an id-like run (contains a digit, no spaces)."""
     return _ID_FULL.fullmatch(piece) is not None and len(piece) > 1
@@ -269,10 +287,10 @@ class DomainTokenizer:
         for p in JSON_PIECES:
             chosen[p] = None
         for p in sorted(set(pool)):
-            if p and p not in SPECIALS and not any(r.fullmatch(p) for r in alias_res):
+            if p and p not in SPECIALS and not any(r.fullmatch(_core(p)) for r in alias_res):
                 chosen[p] = None
         for p, c in sorted(counts.items()):
-            if p in SPECIALS or len(p.encode()) < 2 or any(r.fullmatch(p) for r in alias_res):
+            if p in SPECIALS or len(p.encode()) < 2 or any(r.fullmatch(_core(p)) for r in alias_res):
                 continue
             if is_id_like(p):
                 if c >= min_id_count:
@@ -283,8 +301,10 @@ class DomainTokenizer:
 
     # -- encode / decode --------------------------------------------------------------
     def _alias_of(self, piece: str, seen: dict[str, str], next_k: list[int]) -> str | None:
-        """The alias token of ``piece`` in a text whose earlier ids are ``seen`` (updated),
-        or None when it is of no kind or its kind's aliases are used up."""
+        """The alias token of ``piece`` (without the one leading space a word piece may
+        carry) in a text whose earlier ids are ``seen`` (updated), or None when it is of no
+        kind or its kind's aliases are used up."""
+        piece = _core(piece)
         got = seen.get(piece)
         if got is not None:
             return got
@@ -320,6 +340,8 @@ class DomainTokenizer:
             if self.aliases and piece not in lookup:
                 alias = self._alias_of(piece, seen, next_k)
                 if alias is not None:
+                    if piece.startswith(" "):  # " Maren" in prose: the space, then the alias
+                        out.append(self.byte_offset + 32)
                     out.append(lookup[alias])
                     continue
             tid = lookup.get(piece)

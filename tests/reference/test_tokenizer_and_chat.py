@@ -19,6 +19,7 @@ from pytest_quantagent.reference.tokenizer import (
     AliasKind,
     DomainTokenizer,
     is_id_like,
+    name_alias_kind,
     split_pieces,
 )
 from pytest_quantagent.runner.agent import generation_to_message
@@ -194,6 +195,24 @@ def test_ids_beyond_a_kinds_count_keep_their_text() -> None:
     assert few.id_to_piece(ids[-1]) == "<order1>"
     assert few.alias_map(text) == {"<order1>": "#W1111111", "<order2>": "#W2222222"}
     assert few.decode(ids, aliases=few.alias_map(text)) == text  # the third spelt out, losslessly
+
+
+def test_a_name_kind_gives_the_prose_word_and_the_json_value_one_alias() -> None:
+    text = ('<|user|>My name is Maren Lindqvist.<|end|><|assistant|><|call|>'
+            '{"name":"find_user_id_by_name_zip","arguments":{"first_name":"Maren","last_name":"Lindqvist"}}<|end|>')
+    kinds = [*DEFAULT_ALIASES, name_alias_kind(["Maren", "Lindqvist", "Ada", ""])]
+    tok = DomainTokenizer.build([text] * 20, min_word_count=1, aliases=kinds)
+    pieces = [tok.id_to_piece(i) for i in tok.encode(text)]
+    # The prose words keep their space as a token of its own; the aliases are the same.
+    assert pieces[4:9] == ["<0x20>", "<name1>", "<0x20>", "<name2>", "<0x2E>"]
+    assert pieces.count("<name1>") == 2 and pieces.count("<name2>") == 2
+    assert " Maren" not in tok.pieces and "Maren" not in tok.pieces
+    assert tok.decode(tok.encode(text), aliases=tok.alias_map(text)) == text
+    assert tok.alias_map(text) == {"<name1>": "Maren", "<name2>": "Lindqvist"}
+    # Only whole words of the list: "Adams" and "Marena" are ordinary text.
+    assert tok.alias_map("Ada Adams Marena") == {"<name1>": "Ada"}
+    with pytest.raises(ValueError, match="no names given"):
+        name_alias_kind([""])
 
 
 def test_aliases_survive_save_and_load(aliasing: DomainTokenizer, tmp_path: Path) -> None:
