@@ -36,10 +36,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 
+from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.reference.data import build_corpus
 from pytest_quantagent.reference.expert import NOISE_CONFIGS
 from pytest_quantagent.reference.model import ModelSize, count_parameters, make_model
-from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.reference.tokenizer import (
     DEFAULT_ALIASES,
     FORMAT_VERSION,
