@@ -54,6 +54,7 @@ from pytest_quantagent.reference.train import (
     copy_drills,
     copy_frequent_mask,
     copy_head_init,
+    extend_embeddings,
     id_kinds,
     kind_init,
     remap_classes,
@@ -202,6 +203,33 @@ def cmd_base(args: argparse.Namespace) -> None:
     del torch
 
 
+#: Alias kinds that ``add-aliases`` can append to a trained vocabulary.
+EXTRA_ALIASES = {"phone": (AliasKind("phone", r"[0-9]{3}-[0-9]{4}", 4), "zip")}
+
+
+def cmd_add_aliases(args: argparse.Namespace) -> None:
+    """Append alias kinds to the work folder's vocabulary and grow a trained model to it."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    work = Path(args.work)
+    log = _log_to(work / "log.txt")
+    old = DomainTokenizer.load(work / args.start)
+    kinds = [EXTRA_ALIASES[k] for k in args.kinds.split(",")]
+    new = old.with_aliases([k for k, _ in kinds])
+    init = {k.token(i): f"<{src}{i}>" for k, src in kinds for i in range(1, k.count + 1)}
+    model = LlamaForCausalLM.from_pretrained(str(work / args.start), dtype=torch.float32)
+    extend_embeddings(model, old, new, init_from=init)
+    new.save(work)
+    save_model(model, new, work / args.name)
+    meta_file = work / "corpus_meta.json"
+    meta = json.loads(meta_file.read_text())
+    meta["aliases"] = [k.name for k in new.aliases]
+    meta["added_aliases"] = {"kinds": args.kinds, "to": args.start}
+    meta_file.write_text(json.dumps(meta, indent=1))
+    log(f"add-aliases {args.kinds}: vocab {old.vocab_size} -> {new.vocab_size}; {args.start} -> {args.name}")
+
+
 def cmd_finetune(args: argparse.Namespace) -> None:
     import torch
     from transformers import LlamaForCausalLM
@@ -260,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--aliases", action="store_true",
                    help="entity ids (reference/tokenizer.py DEFAULT_ALIASES) and retail customers' names "
                         "become per-conversation alias tokens")
+    a = sub.add_parser("add-aliases", help="append alias kinds to a trained model's vocabulary")
+    a.add_argument("--work", required=True)
+    a.add_argument("--start", required=True, help="model folder under --work")
+    a.add_argument("--name", required=True, help="folder (under --work) of the grown model")
+    a.add_argument("--kinds", default="phone", help=f"comma-separated, of: {', '.join(EXTRA_ALIASES)}")
     b = sub.add_parser("base")
     f = sub.add_parser("finetune")
     for q in (b, f):
@@ -296,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--out", required=True)
     f.add_argument("--mix-base", type=float, default=0.0, help="share of mixed episodes mixed in")
     args = p.parse_args(argv)
-    {"corpus": cmd_corpus, "vocab": cmd_vocab, "base": cmd_base, "finetune": cmd_finetune}[args.cmd](args)
+    {"corpus": cmd_corpus, "vocab": cmd_vocab, "add-aliases": cmd_add_aliases, "base": cmd_base,
+     "finetune": cmd_finetune}[args.cmd](args)
     return 0
 
 

@@ -238,6 +238,11 @@ class DomainTokenizer:
             self._piece_to_id[p] = self.piece_offset + i
         self.alias_offset = self.piece_offset + len(self.pieces)
         """Token id of the first alias token (``vocab_size`` when there are none)."""
+        self._shadowed = frozenset(
+            p for p in self.pieces if any(r.fullmatch(_core(p)) for r in self._alias_res)
+        )
+        """Pieces that an alias kind takes over: a kind added to a built vocabulary
+        (:meth:`with_aliases`) wins over the pieces it matches, which stay unused."""
         self.pad_id = self._piece_to_id[PAD]
         self.bos_id = self._piece_to_id[BOS]
         self.eos_id = self._piece_to_id[EOS]
@@ -299,6 +304,12 @@ class DomainTokenizer:
                 chosen[p] = None
         return cls(list(chosen), version=version, aliases=aliases)
 
+    def with_aliases(self, extra: Sequence[AliasKind]) -> DomainTokenizer:
+        """This vocabulary with more alias kinds appended: every existing token keeps its
+        id, the new alias tokens come last, and pieces the new kinds match are no longer
+        produced (see :func:`pytest_quantagent.reference.train.extend_embeddings`)."""
+        return DomainTokenizer(self.pieces, version=self.version, aliases=[*self.aliases, *extra])
+
     # -- encode / decode --------------------------------------------------------------
     def _alias_of(self, piece: str, seen: dict[str, str], next_k: list[int]) -> str | None:
         """The alias token of ``piece`` (without the one leading space a word piece may
@@ -325,7 +336,7 @@ class DomainTokenizer:
         seen: dict[str, str] = {}
         next_k = [1] * len(self.aliases)
         for piece in self._split.findall(text):
-            if piece not in self._piece_to_id:
+            if piece not in self._piece_to_id or piece in self._shadowed:
                 self._alias_of(piece, seen, next_k)
         return {alias: raw for raw, alias in seen.items()}
 
@@ -337,7 +348,7 @@ class DomainTokenizer:
         seen: dict[str, str] = {}
         next_k = [1] * len(self.aliases)
         for piece in self._split.findall(text):
-            if self.aliases and piece not in lookup:
+            if self.aliases and (piece not in lookup or piece in self._shadowed):
                 alias = self._alias_of(piece, seen, next_k)
                 if alias is not None:
                     if piece.startswith(" "):  # " Maren" in prose: the space, then the alias

@@ -183,6 +183,27 @@ def frequent_mask(ids: np.ndarray, n: int) -> np.ndarray:
     return mask
 
 
+def extend_embeddings(model: LlamaForCausalLM, old: DomainTokenizer, new: DomainTokenizer,
+                      init_from: dict[str, str] | None = None) -> None:
+    """Grow ``model``'s vocabulary from ``old`` to ``new`` (= ``old.with_aliases(...)``:
+    the same ids, more alias tokens at the end). Each new token's rows start as a copy of
+    the rows of the token named in ``init_from`` (say ``<phone1>`` from ``<zip1>``, so that
+    it starts out as "the first alias of its kind"), else as the mean embedding."""
+    import torch
+
+    if new.vocab_size < old.vocab_size or new.pieces != old.pieces:
+        raise ValueError("extend_embeddings: the new tokenizer must extend the old one (same pieces, more aliases)")
+    model.resize_token_embeddings(new.vocab_size, mean_resizing=True)
+    init_from = init_from or {}
+    mats = [model.get_input_embeddings().weight]
+    if not model.config.tie_word_embeddings:
+        mats.append(model.get_output_embeddings().weight)
+    with torch.no_grad():
+        for tok_text, src in init_from.items():
+            for w in mats:
+                w[new.token_id(tok_text)] = w[old.token_id(src)]
+
+
 def copy_frequent_mask(episodes: Sequence[np.ndarray], tokenizer: DomainTokenizer, n: int = 300) -> np.ndarray:
     """:func:`frequent_mask` of the episodes, except that alias tokens (see
     ``reference/tokenizer.py``) always count as copies: they are among the most frequent

@@ -331,3 +331,27 @@ def test_copy_head_init_makes_the_heads_output_value_circuit_a_projection() -> N
         copy_head_init(make_model(tok, ModelSize(hidden=32, layers=1, heads=4, mlp=64), seed=0))
     with pytest.raises(ValueError, match="heads must be in"):
         copy_head_init(model, heads=5)
+
+
+def test_added_aliases_keep_every_id_and_start_as_their_source_rows() -> None:
+    from pytest_quantagent.reference.tokenizer import DEFAULT_ALIASES, AliasKind
+    from pytest_quantagent.reference.train import extend_embeddings
+
+    text = "Cancel #W1234567; my zip is 12345 and my phone 555-0109" * 3
+    old = DomainTokenizer.build([text] * 20, ["555-0109"], min_word_count=1, aliases=DEFAULT_ALIASES)
+    assert "555-0109" in old.pieces
+    new = old.with_aliases([AliasKind("phone", r"[0-9]{3}-[0-9]{4}", 2)])
+    assert new.vocab_size == old.vocab_size + 2
+    got = [new.id_to_piece(i) for i in new.encode(text)]
+    assert "<phone1>" in got and "555-0109" not in got  # the new kind wins over the old piece
+    assert new.alias_map(text)["<phone1>"] == "555-0109"
+    assert old.encode("Cancel #W1234567") == new.encode("Cancel #W1234567")
+    model = make_model(old, ModelSize(hidden=16, layers=1, heads=2, mlp=32, max_positions=64, tied=True))
+    before = model.get_input_embeddings().weight.detach().clone()
+    extend_embeddings(model, old, new, init_from={"<phone1>": "<zip1>"})
+    w = model.get_input_embeddings().weight
+    assert w.shape[0] == new.vocab_size and torch.equal(w[: old.vocab_size], before)
+    assert torch.equal(w[new.token_id("<phone1>")], before[old.token_id("<zip1>")])
+    assert model.get_output_embeddings().weight.shape[0] == new.vocab_size
+    with pytest.raises(ValueError, match="must extend the old one"):
+        extend_embeddings(model, new, old)
