@@ -195,9 +195,9 @@ def extend_embeddings(model: LlamaForCausalLM, old: DomainTokenizer, new: Domain
         raise ValueError("extend_embeddings: the new tokenizer must extend the old one (same pieces, more aliases)")
     model.resize_token_embeddings(new.vocab_size, mean_resizing=True)
     init_from = init_from or {}
-    mats = [model.get_input_embeddings().weight]
+    mats: list[torch.Tensor] = [model.get_input_embeddings().weight]  # type: ignore[list-item]
     if not model.config.tie_word_embeddings:
-        mats.append(model.get_output_embeddings().weight)
+        mats.append(model.lm_head.weight)
     with torch.no_grad():
         for tok_text, src in init_from.items():
             for w in mats:
