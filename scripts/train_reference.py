@@ -225,6 +225,7 @@ def cmd_add_aliases(args: argparse.Namespace) -> None:
     meta_file = work / "corpus_meta.json"
     meta = json.loads(meta_file.read_text())
     meta["aliases"] = [k.name for k in new.aliases]
+    meta["vocab_size"] = new.vocab_size
     meta["added_aliases"] = {"kinds": args.kinds, "to": args.start}
     meta_file.write_text(json.dumps(meta, indent=1))
     log(f"add-aliases {args.kinds}: vocab {old.vocab_size} -> {new.vocab_size}; {args.start} -> {args.name}")

@@ -118,6 +118,32 @@ def quantize_fake(model: str, scheme: str, out: Path, *, group_size: int, fp8_sc
     return info
 
 
+AWQ_GROUP_SIZE = 128
+
+
+def check_group_divisible(model_dir: Path, group_size: int = AWQ_GROUP_SIZE) -> None:
+    """Refuse, before llm-compressor runs, a Llama-family model whose linear layers' input
+    widths are not multiples of ``group_size`` (llm-compressor's group-wise W4A16 rejects
+    them only after loading, with a long traceback)."""
+    try:
+        cfg = json.loads((model_dir / "config.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return  # not ours to judge; llm-compressor reports what it cannot read
+    hidden, mlp = cfg.get("hidden_size"), cfg.get("intermediate_size")
+    heads = cfg.get("num_attention_heads")
+    head_dim = cfg.get("head_dim") or (hidden // heads if hidden and heads else None)
+    widths = {"hidden_size (q/k/v, gate/up inputs)": hidden, "intermediate_size (down_proj input)": mlp,
+              "num_attention_heads x head_dim (o_proj input)": heads * head_dim if heads and head_dim else None}
+    bad = {k: v for k, v in widths.items() if isinstance(v, int) and v % group_size}
+    if bad:
+        listed = ", ".join(f"{k} = {v}" for k, v in bad.items())
+        raise ValueError(
+            f"--scheme awq-w4a16 quantizes in groups of {group_size} input columns, but {model_dir} has "
+            f"{listed}; allowed: multiples of {group_size}. Use --scheme int4-rtn --group-size N with N "
+            f"dividing them (or -1, per row), or a model whose widths are multiples of {group_size}"
+        )
+
+
 def quantize_llmc(model: str, scheme: str, out: Path, *, calibration: str | None,
                   samples: int, dequantized: bool = False) -> dict[str, Any]:
     """awq-w4a16 / fp8-dynamic through llm-compressor (here or in ``$QUANTAGENT_LLMC_PYTHON``)."""
@@ -133,6 +159,8 @@ def quantize_llmc(model: str, scheme: str, out: Path, *, calibration: str | None
         raise MissingDependencyError(
             f"--scheme {scheme} (llm-compressor)", "quantize", ["llmcompressor"],
         )
+    if scheme == "awq-w4a16":
+        check_group_divisible(src)
     calib_file: str | None = None
     with tempfile.TemporaryDirectory() as tmp:
         if scheme == "awq-w4a16":

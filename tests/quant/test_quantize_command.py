@@ -68,3 +68,23 @@ def test_awq_without_llmcompressor_says_how_to_install(model_dir: Path, tmp_path
     with pytest.raises(MissingDependencyError, match=r"pytest-quantagent\[quantize\]"):
         main(["quantize", "--model", str(model_dir), "--scheme", "awq-w4a16", "--out", str(tmp_path / "a"),
               "--calibration", "retail"])
+
+
+def test_awq_refuses_widths_that_are_not_multiples_of_its_group(model_dir: Path, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+    import sys
+
+    # An environment with llm-compressor is named, but it must not even be started.
+    monkeypatch.setenv("QUANTAGENT_LLMC_PYTHON", sys.executable)
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("llm-compressor was started"))
+    with pytest.raises(ValueError) as err:
+        main(["quantize", "--model", str(model_dir), "--scheme", "awq-w4a16", "--out", str(tmp_path / "a"),
+              "--calibration", "retail"])
+    msg = str(err.value)
+    assert "quantizes in groups of 128 input columns" in msg
+    # hidden 64 and the attention output's 2 x 32 are named; the MLP's 128 is a multiple.
+    assert ("has hidden_size (q/k/v, gate/up inputs) = 64, num_attention_heads x head_dim (o_proj input) = 64; "
+            "allowed: multiples of 128") in msg
+    assert "intermediate_size" not in msg and "--scheme int4-rtn --group-size N" in msg
+    assert not (tmp_path / "a").exists()
