@@ -203,8 +203,23 @@ def cmd_base(args: argparse.Namespace) -> None:
     del torch
 
 
-#: Alias kinds that ``add-aliases`` can append to a trained vocabulary.
-EXTRA_ALIASES = {"phone": (AliasKind("phone", r"[0-9]{3}-[0-9]{4}", 4), "zip")}
+#: Alias kinds that ``add-aliases`` can append to a trained vocabulary, each with the kind
+#: whose alias rows the new ones start from.
+EXTRA_ALIASES: dict[str, tuple[AliasKind, str]] = {
+    "phone": (AliasKind("phone", r"[0-9]{3}-[0-9]{4}", 4), "zip"),
+    "bill": (AliasKind("bill", r"B[0-9]{2,3}", 6), "item"),
+    "line": (AliasKind("line", r"L[0-9]{2,3}", 4), "item"),
+    "cust": (AliasKind("cust", r"C[0-9]{2,3}", 2), "user"),
+}
+
+
+def _extra_alias(name: str) -> tuple[AliasKind, str]:
+    if name == "name":
+        users = get_domain("retail").db.users.values()  # type: ignore[attr-defined]
+        return name_alias_kind([n for u in users for n in (u.name.first_name, u.name.last_name)]), "item"
+    if name not in EXTRA_ALIASES:
+        raise SystemExit(f"add-aliases: unknown kind {name!r}; allowed: name, {', '.join(EXTRA_ALIASES)}")
+    return EXTRA_ALIASES[name]
 
 
 def cmd_add_aliases(args: argparse.Namespace) -> None:
@@ -215,7 +230,7 @@ def cmd_add_aliases(args: argparse.Namespace) -> None:
     work = Path(args.work)
     log = _log_to(work / "log.txt")
     old = DomainTokenizer.load(work / args.start)
-    kinds = [EXTRA_ALIASES[k] for k in args.kinds.split(",")]
+    kinds = [_extra_alias(k) for k in args.kinds.split(",")]
     new = old.with_aliases([k for k, _ in kinds])
     init = {k.token(i): f"<{src}{i}>" for k, src in kinds for i in range(1, k.count + 1)}
     model = LlamaForCausalLM.from_pretrained(str(work / args.start), dtype=torch.float32)
@@ -293,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--work", required=True)
     a.add_argument("--start", required=True, help="model folder under --work")
     a.add_argument("--name", required=True, help="folder (under --work) of the grown model")
-    a.add_argument("--kinds", default="phone", help=f"comma-separated, of: {', '.join(EXTRA_ALIASES)}")
+    a.add_argument("--kinds", default="phone", help=f"comma-separated, of: name, {', '.join(EXTRA_ALIASES)}")
     b = sub.add_parser("base")
     f = sub.add_parser("finetune")
     for q in (b, f):
