@@ -134,6 +134,12 @@ def _parsed_calls(
         yield c, a, b, name, args if isinstance(args, dict) else {}
 
 
+def _alias_maps(tok: DomainTokenizer, text: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(alias → id, id → alias) of one transcript (both empty without aliases)."""
+    aliases = tok.alias_map(text)
+    return aliases, {raw: alias for alias, raw in aliases.items()}
+
+
 def _value_token(tok: DomainTokenizer, value: str, alias_of: dict[str, str]) -> int | None:
     """The one token of ``value`` in a transcript (its alias there, for an aliased id)."""
     if value in alias_of:
@@ -153,8 +159,7 @@ def analyze_arm(model: Any, tok: DomainTokenizer, transcripts: Sequence[str]) ->
     out: list[DecisionPoint] = []
     for e, text in enumerate(transcripts):
         ids = tok.encode(text)
-        aliases = tok.alias_map(text)
-        alias_of = {raw: alias for alias, raw in aliases.items()}
+        aliases, alias_of = _alias_maps(tok, text)
         pieces = [tok.id_to_piece(i) for i in ids]
         with torch.inference_mode():
             logits = model(input_ids=torch.tensor([ids])).logits[0].float()
@@ -200,8 +205,7 @@ def copy_sources(tok: DomainTokenizer, transcripts: Sequence[str]) -> dict[str, 
     out: dict[str, CopySources] = {}
     for text in transcripts:
         ids = tok.encode(text)
-        aliases = tok.alias_map(text)
-        alias_of = {raw: alias for alias, raw in aliases.items()}
+        aliases, alias_of = _alias_maps(tok, text)
         pieces = [tok.id_to_piece(i) for i in ids]
         for _c, a, _b, name, args in _parsed_calls(tok, ids, pieces, aliases):
             for arg, value in args.items():

@@ -159,9 +159,9 @@ class AliasKind:
         return f"<{self.name}{k}>"
 
 
-#: The aliases of the reference models' tokenizers (retail ids; telecom's short ids such as
-#: ``L1002`` are few and frequent, so they stay ordinary tokens). Order matters: a payment
-#: id would also match the user-id pattern.
+#: The id kinds that ``train_reference.py vocab --aliases`` numbers (it adds retail's
+#: customer names, and ``add-aliases`` can append phones and telecom's bill, line and
+#: customer ids). Order matters: a payment id would also match the user-id pattern.
 DEFAULT_ALIASES: tuple[AliasKind, ...] = (
     AliasKind("order", r"#W[0-9]{7}", 8),
     AliasKind("pay", r"(?:credit_card|paypal|gift_card)_[0-9]{7}", 6),
@@ -311,6 +311,11 @@ class DomainTokenizer:
         return DomainTokenizer(self.pieces, version=self.version, aliases=[*self.aliases, *extra])
 
     # -- encode / decode --------------------------------------------------------------
+    def _may_alias(self, piece: str) -> bool:
+        """Whether an alias kind may take ``piece``: it is no vocabulary piece, or one that
+        a kind added later shadows."""
+        return piece not in self._piece_to_id or piece in self._shadowed
+
     def _alias_of(self, piece: str, seen: dict[str, str], next_k: list[int]) -> str | None:
         """The alias token of ``piece`` (without the one leading space a word piece may
         carry) in a text whose earlier ids are ``seen`` (updated), or None when it is of no
@@ -336,7 +341,7 @@ class DomainTokenizer:
         seen: dict[str, str] = {}
         next_k = [1] * len(self.aliases)
         for piece in self._split.findall(text):
-            if piece not in self._piece_to_id or piece in self._shadowed:
+            if self._may_alias(piece):
                 self._alias_of(piece, seen, next_k)
         return {alias: raw for raw, alias in seen.items()}
 
@@ -348,7 +353,7 @@ class DomainTokenizer:
         seen: dict[str, str] = {}
         next_k = [1] * len(self.aliases)
         for piece in self._split.findall(text):
-            if self.aliases and (piece not in lookup or piece in self._shadowed):
+            if self.aliases and self._may_alias(piece):
                 alias = self._alias_of(piece, seen, next_k)
                 if alias is not None:
                     if piece.startswith(" "):  # " Maren" in prose: the space, then the alias
