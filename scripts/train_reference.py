@@ -34,6 +34,8 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from typing import Any
+
 import numpy as np
 
 from pytest_quantagent.env.registry import get_domain
@@ -148,6 +150,14 @@ def _load(work: Path, variant: str, tok: DomainTokenizer) -> tuple[list[np.ndarr
     return eps, masks
 
 
+def _shape(model: Any) -> dict[str, Any]:
+    """The trained network's shape, from its config (also right for a run from ``--init``)."""
+    c = model.config
+    return {"hidden": c.hidden_size, "mlp": c.intermediate_size, "heads": c.num_attention_heads,
+            "head_dim": getattr(c, "head_dim", None), "tied": bool(c.tie_word_embeddings),
+            "vocab": c.vocab_size}
+
+
 def cmd_base(args: argparse.Namespace) -> None:
     import torch
 
@@ -197,7 +207,7 @@ def cmd_base(args: argparse.Namespace) -> None:
     stats = train(model, eps, masks, cfg, log=log, checkpoint=ckpt, remap=classes, drills=drills, frequent=frequent)
     save_model(model, tok, work / args.name)
     (work / f"{args.name}_stats.json").write_text(json.dumps(
-        {"steps": stats.steps, "hidden": args.hidden, "mlp": args.mlp, "heads": args.heads, "head_dim": args.head_dim, "tied": args.tied, "tokens": stats.tokens, "seconds": stats.seconds, "copy_weight": args.copy_weight,
+        {"steps": stats.steps, **_shape(model), "tokens": stats.tokens, "seconds": stats.seconds, "copy_weight": args.copy_weight,
          "remap_ids": args.remap_ids, "remap_prob": args.remap_prob, "drill_rows": args.drill_rows, "drill_back": args.drill_back if args.drill_rows else None, "drill_match": args.drill_match or None, "init": args.init, "kind_init": args.kind_init, "copy_heads": args.copy_heads, "loss_ema": stats.final_loss_ema, "curve": stats.loss_curve}))
     log(f"base done: {stats.steps} steps, {stats.tokens} tokens, {stats.seconds:.0f}s, loss {stats.final_loss_ema:.4f}")
     del torch
