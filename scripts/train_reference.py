@@ -109,6 +109,13 @@ def _texts(work: Path, variant: str) -> list[str]:
     return out
 
 
+def _retail_names() -> AliasKind:
+    """An alias kind for retail's customers' first and last names (the calls of
+    find_user_id_by_name_zip copy them from the user's prose)."""
+    users = get_domain("retail").db.users.values()  # type: ignore[attr-defined]
+    return name_alias_kind([n for u in users for n in (u.name.first_name, u.name.last_name)])
+
+
 def cmd_vocab(args: argparse.Namespace) -> None:
     work = Path(args.work)
     log = _log_to(work / "log.txt")
@@ -118,11 +125,7 @@ def cmd_vocab(args: argparse.Namespace) -> None:
     pool: set[str] = set()
     for f in work.glob("pool_*.json"):
         pool.update(json.loads(f.read_text()))
-    aliases: list[AliasKind] = []
-    if args.aliases:
-        # Retail's customers' names (the calls of find_user_id_by_name_zip copy them).
-        users = get_domain("retail").db.users.values()  # type: ignore[attr-defined]
-        aliases = [*DEFAULT_ALIASES, name_alias_kind([n for u in users for n in (u.name.first_name, u.name.last_name)])]
+    aliases: list[AliasKind] = [*DEFAULT_ALIASES, _retail_names()] if args.aliases else []
     tok = DomainTokenizer.build(all_texts, pool, min_word_count=args.min_word_count, version=args.split_version,
                                 aliases=aliases)
     tok.save(work)
@@ -134,8 +137,8 @@ def cmd_vocab(args: argparse.Namespace) -> None:
     meta["tokens"] = int(sum(lengths))
     meta["tokens_per_episode"] = {"mean": float(np.mean(lengths)), "p50": float(np.percentile(lengths, 50)),
                                   "p95": float(np.percentile(lengths, 95)), "max": int(max(lengths))}
-    (work / "corpus_meta.json").write_text(json.dumps(meta, indent=1))
     meta["aliases"] = [k.name for k in tok.aliases]
+    (work / "corpus_meta.json").write_text(json.dumps(meta, indent=1))
     log(f"vocab {tok.vocab_size} (split rule {tok.version}, {len(tok.aliases)} alias kinds), pool {len(pool)}, "
         f"tokens/episode {meta['tokens_per_episode']}")
 
@@ -225,8 +228,7 @@ EXTRA_ALIASES: dict[str, tuple[AliasKind, str]] = {
 
 def _extra_alias(name: str) -> tuple[AliasKind, str]:
     if name == "name":
-        users = get_domain("retail").db.users.values()  # type: ignore[attr-defined]
-        return name_alias_kind([n for u in users for n in (u.name.first_name, u.name.last_name)]), "item"
+        return _retail_names(), "item"
     if name not in EXTRA_ALIASES:
         raise SystemExit(f"add-aliases: unknown kind {name!r}; allowed: name, {', '.join(EXTRA_ALIASES)}")
     return EXTRA_ALIASES[name]
