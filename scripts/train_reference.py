@@ -91,6 +91,7 @@ def cmd_corpus(args: argparse.Namespace) -> None:
                 dom, NOISE_CONFIGS[variant], n_episodes=n,
                 seed=args.seed + 1000 * i + {"mixed": 0, "robust": 1, "prone": 2}[variant],
                 repeats=args.repeats, log=log, restate_ids=args.restate_ids, confirm_args=args.confirm_args,
+                email_first=args.email_first,
             )
             log(f"  {dom}/{variant}: {len(tx)} episodes in {time.time() - t0:.0f}s")
             (work / f"corpus_{variant}_{dom}.jsonl").write_text("\n".join(json.dumps(t) for t in tx))
@@ -99,7 +100,8 @@ def cmd_corpus(args: argparse.Namespace) -> None:
             (work / f"meta_{variant}_{dom}.json").write_text(json.dumps(
                 {"kept": stats.kept, "episodes": stats.episodes, "tempted_calls": stats.tempted_calls,
                  "tool_calls": stats.tool_calls, "channels": stats.channels, "seconds": round(time.time() - t0),
-                 "restate_ids": args.restate_ids, "confirm_args": args.confirm_args}))
+                 "restate_ids": args.restate_ids, "confirm_args": args.confirm_args,
+                 "email_first": args.email_first}))
 
 
 def _texts(work: Path, variant: str) -> list[str]:
@@ -114,6 +116,17 @@ def _retail_names() -> AliasKind:
     find_user_id_by_name_zip copy them from the user's prose)."""
     users = get_domain("retail").db.users.values()  # type: ignore[attr-defined]
     return name_alias_kind([n for u in users for n in (u.name.first_name, u.name.last_name)])
+
+
+def _retail_places() -> AliasKind:
+    """An alias kind for the words of retail's addresses (street names and types, unit
+    words, cities, states): a new address the user gives is copied word by word into
+    ``modify_*_address`` calls, which a model otherwise writes from memory."""
+    db = get_domain("retail").db
+    addresses = [u.address for u in db.users.values()]  # type: ignore[attr-defined]
+    addresses += [o.address for o in db.orders.values()]  # type: ignore[attr-defined]
+    words = {w for a in addresses for w in (*a.address1.split()[1:], *a.address2.split()[:1], a.city, a.state)}
+    return name_alias_kind(sorted(words), count=16, kind="place")
 
 
 def cmd_vocab(args: argparse.Namespace) -> None:
@@ -223,14 +236,19 @@ EXTRA_ALIASES: dict[str, tuple[AliasKind, str]] = {
     "bill": (AliasKind("bill", r"B[0-9]{2,3}", 6), "item"),
     "line": (AliasKind("line", r"L[0-9]{2,3}", 4), "item"),
     "cust": (AliasKind("cust", r"C[0-9]{2,3}", 2), "user"),
+    # amounts (prices, balances, payments), street and unit numbers, last four digits:
+    # "amount":222.0 splits into 222 + .0, so the total the agent states is the alias
+    "num": (AliasKind("num", r"[0-9]{2,4}", 16), "item"),
 }
 
 
 def _extra_alias(name: str) -> tuple[AliasKind, str]:
     if name == "name":
         return _retail_names(), "item"
+    if name == "place":
+        return _retail_places(), "item"
     if name not in EXTRA_ALIASES:
-        raise SystemExit(f"add-aliases: unknown kind {name!r}; allowed: name, {', '.join(EXTRA_ALIASES)}")
+        raise SystemExit(f"add-aliases: unknown kind {name!r}; allowed: name, place, {', '.join(EXTRA_ALIASES)}")
     return EXTRA_ALIASES[name]
 
 
@@ -308,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the expert has the user restate order and payment ids right before use")
     c.add_argument("--confirm-args", action="store_true",
                    help="the expert shows each write call's JSON in its confirmation question")
+    c.add_argument("--email-first", action="store_true",
+                   help="the expert asks for the email before name and zip (retail)")
     v = sub.add_parser("vocab")
     v.add_argument("--work", required=True)
     v.add_argument("--min-word-count", type=int, default=10)
@@ -320,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--work", required=True)
     a.add_argument("--start", required=True, help="model folder under --work")
     a.add_argument("--name", required=True, help="folder (under --work) of the grown model")
-    a.add_argument("--kinds", default="phone", help=f"comma-separated, of: name, {', '.join(EXTRA_ALIASES)}")
+    a.add_argument("--kinds", default="phone", help=f"comma-separated, of: name, place, {', '.join(EXTRA_ALIASES)}")
     b = sub.add_parser("base")
     f = sub.add_parser("finetune")
     for q in (b, f):

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         gold_transcripts,
         summarize,
         summary_dicts,
-        trained_restate_ids,
+        trained_expert_policy,
     )
 
     spec = args.model or DEFAULT_MODEL_SPEC
@@ -44,8 +44,8 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     arms = [resolve_arm(label, spec) for label in labels]
     # Gold trajectories in the expert policy the reference model was trained on.
-    restate = arms[0].path is not None and trained_restate_ids(arms[0].path, args.domain)
-    transcripts = gold_transcripts(args.domain, split=args.split, seeds=args.seeds, restate_ids=restate)
+    policy = trained_expert_policy(arms[0].path, args.domain) if arms[0].path is not None else {}
+    transcripts = gold_transcripts(args.domain, split=args.split, seeds=args.seeds, **policy)
     timings: dict[str, float] = {"transcripts_s": round(time.monotonic() - t0, 2)}
     by_arm = {}
     for label, arm in zip(labels, arms, strict=True):
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     summaries = summarize(labels[0], by_arm)
     result: dict[str, Any] = {
         "domain": args.domain, "model": spec, "reference": labels[0], "episodes": len(transcripts),
-        "restate_ids": restate,
+        "expert_policy": policy,
         "arms": summary_dicts(summaries), "timings": timings,
     }
     if args.json:

@@ -104,10 +104,11 @@ class CorpusStats:
 async def _expert_episode(
     domain: Domain, task: Task, noise: NoiseConfig, seed: int, pool: Sequence[str],
     enums: dict[tuple[str, str], list[str]], decoys: dict[str, list[str]], restate_ids: bool = False,
-    confirm_args: bool = False,
+    confirm_args: bool = False, email_first: bool = False,
 ) -> tuple[bool, list[Message], ExpertAgent, Any]:
     agent = ExpertAgent(domain, task, noise, random.Random(seed), id_pool=pool, enum_values=enums,
-                        decoys=decoys, restate_ids=restate_ids, confirm_args=confirm_args)
+                        decoys=decoys, restate_ids=restate_ids, confirm_args=confirm_args,
+                        email_first=email_first)
     outcome = await run_episode(
         domain=domain, task=task, agent=agent, user=domain.make_user(task, seed),
         max_steps=200, max_errors=10,
@@ -125,6 +126,7 @@ def build_corpus(
     log: Callable[[str], None] = print,
     restate_ids: bool = False,
     confirm_args: bool = False,
+    email_first: bool = False,
 ) -> tuple[list[str], CorpusStats, list[str]]:
     """Expert episodes for one domain: (texts, stats, id pool).
 
@@ -150,7 +152,7 @@ def build_corpus(
             task = order[k % len(order)]
             ep_seed = rng.randrange(2**31)
             ok, messages, agent, outcome = await _expert_episode(
-                domain, task, noise, ep_seed, pool, enums, decoys, restate_ids, confirm_args)
+                domain, task, noise, ep_seed, pool, enums, decoys, restate_ids, confirm_args, email_first)
             stats.episodes += 1
             stats.tempted_calls += agent.tempted_calls
             stats.tool_calls += len(outcome.calls)

@@ -60,25 +60,31 @@ class DecisionPoint:
         return self.chosen == self.gold
 
 
-def trained_restate_ids(model_dir: str | Path, domain_name: str) -> bool:
-    """Whether the model in ``model_dir`` learned the restating expert in ``domain_name``
-    (its ``training.json`` corpus record; False when absent, as for models made before)."""
+#: The expert's policy switches a corpus records (``train_reference.py corpus --...``).
+EXPERT_POLICY_FLAGS: tuple[str, ...] = ("restate_ids", "confirm_args", "email_first")
+
+
+def trained_expert_policy(model_dir: str | Path, domain_name: str) -> dict[str, bool]:
+    """The expert policy switches (:data:`EXPERT_POLICY_FLAGS`) that the model in
+    ``model_dir`` learned in ``domain_name``, from its ``training.json`` corpus record
+    (all False when absent, as for models made before the switches existed)."""
     f = Path(model_dir) / "training.json"
-    if not f.is_file():
-        return False
-    corpus = (json.loads(f.read_text()).get("corpus") or {})
-    return bool((corpus.get(f"mixed_{domain_name}") or {}).get("restate_ids", False))
+    record: dict[str, Any] = {}
+    if f.is_file():
+        corpus = json.loads(f.read_text()).get("corpus") or {}
+        record = corpus.get(f"mixed_{domain_name}") or {}
+    return {k: bool(record.get(k, False)) for k in EXPERT_POLICY_FLAGS}
 
 
 def gold_transcripts(
     domain_name: str, *, split: str = "test", seeds: int = 1, restate_ids: bool = False,
-    confirm_args: bool = False,
+    confirm_args: bool = False, email_first: bool = False,
 ) -> list[str]:
     """Rendered clean-expert episodes of the domain's ``split`` tasks (successful ones).
 
-    ``restate_ids``: the expert policy of models trained with ``corpus --restate-ids``
-    (see :attr:`ExpertAgent.restate_ids`); ``confirm_args``: likewise for ``corpus
-    --confirm-args`` (:attr:`ExpertAgent.confirm_args`)."""
+    ``restate_ids``, ``confirm_args`` and ``email_first``: the expert policy of models
+    trained with ``corpus --restate-ids``, ``--confirm-args`` or ``--email-first`` (see
+    :class:`ExpertAgent`; :func:`trained_expert_policy` reads them from a model)."""
     domain = get_domain(domain_name)
     ids = domain.splits.get(split)
     if not ids:
@@ -94,7 +100,8 @@ def gold_transcripts(
         for s in range(seeds):
             for task in tasks:
                 agent = ExpertAgent(domain, task, CLEAN, random.Random(s), enum_values=enums, decoys=decoys,
-                                    restate_ids=restate_ids, confirm_args=confirm_args)
+                                    restate_ids=restate_ids, confirm_args=confirm_args,
+                                    email_first=email_first)
                 o = await run_episode(domain=domain, task=task, agent=agent, user=domain.make_user(task, s))
                 if o.success:
                     out.append(render_episode(agent_view(o.messages)))

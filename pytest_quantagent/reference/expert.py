@@ -209,6 +209,10 @@ _QUESTIONS: tuple[tuple[tuple[str, ...], str], ...] = (
 #: that needs them, when the user's last message does not hold them. Said in the opening
 #: request, an order or payment id is far back and among same-kind ids of tool results
 #: (the user's other orders and payment methods); restated, it is the latest such token.
+EMAIL_QUESTION = next(q for keys, q in _QUESTIONS if keys == ("email",))
+NAME_ZIP_QUESTION = next(q for keys, q in _QUESTIONS if "zip" in keys)
+
+
 RESTATE_QUESTIONS: dict[str, str] = {
     # the same question as for a missing order id, so that it is never asked twice
     "order_id": next(q for keys, q in _QUESTIONS if "order_id" in keys),
@@ -322,6 +326,10 @@ class ExpertAgent:
     confirmation question, so that the call repeats text the agent has just written.
     Retail only: the call names the action, which the telecom user may read as a device
     request (the corpus for the experiments in ``models/README.md`` used it for retail)."""
+    email_first: bool = False
+    """Ask for the email before the name and zip (retail): a user who does not remember it
+    answers with name and zip. Without it the expert asks for whichever the task's gold
+    lookup uses, a choice the conversation does not show, so a model imitating it guesses."""
     _i: int = 0
     _asked: set[str] = field(default_factory=set)
     _confirmed: set[int] = field(default_factory=set)
@@ -467,6 +475,8 @@ class ExpertAgent:
             ]
             for k in missing:
                 q = question_for(k)
+                if q == NAME_ZIP_QUESTION and self.email_first and EMAIL_QUESTION not in self._asked:
+                    q = EMAIL_QUESTION
                 if q is not None and q not in self._asked:
                     self._asked.add(q)
                     return AssistantMessage(content=q)

@@ -57,19 +57,36 @@ def test_copy_sources_tells_copyable_from_recall_only_values() -> None:
 def test_gold_policy_follows_the_models_training_record(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import json
 
-    from pytest_quantagent.reference.decisions import gold_transcripts, trained_restate_ids
-    from pytest_quantagent.reference.expert import RESTATE_QUESTIONS
+    from pytest_quantagent.reference.decisions import gold_transcripts, trained_expert_policy
+    from pytest_quantagent.reference.expert import (
+        EMAIL_QUESTION,
+        NAME_ZIP_QUESTION,
+        RESTATE_QUESTIONS,
+    )
 
-    assert trained_restate_ids(tmp_path, "retail") is False  # no training.json: a model made before
-    corpus = {"mixed_retail": {"kept": 1, "restate_ids": True}, "mixed_telecom": {"kept": 1}}
+    off = {"restate_ids": False, "confirm_args": False, "email_first": False}
+    assert trained_expert_policy(tmp_path, "retail") == off  # no training.json: a model made before
+    corpus = {"mixed_retail": {"kept": 1, "restate_ids": True, "email_first": True}, "mixed_telecom": {"kept": 1}}
     (tmp_path / "training.json").write_text(json.dumps({"corpus": corpus}))
-    assert trained_restate_ids(tmp_path, "retail") is True
-    assert trained_restate_ids(tmp_path, "telecom") is False
+    assert trained_expert_policy(tmp_path, "retail") == {**off, "restate_ids": True, "email_first": True}
+    assert trained_expert_policy(tmp_path, "telecom") == off
     plain = gold_transcripts("retail")
     restated = gold_transcripts("retail", restate_ids=True)
     assert len(plain) == len(restated) == 50
     q = RESTATE_QUESTIONS["order_id"]
     assert sum(q in t for t in restated) > sum(q in t for t in plain) + 30
+    # email first: the name-and-zip question is never asked; users without an email say so
+    # and give name and zip, and the expert still solves every task
+    email_first = gold_transcripts("retail", email_first=True)
+    assert len(email_first) == 50
+    assert sum(NAME_ZIP_QUESTION in t for t in plain) > 0
+    assert not any(NAME_ZIP_QUESTION in t for t in email_first)
+    forgot = [t for t in email_first if "I don't remember my email address." in t]
+    assert len(forgot) == sum(NAME_ZIP_QUESTION in t for t in plain)
+    for t in forgot:
+        after = t.split("I don't remember my email address.", 1)[1]
+        assert EMAIL_QUESTION in t.split("I don't remember my email address.", 1)[0]
+        assert '"name":"find_user_id_by_name_zip"' in after.split("<|tool|>", 1)[0]
 
 
 def test_aliased_ids_are_decided_at_their_alias_and_read_back_as_ids() -> None:
@@ -101,3 +118,21 @@ def test_aliased_ids_are_decided_at_their_alias_and_read_back_as_ids() -> None:
     assert [(p.key, p.gold, p.chosen, p.margin) for p in arg] == [
         ("get_order_details.order_id", "#W7654321", "#W1234567", -1.0)
     ]
+
+
+def test_decisions_command_teacher_forces_the_policy_the_bundled_model_learned(capsys) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from pytest_quantagent.cli import main
+    from pytest_quantagent.quant.arms import DEFAULT_MODEL_SPEC, resolve_arm
+    from pytest_quantagent.reference.decisions import trained_expert_policy
+
+    assert main(["decisions", "--domain", "retail", "--arms", "bf16,int4-rtn", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    path = resolve_arm("bf16", DEFAULT_MODEL_SPEC).path
+    assert path is not None
+    assert out["expert_policy"] == trained_expert_policy(path, "retail")
+    assert [a["arm"] for a in out["arms"]] == ["bf16", "int4-rtn"]
+    assert out["episodes"] == 50  # the clean expert solves every retail test task
+    bf16 = out["arms"][0]
+    assert bf16["right_to_wrong"]["tool_name"] == bf16["wrong_to_right"]["tool_name"] == 0  # the reference
