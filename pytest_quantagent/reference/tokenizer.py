@@ -180,15 +180,16 @@ def _core(piece: str) -> str:
     return piece[1:] if piece.startswith(" ") else piece
 
 
-def name_alias_kind(names: Iterable[str], count: int = 4) -> AliasKind:
-    """An alias kind for a closed set of person names (say, a domain's customers' first and
-    last names): ``"My name is Maren Lindqvist"`` and the call's ``"first_name":"Maren"``
-    then hold the same ``<name1>``, where the prose word (`` Maren``) and the JSON value
-    (``Maren``) would otherwise be two tokens that a model can only map by memory."""
+def name_alias_kind(names: Iterable[str], count: int = 4, *, kind: str = "name") -> AliasKind:
+    """An alias kind for a closed set of words (say, a domain's customers' first and last
+    names): ``"My name is Maren Lindqvist"`` and the call's ``"first_name":"Maren"`` then
+    hold the same ``<name1>``, where the prose word (`` Maren``) and the JSON value
+    (``Maren``) would otherwise be two tokens that a model can only map by memory.
+    ``kind`` names the alias tokens (``<place1>``, ... for the words of addresses)."""
     words = sorted({n for n in names if n}, key=lambda n: (-len(n), n))
     if not words:
-        raise ValueError("name_alias_kind: no names given")
-    return AliasKind("name", "(?:" + "|".join(re.escape(n) for n in words) + ")", count)
+        raise ValueError(f"name_alias_kind: no words given for kind {kind!r}")
+    return AliasKind(kind, "(?:" + "|".join(re.escape(n) for n in words) + ")", count)
 
 
 def is_id_like(piece: str) -> bool:

@@ -211,8 +211,27 @@ def test_a_name_kind_gives_the_prose_word_and_the_json_value_one_alias() -> None
     assert tok.alias_map(text) == {"<name1>": "Maren", "<name2>": "Lindqvist"}
     # Only whole words of the list: "Adams" and "Marena" are ordinary text.
     assert tok.alias_map("Ada Adams Marena") == {"<name1>": "Ada"}
-    with pytest.raises(ValueError, match="no names given"):
+    with pytest.raises(ValueError, match="no words given for kind 'name'"):
         name_alias_kind([""])
+
+
+def test_address_words_and_amounts_become_aliases_the_agent_can_copy() -> None:
+    # The kinds `train_reference.py add-aliases --kinds place,num` appends: a new address's
+    # words and numbers in prose and in the call are the same aliases, and a whole-number
+    # amount of a tool result ("amount":222.0 → 222 + .0) is the alias the agent states.
+    text = ('<|user|>My new address is 618 Copper Lane, Unit 7, Madison, WI 53799, USA.<|end|>'
+            '<|assistant|><|call|>{"name":"modify_user_address","arguments":{"address1":"618 Copper Lane",'
+            '"address2":"Unit 7","city":"Madison","state":"WI","zip":"53799"}}<|end|>'
+            '<|tool|>{"amount":222.0}<|end|><|assistant|>222. Is there anything else?<|end|>')
+    base = DomainTokenizer.build([text] * 20, min_word_count=1, aliases=DEFAULT_ALIASES)
+    places = name_alias_kind(["Copper", "Lane", "Unit", "Madison", "WI"], count=8, kind="place")
+    tok = base.with_aliases([places, AliasKind("num", r"[0-9]{2,4}", 4)])
+    amap = tok.alias_map(text)
+    assert amap == {"<num1>": "618", "<place1>": "Copper", "<place2>": "Lane", "<place3>": "Unit",
+                    "<place4>": "Madison", "<place5>": "WI", "<zip1>": "53799", "<num2>": "222"}
+    pieces = [tok.id_to_piece(i) for i in tok.encode(text)]
+    assert pieces.count("<num2>") == 2 and pieces.count("<place4>") == 2
+    assert tok.decode(tok.encode(text), aliases=amap) == text
 
 
 def test_aliases_survive_save_and_load(aliasing: DomainTokenizer, tmp_path: Path) -> None:
