@@ -74,7 +74,12 @@ def quantize(model_dir: str, scheme: str, out: str, calibration: list[list[int]]
     from llmcompressor import oneshot
     from llmcompressor.modifiers.quantization import QuantizationModifier
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.bfloat16)
+    # AWQ's scale search runs the calibration set through each block some 40 times; bf16
+    # matmuls on a CPU without bf16 units are ~7x slower than fp32 (a 4 x 1,024-token forward
+    # of the bundled model: 17 s against 2.8 s), so AWQ calibrates in fp32. The arm is saved
+    # in the source model's dtype either way (dequantized) or as compressed-tensors.
+    dtype = torch.float32 if scheme == "awq-w4a16" and not torch.cuda.is_available() else torch.bfloat16
+    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=dtype)
     kwargs: dict[str, Any] = {}
     if scheme == "awq-w4a16":
         from datasets import Dataset
@@ -98,6 +103,7 @@ def quantize(model_dir: str, scheme: str, out: str, calibration: list[list[int]]
         _save_dequantized(model, model_dir, out)
         info["format"] = "dequantized (weights on the quantization grid, no quantization_config)"
     else:
+        model.to(torch.bfloat16)  # scales and unquantized weights in bf16, as when calibrated in bf16
         model.save_pretrained(out, save_compressed=True)
         info["format"] = "compressed-tensors"
     return info
