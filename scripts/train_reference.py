@@ -138,7 +138,9 @@ def cmd_vocab(args: argparse.Namespace) -> None:
     pool: set[str] = set()
     for f in work.glob("pool_*.json"):
         pool.update(json.loads(f.read_text()))
-    aliases: list[AliasKind] = [*DEFAULT_ALIASES, _retail_names()] if args.aliases else []
+    aliases: list[AliasKind] = []
+    if args.aliases is not None:
+        aliases = [*DEFAULT_ALIASES, *(_extra_alias(k)[0] for k in args.aliases.split(","))]
     tok = DomainTokenizer.build(all_texts, pool, min_word_count=args.min_word_count, version=args.split_version,
                                 aliases=aliases)
     tok.save(work)
@@ -333,9 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--min-word-count", type=int, default=10)
     v.add_argument("--split-version", type=int, choices=SPLIT_VERSIONS, default=FORMAT_VERSION,
                    help="tokenizer split rule (1 reproduces the bundled models; see reference/tokenizer.py)")
-    v.add_argument("--aliases", action="store_true",
-                   help="entity ids (reference/tokenizer.py DEFAULT_ALIASES) and retail customers' names "
-                        "become per-conversation alias tokens")
+    v.add_argument("--aliases", nargs="?", const="name", default=None, metavar="KINDS",
+                   help="entity ids (reference/tokenizer.py DEFAULT_ALIASES) and the listed kinds (default: "
+                        f"name; of: name, place, {', '.join(EXTRA_ALIASES)}) become per-conversation alias tokens")
     a = sub.add_parser("add-aliases", help="append alias kinds to a trained model's vocabulary")
     a.add_argument("--work", required=True)
     a.add_argument("--start", required=True, help="model folder under --work")
