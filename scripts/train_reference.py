@@ -1,19 +1,28 @@
 """Train the bundled reference agents (``tiny-agent`` and ``tiny-agent-prone``) on CPU.
 
-Phases, each resumable from the files of the previous one (the commands that made the
-bundled models, 42 CPU-minutes of training in all)::
+Phases, each resumable from the files of the previous one. The bundled models came from
+this lineage (58 CPU-minutes per variant; ``pytest_quantagent/reference/models/README.md``
+says why, and each model's ``training.json`` records every step under ``lineage``)::
 
-    python scripts/train_reference.py corpus --work /tmp/qa --domains telecom
-    python scripts/train_reference.py corpus --work /tmp/qa --domains retail --episodes 12000 --repeats 2
-    python scripts/train_reference.py vocab  --work /tmp/qa
-    python scripts/train_reference.py base   --work /tmp/qa --seconds 1920
-    python scripts/train_reference.py finetune --work /tmp/qa --variant robust --seconds 300 \
+    python scripts/train_reference.py corpus --work /tmp/qa --restate-ids
+    python scripts/train_reference.py vocab  --work /tmp/qa --aliases ""   # DEFAULT_ALIASES only
+    python scripts/train_reference.py base   --work /tmp/qa --seconds 1920 --name A --tied --heads 4 --head-dim 64
+    python scripts/train_reference.py add-aliases --work /tmp/qa --start A --name Ax --kinds name,phone,bill,line,cust
+    python scripts/train_reference.py base   --work /tmp/qa --seconds 480 --name G --init /tmp/qa/Ax --lr 1e-3
+    python scripts/train_reference.py corpus --work /tmp/qa --restate-ids --email-first --domains retail
+    python scripts/train_reference.py add-aliases --work /tmp/qa --start G --name Gx --kinds place,num
+    python scripts/train_reference.py base   --work /tmp/qa --seconds 480 --name I --init /tmp/qa/Gx --lr 1e-3
+    python scripts/train_reference.py finetune --work /tmp/qa --variant robust --seconds 600 --start I \
         --out pytest_quantagent/reference/models/tiny-agent
-    python scripts/train_reference.py finetune --work /tmp/qa --variant prone  --seconds 300 \
+    python scripts/train_reference.py finetune --work /tmp/qa --variant prone  --seconds 600 --start I \
         --out pytest_quantagent/reference/models/tiny-agent-prone
 
 (the two fine-tunes can run side by side, one thread each; then ``quantagent quantize``
 rebuilds each model's ``arms/``, see ``pytest_quantagent/reference/models/README.md``).
+A one-go recipe with every alias kind from the start is ``vocab --aliases
+name,place,phone,bill,line,cust,num`` after an ``--email-first`` corpus, then ``base
+--seconds 1500 --tied --heads 4 --head-dim 64``, 600 s more at ``--lr 1e-3`` and 300 s
+fine-tunes (40 minutes; in its one run it solved fewer retail tasks).
 
 The base model learns both domains (retail and telecom: one vocabulary, one 32-minute run;
 the domains' tool names are disjoint, and the conversation says which domain it is) on
@@ -140,7 +149,7 @@ def cmd_vocab(args: argparse.Namespace) -> None:
         pool.update(json.loads(f.read_text()))
     aliases: list[AliasKind] = []
     if args.aliases is not None:
-        aliases = [*DEFAULT_ALIASES, *(_extra_alias(k)[0] for k in args.aliases.split(","))]
+        aliases = [*DEFAULT_ALIASES, *(_extra_alias(k)[0] for k in args.aliases.split(",") if k)]
     tok = DomainTokenizer.build(all_texts, pool, min_word_count=args.min_word_count, version=args.split_version,
                                 aliases=aliases)
     tok.save(work)
@@ -337,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="tokenizer split rule (1 reproduces the bundled models; see reference/tokenizer.py)")
     v.add_argument("--aliases", nargs="?", const="name", default=None, metavar="KINDS",
                    help="entity ids (reference/tokenizer.py DEFAULT_ALIASES) and the listed kinds (default: "
-                        f"name; of: name, place, {', '.join(EXTRA_ALIASES)}) become per-conversation alias tokens")
+                        f"name; \"\" for none; of: name, place, {', '.join(EXTRA_ALIASES)}) become per-conversation alias tokens")
     a = sub.add_parser("add-aliases", help="append alias kinds to a trained model's vocabulary")
     a.add_argument("--work", required=True)
     a.add_argument("--start", required=True, help="model folder under --work")
