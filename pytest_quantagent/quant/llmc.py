@@ -103,7 +103,7 @@ def quantize(model_dir: str, scheme: str, out: str, calibration: list[list[int]]
         _save_dequantized(model, model_dir, out)
         info["format"] = "dequantized (weights on the quantization grid, no quantization_config)"
     else:
-        model.to(torch.bfloat16)  # scales and unquantized weights in bf16, as when calibrated in bf16
+        torch.nn.Module.to(model, torch.bfloat16)  # scales and unquantized weights in bf16, as when calibrated in bf16
         model.save_pretrained(out, save_compressed=True)
         info["format"] = "compressed-tensors"
     return info
