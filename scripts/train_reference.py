@@ -24,7 +24,7 @@ name,place,phone,bill,line,cust,num`` after an ``--email-first`` corpus, then ``
 --seconds 1500 --tied --heads 4 --head-dim 64``, 600 s more at ``--lr 1e-3`` and 300 s
 fine-tunes (40 minutes; in its one run it solved fewer retail tasks).
 
-The base model learns both domains (retail and telecom: one vocabulary, one 32-minute run;
+The base model learns both domains (retail and telecom: one vocabulary, 48 minutes of base runs;
 the domains' tool names are disjoint, and the conversation says which domain it is) on
 "mixed" expert episodes; each variant then runs the decaying half of the learning-rate
 schedule on its own episodes: the robust expert is rarely tempted, the prone expert is
@@ -259,7 +259,7 @@ def _extra_alias(name: str) -> tuple[AliasKind, str]:
     if name == "place":
         return _retail_places(), "item"
     if name not in EXTRA_ALIASES:
-        raise SystemExit(f"add-aliases: unknown kind {name!r}; allowed: name, place, {', '.join(EXTRA_ALIASES)}")
+        raise SystemExit(f"unknown alias kind {name!r}; allowed: name, place, {', '.join(EXTRA_ALIASES)}")
     return EXTRA_ALIASES[name]
 
 
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--work", required=True)
     v.add_argument("--min-word-count", type=int, default=10)
     v.add_argument("--split-version", type=int, choices=SPLIT_VERSIONS, default=FORMAT_VERSION,
-                   help="tokenizer split rule (1 reproduces the bundled models; see reference/tokenizer.py)")
+                   help="tokenizer split rule (1 reproduces the previous bundled pair; see reference/tokenizer.py)")
     v.add_argument("--aliases", nargs="?", const="name", default=None, metavar="KINDS",
                    help="entity ids (reference/tokenizer.py DEFAULT_ALIASES) and the listed kinds (default: "
                         f"name; \"\" for none; of: name, place, {', '.join(EXTRA_ALIASES)}) become per-conversation alias tokens")

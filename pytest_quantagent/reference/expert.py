@@ -205,14 +205,15 @@ _QUESTIONS: tuple[tuple[tuple[str, ...], str], ...] = (
 )
 
 
-#: Ids the expert (with ``restate_ids``) has the user say again right before the first call
-#: that needs them, when the user's last message does not hold them. Said in the opening
-#: request, an order or payment id is far back and among same-kind ids of tool results
-#: (the user's other orders and payment methods); restated, it is the latest such token.
+#: The identity questions; with ``email_first`` the expert asks the first before the second.
 EMAIL_QUESTION = next(q for keys, q in _QUESTIONS if keys == ("email",))
 NAME_ZIP_QUESTION = next(q for keys, q in _QUESTIONS if "zip" in keys)
 
 
+#: Ids the expert (with ``restate_ids``) has the user say again right before the first call
+#: that needs them, when the user's last message does not hold them. Said in the opening
+#: request, an order or payment id is far back and among same-kind ids of tool results
+#: (the user's other orders and payment methods); restated, it is the latest such token.
 RESTATE_QUESTIONS: dict[str, str] = {
     # the same question as for a missing order id, so that it is never asked twice
     "order_id": next(q for keys, q in _QUESTIONS if "order_id" in keys),

@@ -55,7 +55,7 @@ def test_vocab_numbers_the_listed_alias_kinds(script, tmp_path: Path, kinds: str
 def test_vocab_refuses_an_unknown_alias_kind(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     work = tmp_path / "w"
     _corpus(work)
-    with pytest.raises(SystemExit, match="unknown kind 'street'; allowed: name, place, phone"):
+    with pytest.raises(SystemExit, match="unknown alias kind 'street'; allowed: name, place, phone"):
         script.main(["vocab", "--work", str(work), "--aliases", "name,street"])
 
 
