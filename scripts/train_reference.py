@@ -241,8 +241,8 @@ def cmd_base(args: argparse.Namespace) -> None:
     del torch
 
 
-#: Alias kinds that ``add-aliases`` can append to a trained vocabulary, each with the kind
-#: whose alias rows the new ones start from.
+#: Alias kinds beyond DEFAULT_ALIASES (for ``vocab --aliases`` and ``add-aliases``), each
+#: with the kind whose alias rows they start from when ``add-aliases`` appends them.
 EXTRA_ALIASES: dict[str, tuple[AliasKind, str]] = {
     "phone": (AliasKind("phone", r"[0-9]{3}-[0-9]{4}", 4), "zip"),
     "bill": (AliasKind("bill", r"B[0-9]{2,3}", 6), "item"),
@@ -254,13 +254,18 @@ EXTRA_ALIASES: dict[str, tuple[AliasKind, str]] = {
 }
 
 
+#: Every kind ``vocab --aliases`` and ``add-aliases`` accept (name and place are built from
+#: the retail DB, see :func:`_retail_names` and :func:`_retail_places`).
+ALIAS_KIND_NAMES = ", ".join(("name", "place", *EXTRA_ALIASES))
+
+
 def _extra_alias(name: str) -> tuple[AliasKind, str]:
     if name == "name":
         return _retail_names(), "item"
     if name == "place":
         return _retail_places(), "item"
     if name not in EXTRA_ALIASES:
-        raise SystemExit(f"unknown alias kind {name!r}; allowed: name, place, {', '.join(EXTRA_ALIASES)}")
+        raise SystemExit(f"unknown alias kind {name!r}; allowed: {ALIAS_KIND_NAMES}")
     return EXTRA_ALIASES[name]
 
 
@@ -347,12 +352,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="tokenizer split rule (1 reproduces the previous bundled pair; see reference/tokenizer.py)")
     v.add_argument("--aliases", nargs="?", const="name", default=None, metavar="KINDS",
                    help="entity ids (reference/tokenizer.py DEFAULT_ALIASES) and the listed kinds (default: "
-                        f"name; \"\" for none; of: name, place, {', '.join(EXTRA_ALIASES)}) become per-conversation alias tokens")
+                        f"name; \"\" for none; of: {ALIAS_KIND_NAMES}) become per-conversation alias tokens")
     a = sub.add_parser("add-aliases", help="append alias kinds to a trained model's vocabulary")
     a.add_argument("--work", required=True)
     a.add_argument("--start", required=True, help="model folder under --work")
     a.add_argument("--name", required=True, help="folder (under --work) of the grown model")
-    a.add_argument("--kinds", default="phone", help=f"comma-separated, of: name, place, {', '.join(EXTRA_ALIASES)}")
+    a.add_argument("--kinds", default="phone", help=f"comma-separated, of: {ALIAS_KIND_NAMES}")
     b = sub.add_parser("base")
     f = sub.add_parser("finetune")
     for q in (b, f):

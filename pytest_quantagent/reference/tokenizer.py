@@ -40,8 +40,9 @@ turn, so the numbering is the same at every turn (a prefix keeps its aliases), a
 the aliases the model writes back to the ids (:meth:`DomainTokenizer.alias_map`). An alias
 the conversation never introduced decodes as itself (``<order7>``), which a tool rejects
 as an unknown id. Ids beyond a kind's ``count`` are spelt with ordinary tokens. A kind may
-also be a closed list of person names (:func:`name_alias_kind`); a word piece's leading
-space is kept as its own token before the alias.
+also be a closed list of words, such as customers' names or the words of addresses
+(:func:`name_alias_kind`); a word piece's leading space is kept as its own token before
+the alias.
 """
 
 from __future__ import annotations
@@ -159,9 +160,10 @@ class AliasKind:
         return f"<{self.name}{k}>"
 
 
-#: The id kinds that ``train_reference.py vocab --aliases`` numbers (it adds retail's
-#: customer names, and ``add-aliases`` can append phones and telecom's bill, line and
-#: customer ids). Order matters: a payment id would also match the user-id pattern.
+#: The id kinds that ``train_reference.py vocab --aliases`` always numbers (it adds the
+#: kinds it is given: names, address words, phones, telecom's bill, line and customer ids,
+#: numbers; ``add-aliases`` appends them to a trained model). Order matters: a payment id
+#: would also match the user-id pattern.
 DEFAULT_ALIASES: tuple[AliasKind, ...] = (
     AliasKind("order", r"#W[0-9]{7}", 8),
     AliasKind("pay", r"(?:credit_card|paypal|gift_card)_[0-9]{7}", 6),
