@@ -2,8 +2,9 @@
 
 Teacher-forces the clean expert's trajectories of a domain's test tasks through each arm
 of a model spec with a domain tokenizer (the bundled ``tiny-agent`` models by default) and
-prints, per arm: wrong-name and wrong-argument rates, the wrong-name set, and flips against
-the reference arm (the first arm listed) by the reference margin's bin.
+prints, per arm: wrong-name and wrong-argument rates, the wrong-name set, the turns where
+the arm would call a tool instead of writing text (or the reverse), and flips against the
+reference arm (the first arm listed) by the reference margin's bin.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def _print_table(result: dict[str, Any]) -> None:
     t = Table(title=f"decisions · {result['model']} · {result['domain']} · {result['episodes']} gold episodes "
                     f"(reference {result['reference']})")
     for col in ("arm", "name calls", "wrong name", "arg wrong", "r→w", "w→r", "flips by |ref margin| (name)",
-                "wrong names"):
+                "wrong names", "call↔text wrong (r→w / w→r)"):
         t.add_column(col)
     for a in result["arms"]:
         bins = a["flips_by_bin"].get("tool_name", {})
@@ -88,5 +89,7 @@ def _print_table(result: dict[str, Any]) -> None:
             str(a["right_to_wrong"]["tool_name"]), str(a["wrong_to_right"]["tool_name"]),
             " ".join(f"{k}:{bins[k]}/{ns[k]}" for k in bins),
             ", ".join(f"{k}×{v}" for k, v in list(a["wrong_names"].items())[:4]),
+            f"{a['wrong']['call_or_text']} of {a['decisions']['call_or_text']} "
+            f"({a['right_to_wrong']['call_or_text']} / {a['wrong_to_right']['call_or_text']})",
         )
     Console().print(t)

@@ -2,14 +2,20 @@
 
 For a domain's **test** tasks, the clean expert (no temptations) plays each task through
 the engine; its transcript is the gold trajectory. Each arm's model reads the transcript
-in one forward pass, and at every agent tool call we record:
+in one forward pass, and at every agent turn and tool call we record:
 
 - ``tool_name`` decisions: is every token of the gold name the arm's argmax? The margin is
   the gold token's logit minus the best other token's, at the name token where that is
   smallest (negative: the arm prefers something else). When the arm is wrong, its name is
   decoded greedily from the same prefix;
 - ``argument`` decisions: for each argument value that is one token (pool ids, enum
-  words), the same margin at that token, and the arm's argmax token.
+  words), the same margin at that token, and the arm's argmax token;
+- ``call_or_text`` decisions: at the first token of every agent turn, does the arm start a
+  tool call (``<|call|>``) where the gold turn does, and write text where it writes text?
+  The margin is the ``<|call|>`` logit minus the best other token's (reversed for a gold
+  text turn). An arm that calls where the gold writes text is read greedily to the tool
+  name (``chosen`` is ``"call <name>"``): this is where an agent runs a tool that is the
+  user's to run (telecom's ``cross_role_tool``) instead of asking.
 
 Because the prefix is the same for every arm, decisions are paired: a *flip* is a decision
 right in the reference arm and wrong in the candidate (or the reverse). Flips are counted by
@@ -23,6 +29,7 @@ import asyncio
 import itertools
 import json
 import random
+import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,6 +43,7 @@ from pytest_quantagent.reference.tokenizer import CALL, END, DomainTokenizer
 from pytest_quantagent.runner.episode import run_episode
 
 CLEAN = NoiseConfig(name="clean", p_base=0.0, p_primed=0.0, primed_share=0.0)
+DECISION_KINDS: tuple[str, ...] = ("tool_name", "argument", "call_or_text")
 MARGIN_BINS: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0, 2.0)
 """Lower edges of the reference-margin bins: [0, .25), [.25, .5), [.5, 1), [1, 2), [2, ∞)."""
 
@@ -46,10 +54,11 @@ class DecisionPoint:
 
     episode: int
     call: int
+    """Index of the call in the transcript (for ``call_or_text``: of the agent turn)."""
     kind: str
-    """``tool_name`` or ``argument``."""
+    """``tool_name``, ``argument`` or ``call_or_text``."""
     key: str
-    """The gold tool name, or ``tool.argument``."""
+    """The gold tool name, ``tool.argument``, or (``call_or_text``) the gold ``call`` or ``text``."""
     gold: str
     chosen: str
     margin: float
@@ -170,6 +179,7 @@ def analyze_arm(model: Any, tok: DomainTokenizer, transcripts: Sequence[str]) ->
         pieces = [tok.id_to_piece(i) for i in ids]
         with torch.inference_mode():
             logits = model(input_ids=torch.tensor([ids])).logits[0].float()
+        out += _turn_decisions(model, tok, ids, logits, e)
         for c, a, b, name, args in _parsed_calls(tok, ids, pieces, aliases):
             # name tokens: after '{"', 'name', '":"' up to the piece that starts with '"'.
             if pieces[a : a + 3] != ['{"', "name", '":"']:
@@ -263,6 +273,37 @@ def _decision(model: Any, tok: DomainTokenizer, ids: Sequence[int], logits: Any,
     return DecisionPoint(e, c, kind, key, gold, chosen, margin)
 
 
+def _turn_decisions(model: Any, tok: DomainTokenizer, ids: Sequence[int], logits: Any, e: int) -> list[DecisionPoint]:
+    """One ``call_or_text`` decision per agent turn (see the module docstring)."""
+    import torch
+
+    call_id = tok.token_id(CALL)
+    out: list[DecisionPoint] = []
+    turns = [p for p in range(1, len(ids)) if ids[p - 1] == tok.assistant_id]
+    for t, p in enumerate(turns):
+        row = logits[p - 1]
+        others = row.clone()
+        others[call_id] = float("-inf")
+        call_margin = float(row[call_id]) - float(others.max())
+        gold = "call" if ids[p] == call_id else "text"
+        margin = call_margin if gold == "call" else -call_margin
+        chosen = gold
+        if margin < 0 and gold == "call":
+            chosen = "text"
+        elif margin < 0:
+            # The arm starts a call where the gold writes text: which tool would it run?
+            prefix = torch.tensor([[*ids[:p], call_id]])
+            with torch.inference_mode():
+                gen = model.generate(input_ids=prefix, attention_mask=torch.ones_like(prefix),
+                                     max_new_tokens=24, do_sample=False, pad_token_id=tok.pad_id,
+                                     eos_token_id=[tok.end_id], temperature=None, top_k=None, top_p=None)
+            body = tok.decode(gen[0, prefix.shape[1]:].tolist())
+            name = re.search(r'"name"\s*:\s*"([^"]*)"', body)
+            chosen = f"call {name.group(1)}" if name else "call"
+        out.append(DecisionPoint(e, t, "call_or_text", gold, gold, chosen, margin))
+    return out
+
+
 def _bin(m: float) -> str:
     edges = [*MARGIN_BINS, float("inf")]
     for lo, hi in itertools.pairwise(edges):
@@ -286,6 +327,8 @@ class ArmSummary:
     flips_by_bin: dict[str, dict[str, int]] = field(default_factory=dict)
     """kind → bin of the reference margin → "flips/decisions"-style counts."""
     net_change: dict[str, float] = field(default_factory=dict)
+    calls_for_text: dict[str, int] = field(default_factory=dict)
+    """Tools the arm would call at agent turns where the gold writes text, with counts."""
 
 
 def summarize(reference: str, by_arm: dict[str, list[DecisionPoint]]) -> list[ArmSummary]:
@@ -295,7 +338,7 @@ def summarize(reference: str, by_arm: dict[str, list[DecisionPoint]]) -> list[Ar
     out: list[ArmSummary] = []
     for arm, points in by_arm.items():
         s = ArmSummary(arm=arm)
-        for kind in ("tool_name", "argument"):
+        for kind in DECISION_KINDS:
             ks = [d for d in points if d.kind == kind]
             s.decisions[kind] = len(ks)
             s.wrong[kind] = sum(not d.correct for d in ks)
@@ -324,6 +367,9 @@ def summarize(reference: str, by_arm: dict[str, list[DecisionPoint]]) -> list[Ar
         names = Counter(d.chosen for d in points if d.kind == "tool_name" and not d.correct)
         s.wrong_names = dict(names.most_common())
         s.novel_wrong_names = sorted(set(names) - ref_wrong_names)
+        calls = Counter(d.chosen.removeprefix("call").strip() or "?" for d in points
+                        if d.kind == "call_or_text" and d.gold == "text" and not d.correct)
+        s.calls_for_text = dict(calls.most_common())
         out.append(s)
     return out
 

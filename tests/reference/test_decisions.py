@@ -120,6 +120,41 @@ def test_aliased_ids_are_decided_at_their_alias_and_read_back_as_ids() -> None:
     ]
 
 
+def test_call_or_text_is_decided_at_each_agent_turn_and_names_the_tool_called_instead() -> None:
+    from types import SimpleNamespace
+
+    torch = pytest.importorskip("torch")
+    from pytest_quantagent.reference.decisions import analyze_arm
+
+    text = ('<|assistant|>Please turn airplane mode off.<|end|><|user|>Done.<|end|>'
+            '<|assistant|><|call|>{"name":"check_status_bar","arguments":{}}<|end|>')
+    tok = DomainTokenizer.build([text] * 20, min_word_count=1)
+    call_id = tok.token_id("<|call|>")
+    body = tok.encode('{"name":"toggle_airplane_mode","arguments":{}}')
+
+    class Arm:  # always prefers to start a call, by 1.5 logits
+        def __call__(self, input_ids: object) -> object:
+            n = input_ids.shape[1]  # type: ignore[attr-defined]
+            logits = torch.zeros(1, n, tok.vocab_size)
+            logits[..., call_id] = 1.5
+            return SimpleNamespace(logits=logits)
+
+        def generate(self, input_ids: object, **_: object) -> object:
+            tail = [*body, tok.end_id]
+            return torch.cat([input_ids, torch.tensor([tail])], dim=1)  # type: ignore[list-item]
+
+    points = [p for p in analyze_arm(Arm(), tok, [text]) if p.kind == "call_or_text"]
+    assert [(p.call, p.gold, p.chosen, p.margin) for p in points] == [
+        (0, "text", "call toggle_airplane_mode", -1.5),  # calls a tool where the gold asks the user
+        (1, "call", "call", 1.5),
+    ]
+    ref = [DecisionPoint(0, 0, "call_or_text", "text", "text", "text", 0.3), points[1]]
+    _, s = summarize("bf16", {"bf16": ref, "int4": points})
+    assert s.right_to_wrong["call_or_text"] == 1 and s.wrong_to_right["call_or_text"] == 0
+    assert s.flips_by_bin["call_or_text"] == {"[0.25,0.5)": 1, "[1,2)": 0}
+    assert s.calls_for_text == {"toggle_airplane_mode": 1}
+
+
 def test_decisions_command_teacher_forces_the_policy_the_bundled_model_learned(capsys) -> None:  # type: ignore[no-untyped-def]
     import json
 
