@@ -1,31 +1,25 @@
 """Train the bundled reference agents (``tiny-agent`` and ``tiny-agent-prone``) on CPU.
 
 Phases, each resumable from the files of the previous one. The bundled models came from
-this lineage (58 CPU-minutes per variant; ``pytest_quantagent/reference/models/README.md``
-says why, and each model's ``training.json`` records every step under ``lineage``)::
+this recipe, 45 CPU-minutes per variant (``pytest_quantagent/reference/models/README.md``
+says how it was chosen; each model's ``training.json`` records every step under
+``lineage``)::
 
-    python scripts/train_reference.py corpus --work /tmp/qa --restate-ids
-    python scripts/train_reference.py vocab  --work /tmp/qa --aliases ""   # DEFAULT_ALIASES only
-    python scripts/train_reference.py base   --work /tmp/qa --seconds 1920 --name A --tied --heads 4 --head-dim 64
-    python scripts/train_reference.py add-aliases --work /tmp/qa --start A --name Ax --kinds name,phone,bill,line,cust
-    python scripts/train_reference.py base   --work /tmp/qa --seconds 480 --name G --init /tmp/qa/Ax --lr 1e-3
-    python scripts/train_reference.py corpus --work /tmp/qa --restate-ids --email-first --domains retail
-    python scripts/train_reference.py add-aliases --work /tmp/qa --start G --name Gx --kinds place,num
-    python scripts/train_reference.py base   --work /tmp/qa --seconds 480 --name I --init /tmp/qa/Gx --lr 1e-3
-    python scripts/train_reference.py finetune --work /tmp/qa --variant robust --seconds 600 --start I \
+    python scripts/train_reference.py corpus --work /tmp/qa --restate-ids --email-first
+    python scripts/train_reference.py vocab  --work /tmp/qa --aliases name,place,phone,bill,line,cust,num
+    python scripts/train_reference.py base   --work /tmp/qa --seconds 1500 --name B1 --tied --heads 2 --head-dim 64
+    python scripts/train_reference.py base   --work /tmp/qa --seconds 600 --name B2 --init /tmp/qa/B1 --lr 1e-3
+    python scripts/train_reference.py finetune --work /tmp/qa --variant robust --seconds 600 --start B2 \
         --out pytest_quantagent/reference/models/tiny-agent
-    python scripts/train_reference.py finetune --work /tmp/qa --variant prone  --seconds 600 --start I \
+    python scripts/train_reference.py finetune --work /tmp/qa --variant prone  --seconds 600 --start B2 \
         --out pytest_quantagent/reference/models/tiny-agent-prone
 
 (the two fine-tunes can run side by side, one thread each; then ``quantagent quantize``
 rebuilds each model's ``arms/``, see ``pytest_quantagent/reference/models/README.md``).
-A one-go recipe with every alias kind from the start is ``vocab --aliases
-name,place,phone,bill,line,cust,num`` after an ``--email-first`` corpus, then ``base
---seconds 1500 --tied --heads 4 --head-dim 64``, 600 s more at ``--lr 1e-3`` and 600 s
-fine-tunes: 45 minutes. In its one run it solved 34 of 50 retail tasks against the bundled
-pair's 35, but without the robust/prone contrast in retail (runs "K" and "L" in the README).
+The previous pair ("J", 58 minutes) grew its vocabulary in stages with ``add-aliases``;
+its lineage is in that README.
 
-The base model learns both domains (retail and telecom: one vocabulary, 48 minutes of base runs;
+The base model learns both domains (retail and telecom: one vocabulary, 35 minutes of base runs;
 the domains' tool names are disjoint, and the conversation says which domain it is) on
 "mixed" expert episodes; each variant then runs the decaying half of the learning-rate
 schedule on its own episodes: the robust expert is rarely tempted, the prone expert is

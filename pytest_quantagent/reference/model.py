@@ -1,8 +1,9 @@
 """The reference agent's network: a small ``LlamaForCausalLM`` in HF format.
 
-Sizes follow the feasibility notes: hidden 128, 4 layers, 4 heads, MLP 384, *untied*
+The defaults follow the feasibility notes: hidden 128, 4 layers, 4 heads, MLP 384, *untied*
 input/output embeddings (tying slowed the emergence of copying), RoPE so that the context
-length costs no parameters.
+length costs no parameters. The bundled pair is tied, with 2 heads of width 64
+(``models/README.md``).
 """
 
 from __future__ import annotations
