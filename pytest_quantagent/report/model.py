@@ -566,13 +566,18 @@ def _decide(p: _Pending, adjusted: dict[str, float], cfg: AnalysisConfig) -> Non
     success_holm = adjusted.get("success")
     cell.success.mcnemar_p_holm = _f(success_holm)
     amplified: list[str] = []
+    nominal: list[str] = []  # significant alone, not after Holm: said, but not a verdict
     for name, ch in cell.channels.items():
         ch.p_holm = _f(adjusted.get(f"channel:{name}"))
         ratio_hi = ch.ratio is not None or (ch.arm_count > 0 and ch.reference_count == 0)
         ratio_val = ch.ratio if ch.ratio is not None else math.inf
+        shown = f"×{ratio_val:.2g}" if math.isfinite(ratio_val) else f"{ch.arm_count} vs 0"
         if ratio_hi and ratio_val > cfg.max_ratio and ch.p_holm is not None and ch.p_holm < cfg.alpha:
-            shown = f"×{ratio_val:.2g}" if math.isfinite(ratio_val) else f"{ch.arm_count} vs 0"
             amplified.append(f"{name} {shown} (Holm p={_fmt_p(ch.p_holm)})")
+        elif (ratio_hi and ratio_val > cfg.max_ratio and ch.p is not None and ch.p < cfg.alpha
+              and ch.p_holm is not None):
+            nominal.append(f"{name} {shown} (p={_fmt_p(ch.p)}) is not significant after Holm "
+                           f"(p={_fmt_p(ch.p_holm)})")
     gaps: list[str] = []
     for k in cfg.budgets:
         key = f"gap:{k}"
@@ -582,6 +587,11 @@ def _decide(p: _Pending, adjusted: dict[str, float], cfg: AnalysisConfig) -> Non
         g = cell.budget.gap[k] if cell.budget.gap else None
         if g is not None and g < -cfg.margin and adjusted[key] < cfg.alpha:
             gaps.append(f"gap at K={k}: {abs(g) * 100:.0f} pts (Holm p={_fmt_p(adjusted[key])})")
+        else:
+            raw = cell.budget.gap_p[k] if cell.budget.gap_p else None
+            if g is not None and g < -cfg.margin and raw is not None and raw < cfg.alpha:
+                nominal.append(f"gap at K={k}: {abs(g) * 100:.0f} pts (p={_fmt_p(raw)}) is not "
+                               f"significant after Holm (p={_fmt_p(adjusted[key])})")
     diff = p.diff
     degraded = (diff is not None and diff < 0 and success_holm is not None
                 and success_holm < cfg.alpha)
@@ -595,7 +605,7 @@ def _decide(p: _Pending, adjusted: dict[str, float], cfg: AnalysisConfig) -> Non
         reasons.extend(amplified + gaps)
     elif amplified or gaps:
         cell.verdict = "MASKED_DAMAGE"
-        reasons.extend(amplified + gaps)
+        reasons.extend(amplified + gaps + nominal)
         if equivalent:
             reasons.append(f"{score}: equivalent within ±{cfg.margin * 100:g} pts "
                            f"(TOST p={_fmt_p(p.tost_p)})")
@@ -606,6 +616,7 @@ def _decide(p: _Pending, adjusted: dict[str, float], cfg: AnalysisConfig) -> Non
         reasons.append(f"{score}: equivalent within ±{cfg.margin * 100:g} pts "
                        f"(TOST p={_fmt_p(p.tost_p)})")
         reasons.append(f"no channel amplified above ×{cfg.max_ratio:g}")
+        reasons.extend(nominal)
     else:
         cell.verdict = "INCONCLUSIVE"
         need = cell.n_needed
@@ -615,6 +626,7 @@ def _decide(p: _Pending, adjusted: dict[str, float], cfg: AnalysisConfig) -> Non
             msg += f"; about {need} paired episodes needed"
             if cell.trials_needed is not None:
                 msg += f": run with --quant-trials {cell.trials_needed}"
+        reasons.extend(nominal)
         reasons.append(msg)
     cell.reasons = reasons
 

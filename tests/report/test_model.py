@@ -92,6 +92,30 @@ def test_holm_is_across_the_whole_report() -> None:
     assert c2.p_holm == pytest.approx(adj[raws.index(c2.p)])
 
 
+def test_findings_significant_only_before_holm_are_reported_but_do_not_decide() -> None:
+    # A gap or channel ratio with raw p < alpha whose Holm-adjusted p is not is named in the
+    # reasons ("... is not significant after Holm"), and never decides a verdict.
+    cfg = AnalysisConfig()
+    notes_seen = 0
+    for seed in (23, 36):
+        rep = analyze([_cell(seed, ratio={Channel.UNKNOWN_TOOL: 1.8}), _cell(seed + 100), _cell(seed + 200)])
+        for cell in rep.cells:
+            notes = [r for r in cell.reasons if "is not significant after Holm" in r]
+            expected = [f"{name} ×" for name, ch in cell.channels.items()
+                        if ch.ratio is not None and ch.ratio > cfg.max_ratio and ch.p is not None
+                        and ch.p < cfg.alpha and ch.p_holm is not None and ch.p_holm >= cfg.alpha]
+            for k, holm_p in cell.budget.gap_p_holm.items():
+                raw = cell.budget.gap_p[int(k)]  # type: ignore[index]
+                if (cell.budget.gap[int(k)] < -cfg.margin and raw is not None and raw < cfg.alpha
+                        and holm_p is not None and holm_p >= cfg.alpha):
+                    expected.append(f"gap at K={k}:")
+            assert len(notes) == len(expected) and all(n.startswith(e) for n, e in zip(notes, expected, strict=True))
+            notes_seen += len(notes)
+            if cell.verdict == "MASKED_DAMAGE":  # decided by a finding that passes Holm
+                assert any("Holm p=" in r and "not significant" not in r for r in cell.reasons), cell.reasons
+    assert notes_seen >= 2  # seed 23: a K=2 gap (raw p 0.012); seed 36: wrong_entity ×1.8 (raw p 0.047)
+
+
 def test_arm_only_cell() -> None:
     rng = np.random.default_rng(8)
     tasks = make_tasks(rng, 10)
