@@ -171,3 +171,32 @@ def test_decisions_command_teacher_forces_the_policy_the_bundled_model_learned(c
     assert out["episodes"] == 50  # the clean expert solves every retail test task
     bf16 = out["arms"][0]
     assert bf16["right_to_wrong"]["tool_name"] == bf16["wrong_to_right"]["tool_name"] == 0  # the reference
+
+
+def test_the_bundled_pair_differs_in_its_narrow_call_or_text_decisions_and_int4_flips_only_those(capsys) -> None:  # type: ignore[no-untyped-def]
+    # The pair exists for this contrast (models/README.md, "Measured"): in telecom the prone
+    # model runs the user's device tool where the gold asks the user, at decisions it takes
+    # by a narrow margin; the robust one hardly ever does. Whatever a quantized arm flips, it
+    # flips only decisions the reference took by less than 1 logit.
+    import json
+
+    from pytest_quantagent.cli import main
+
+    out = {}
+    for spec in ("tiny-agent", "tiny-agent-prone"):
+        assert main(["decisions", "--domain", "telecom", "--arms", "bf16,int4", "--model", spec, "--json"]) == 0
+        out[spec] = json.loads(capsys.readouterr().out)["arms"]
+    robust, prone = out["tiny-agent"][0], out["tiny-agent-prone"][0]
+    narrow = {"[0,0.25)", "[0.25,0.5)", "[0.5,1)"}
+
+    def below_1(arm: dict) -> int:  # type: ignore[type-arg]
+        return sum(n for b, n in arm["flips_by_bin"]["call_or_text_n"].items() if b in narrow)
+
+    assert prone["wrong"]["call_or_text"] >= 5 * max(1, robust["wrong"]["call_or_text"])
+    assert below_1(prone) >= 5 * max(1, below_1(robust))
+    assert set(prone["calls_for_text"]) & {"check_sim_status", "check_apn_settings", "check_wifi_calling_status"}
+    for spec in out:
+        for arm in out[spec][1:]:
+            for kind in ("tool_name", "call_or_text"):
+                wide = {b: f for b, f in arm["flips_by_bin"][kind].items() if b not in narrow}
+                assert not any(wide.values()), (spec, kind, arm["flips_by_bin"][kind])
