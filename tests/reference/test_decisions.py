@@ -89,10 +89,28 @@ def test_gold_policy_follows_the_models_training_record(tmp_path) -> None:  # ty
         assert '"name":"find_user_id_by_name_zip"' in after.split("<|tool|>", 1)[0]
 
 
-def test_aliased_ids_are_decided_at_their_alias_and_read_back_as_ids() -> None:
+def _fixed_arm(tok: DomainTokenizer, token: int, logit: float, tail: list[int]) -> object:
+    """A stand-in model: logits 0 except ``logit`` on ``token`` at every position; ``generate``
+    appends ``tail``."""
     from types import SimpleNamespace
 
     torch = pytest.importorskip("torch")
+
+    class Arm:
+        def __call__(self, input_ids: object) -> object:
+            n = input_ids.shape[1]  # type: ignore[attr-defined]
+            logits = torch.zeros(1, n, tok.vocab_size)
+            logits[..., token] = logit
+            return SimpleNamespace(logits=logits)
+
+        def generate(self, input_ids: object, **_: object) -> object:
+            return torch.cat([input_ids, torch.tensor([tail])], dim=1)
+
+    return Arm()
+
+
+def test_aliased_ids_are_decided_at_their_alias_and_read_back_as_ids() -> None:
+    pytest.importorskip("torch")
     from pytest_quantagent.reference.decisions import analyze_arm
     from pytest_quantagent.reference.tokenizer import DEFAULT_ALIASES
 
@@ -103,17 +121,7 @@ def test_aliased_ids_are_decided_at_their_alias_and_read_back_as_ids() -> None:
     assert copy_sources(tok, [text])["get_order_details.order_id"].in_context == 1
     wrong = tok.token_id("<order1>")  # an arm that always prefers the *first* order id
 
-    class Arm:
-        def __call__(self, input_ids: object) -> object:
-            n = input_ids.shape[1]  # type: ignore[attr-defined]
-            logits = torch.zeros(1, n, tok.vocab_size)
-            logits[..., wrong] = 1.0
-            return SimpleNamespace(logits=logits)
-
-        def generate(self, input_ids: object, **_: object) -> object:
-            return torch.cat([input_ids, torch.tensor([[tok.end_id]])], dim=1)  # type: ignore[list-item]
-
-    points = analyze_arm(Arm(), tok, [text])
+    points = analyze_arm(_fixed_arm(tok, wrong, 1.0, [tok.end_id]), tok, [text])
     arg = [p for p in points if p.kind == "argument"]
     assert [(p.key, p.gold, p.chosen, p.margin) for p in arg] == [
         ("get_order_details.order_id", "#W7654321", "#W1234567", -1.0)
@@ -121,9 +129,7 @@ def test_aliased_ids_are_decided_at_their_alias_and_read_back_as_ids() -> None:
 
 
 def test_call_or_text_is_decided_at_each_agent_turn_and_names_the_tool_called_instead() -> None:
-    from types import SimpleNamespace
-
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from pytest_quantagent.reference.decisions import analyze_arm
 
     text = ('<|assistant|>Please turn airplane mode off.<|end|><|user|>Done.<|end|>'
@@ -131,19 +137,9 @@ def test_call_or_text_is_decided_at_each_agent_turn_and_names_the_tool_called_in
     tok = DomainTokenizer.build([text] * 20, min_word_count=1)
     call_id = tok.token_id("<|call|>")
     body = tok.encode('{"name":"toggle_airplane_mode","arguments":{}}')
+    arm = _fixed_arm(tok, call_id, 1.5, [*body, tok.end_id])  # always prefers to start a call
 
-    class Arm:  # always prefers to start a call, by 1.5 logits
-        def __call__(self, input_ids: object) -> object:
-            n = input_ids.shape[1]  # type: ignore[attr-defined]
-            logits = torch.zeros(1, n, tok.vocab_size)
-            logits[..., call_id] = 1.5
-            return SimpleNamespace(logits=logits)
-
-        def generate(self, input_ids: object, **_: object) -> object:
-            tail = [*body, tok.end_id]
-            return torch.cat([input_ids, torch.tensor([tail])], dim=1)  # type: ignore[list-item]
-
-    points = [p for p in analyze_arm(Arm(), tok, [text]) if p.kind == "call_or_text"]
+    points = [p for p in analyze_arm(arm, tok, [text]) if p.kind == "call_or_text"]
     assert [(p.call, p.gold, p.chosen, p.margin) for p in points] == [
         (0, "text", "call toggle_airplane_mode", -1.5),  # calls a tool where the gold asks the user
         (1, "call", "call", 1.5),
