@@ -256,27 +256,29 @@ def _single(tok: DomainTokenizer, ids: Sequence[int], logits: Any, p: int, e: in
 
 def _decision(model: Any, tok: DomainTokenizer, ids: Sequence[int], logits: Any, pos: list[int],
               e: int, c: int, kind: str, key: str, gold: str) -> DecisionPoint:
-    import torch
-
     margins = [_margin_at(ids, logits, p)[0] for p in pos]
     margin = min(margins)
     chosen = gold
     if margin < 0:
         # Greedy continuation from the start of the name, up to the closing quote.
-        prefix = torch.tensor([list(ids[: pos[0]])])
-        with torch.inference_mode():
-            gen = model.generate(input_ids=prefix, attention_mask=torch.ones_like(prefix),
-                                 max_new_tokens=16, do_sample=False, pad_token_id=tok.pad_id,
-                                 eos_token_id=[tok.end_id], temperature=None, top_k=None, top_p=None)
-        text = tok.decode(gen[0, prefix.shape[1]:].tolist())
-        chosen = text.split('"', 1)[0]
+        chosen = _greedy(model, tok, ids[: pos[0]], 16).split('"', 1)[0]
     return DecisionPoint(e, c, kind, key, gold, chosen, margin)
+
+
+def _greedy(model: Any, tok: DomainTokenizer, prefix_ids: Sequence[int], max_new_tokens: int) -> str:
+    """The model's greedy continuation of ``prefix_ids``, decoded, up to ``<|end|>``."""
+    import torch
+
+    prefix = torch.tensor([list(prefix_ids)])
+    with torch.inference_mode():
+        gen = model.generate(input_ids=prefix, attention_mask=torch.ones_like(prefix),
+                             max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tok.pad_id,
+                             eos_token_id=[tok.end_id], temperature=None, top_k=None, top_p=None)
+    return tok.decode(gen[0, prefix.shape[1]:].tolist())
 
 
 def _turn_decisions(model: Any, tok: DomainTokenizer, ids: Sequence[int], logits: Any, e: int) -> list[DecisionPoint]:
     """One ``call_or_text`` decision per agent turn (see the module docstring)."""
-    import torch
-
     call_id = tok.token_id(CALL)
     out: list[DecisionPoint] = []
     turns = [p for p in range(1, len(ids)) if ids[p - 1] == tok.assistant_id]
@@ -292,12 +294,7 @@ def _turn_decisions(model: Any, tok: DomainTokenizer, ids: Sequence[int], logits
             chosen = "text"
         elif margin < 0:
             # The arm starts a call where the gold writes text: which tool would it run?
-            prefix = torch.tensor([[*ids[:p], call_id]])
-            with torch.inference_mode():
-                gen = model.generate(input_ids=prefix, attention_mask=torch.ones_like(prefix),
-                                     max_new_tokens=24, do_sample=False, pad_token_id=tok.pad_id,
-                                     eos_token_id=[tok.end_id], temperature=None, top_k=None, top_p=None)
-            body = tok.decode(gen[0, prefix.shape[1]:].tolist())
+            body = _greedy(model, tok, [*ids[:p], call_id], 24)
             name = re.search(r'"name"\s*:\s*"([^"]*)"', body)
             chosen = f"call {name.group(1)}" if name else "call"
         out.append(DecisionPoint(e, t, "call_or_text", gold, gold, chosen, margin))

@@ -571,11 +571,11 @@ def _decide(p: _Pending, adjusted: dict[str, float], cfg: AnalysisConfig) -> Non
         ch.p_holm = _f(adjusted.get(f"channel:{name}"))
         ratio_hi = ch.ratio is not None or (ch.arm_count > 0 and ch.reference_count == 0)
         ratio_val = ch.ratio if ch.ratio is not None else math.inf
+        over = ratio_hi and ratio_val > cfg.max_ratio
         shown = f"×{ratio_val:.2g}" if math.isfinite(ratio_val) else f"{ch.arm_count} vs 0"
-        if ratio_hi and ratio_val > cfg.max_ratio and ch.p_holm is not None and ch.p_holm < cfg.alpha:
+        if over and ch.p_holm is not None and ch.p_holm < cfg.alpha:
             amplified.append(f"{name} {shown} (Holm p={_fmt_p(ch.p_holm)})")
-        elif (ratio_hi and ratio_val > cfg.max_ratio and ch.p is not None and ch.p < cfg.alpha
-              and ch.p_holm is not None):
+        elif over and ch.p is not None and ch.p < cfg.alpha and ch.p_holm is not None:
             nominal.append(f"{name} {shown} (p={_fmt_p(ch.p)}) is not significant after Holm "
                            f"(p={_fmt_p(ch.p_holm)})")
     gaps: list[str] = []
