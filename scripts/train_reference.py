@@ -47,6 +47,7 @@ from pytest_quantagent.reference.data import build_corpus
 from pytest_quantagent.reference.expert import NOISE_CONFIGS
 from pytest_quantagent.reference.model import ModelSize, count_parameters, make_model
 from pytest_quantagent.reference.tokenizer import (
+    ALIAS_ORDERS,
     DEFAULT_ALIASES,
     FORMAT_VERSION,
     SPLIT_VERSIONS,
@@ -145,8 +146,10 @@ def cmd_vocab(args: argparse.Namespace) -> None:
     aliases: list[AliasKind] = []
     if args.aliases is not None:
         aliases = [*DEFAULT_ALIASES, *(_extra_alias(k)[0] for k in args.aliases.split(",") if k)]
+        if args.short_nums:
+            aliases = [SHORT_NUM if k.name == "num" else k for k in aliases]
     tok = DomainTokenizer.build(all_texts, pool, min_word_count=args.min_word_count, version=args.split_version,
-                                aliases=aliases)
+                                aliases=aliases, alias_order=args.alias_order)
     tok.save(work)
     lengths = [len(tok.encode(t)) for t in all_texts]
     meta: dict[str, object] = {f.stem.removeprefix("meta_"): json.loads(f.read_text()) for f in work.glob("meta_*.json")}
@@ -157,6 +160,8 @@ def cmd_vocab(args: argparse.Namespace) -> None:
     meta["tokens_per_episode"] = {"mean": float(np.mean(lengths)), "p50": float(np.percentile(lengths, 50)),
                                   "p95": float(np.percentile(lengths, 95)), "max": int(max(lengths))}
     meta["aliases"] = [k.name for k in tok.aliases]
+    meta["alias_order"] = tok.alias_order
+    meta["alias_patterns"] = {k.name: [k.pattern, k.count] for k in tok.aliases if k.name in EXTRA_ALIASES}
     (work / "corpus_meta.json").write_text(json.dumps(meta, indent=1))
     log(f"vocab {tok.vocab_size} (split rule {tok.version}, {len(tok.aliases)} alias kinds), pool {len(pool)}, "
         f"tokens/episode {meta['tokens_per_episode']}")
@@ -246,6 +251,10 @@ EXTRA_ALIASES: dict[str, tuple[AliasKind, str]] = {
     # "amount":222.0 splits into 222 + .0, so the total the agent states is the alias
     "num": (AliasKind("num", r"[0-9]{2,4}", 16), "item"),
 }
+
+#: ``vocab --short-nums``: the num kind also takes one-digit numbers (unit numbers such as
+#: "Unit 7", option values such as "speed levels":"3"), with more aliases for them.
+SHORT_NUM = AliasKind("num", r"[0-9]{1,4}", 24)
 
 
 #: Every kind ``vocab --aliases`` and ``add-aliases`` accept (name and place are built from
@@ -347,6 +356,11 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--aliases", nargs="?", const="name", default=None, metavar="KINDS",
                    help="entity ids (reference/tokenizer.py DEFAULT_ALIASES) and the listed kinds (default: "
                         f"name; \"\" for none; of: {ALIAS_KIND_NAMES}) become per-conversation alias tokens")
+    v.add_argument("--alias-order", choices=ALIAS_ORDERS, default="appearance",
+                   help="number a conversation's aliases by first appearance, or by a hash of the id "
+                        "(reference/tokenizer.py: the numbers then say nothing about order)")
+    v.add_argument("--short-nums", action="store_true",
+                   help="the num kind also takes one-digit numbers (24 aliases instead of 16)")
     a = sub.add_parser("add-aliases", help="append alias kinds to a trained model's vocabulary")
     a.add_argument("--work", required=True)
     a.add_argument("--start", required=True, help="model folder under --work")

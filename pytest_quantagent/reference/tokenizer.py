@@ -43,10 +43,20 @@ as an unknown id. Ids beyond a kind's ``count`` are spelt with ordinary tokens. 
 also be a closed list of words, such as customers' names or the words of addresses
 (:func:`name_alias_kind`); a word piece's leading space is kept as its own token before
 the alias.
+
+**Alias order.** Numbered by first appearance (``alias_order="appearance"``), an alias
+also tells *when* its id came up, and a small model takes that shortcut where it happens
+to hold in training: the new address of an address change usually starts after the five
+or six words of the user's current one, so its state is usually ``<place10>``, and the
+model writes ``<place10>`` instead of copying the state. With ``alias_order="hashed"``
+each id takes the slot a stable hash of its text points to (the next free one on a
+collision), so the numbers say nothing about order and the call can only be right by
+copying. Either way a prefix keeps its aliases.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter
@@ -160,6 +170,17 @@ class AliasKind:
         return f"<{self.name}{k}>"
 
 
+ALIAS_ORDERS = ("appearance", "hashed")
+"""How alias tokens are numbered within a text (see the module docstring)."""
+
+
+def _hash_slot(piece: str, kind: str, count: int) -> int:
+    """The 0-based slot a stable hash of ``piece`` points to (Python's ``hash`` is salted
+    per process, so it would number a conversation differently in each run)."""
+    digest = hashlib.blake2b(f"{kind}\x1f{piece}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % count
+
+
 #: The id kinds that ``train_reference.py vocab --aliases`` always numbers (it adds the
 #: kinds it is given: names, address words, phones, telecom's bill, line and customer ids,
 #: numbers; ``add-aliases`` appends them to a trained model). Order matters: a payment id
@@ -203,8 +224,16 @@ class DomainTokenizer:
     """Encode/decode with a fixed piece vocabulary and a lossless byte fallback."""
 
     def __init__(
-        self, pieces: Sequence[str], version: int = FORMAT_VERSION, aliases: Sequence[AliasKind] = ()
+        self,
+        pieces: Sequence[str],
+        version: int = FORMAT_VERSION,
+        aliases: Sequence[AliasKind] = (),
+        alias_order: str = "appearance",
     ) -> None:
+        if alias_order not in ALIAS_ORDERS:
+            raise ValueError(f"alias_order must be one of {', '.join(ALIAS_ORDERS)}, got {alias_order!r}")
+        self.alias_order = alias_order
+        """How aliases are numbered: by first appearance or by a hash of the id."""
         self._split = _split_rule(version)
         self.version = version
         """Split rule (see the module docstring); a model is only valid with its own."""
@@ -277,6 +306,7 @@ class DomainTokenizer:
         min_id_count: int = 1,
         version: int = FORMAT_VERSION,
         aliases: Sequence[AliasKind] = (),
+        alias_order: str = "appearance",
     ) -> DomainTokenizer:
         """Build a vocabulary from a corpus and the domains' id pools.
 
@@ -305,13 +335,14 @@ class DomainTokenizer:
                     chosen[p] = None
             elif c >= min_word_count:
                 chosen[p] = None
-        return cls(list(chosen), version=version, aliases=aliases)
+        return cls(list(chosen), version=version, aliases=aliases, alias_order=alias_order)
 
     def with_aliases(self, extra: Sequence[AliasKind]) -> DomainTokenizer:
         """This vocabulary with more alias kinds appended: every existing token keeps its
         id, the new alias tokens come last, and pieces the new kinds match are no longer
         produced (see :func:`pytest_quantagent.reference.train.extend_embeddings`)."""
-        return DomainTokenizer(self.pieces, version=self.version, aliases=[*self.aliases, *extra])
+        return DomainTokenizer(self.pieces, version=self.version, aliases=[*self.aliases, *extra],
+                               alias_order=self.alias_order)
 
     # -- encode / decode --------------------------------------------------------------
     def _may_alias(self, piece: str) -> bool:
@@ -319,20 +350,29 @@ class DomainTokenizer:
         a kind added later shadows."""
         return piece not in self._piece_to_id or piece in self._shadowed
 
-    def _alias_of(self, piece: str, seen: dict[str, str], next_k: list[int]) -> str | None:
+    def _alias_of(self, piece: str, seen: dict[str, str], used: list[set[int]]) -> str | None:
         """The alias token of ``piece`` (without the one leading space a word piece may
-        carry) in a text whose earlier ids are ``seen`` (updated), or None when it is of no
-        kind or its kind's aliases are used up."""
+        carry) in a text whose earlier ids are ``seen`` and whose taken slots (1-based, per
+        kind) are ``used`` (both updated), or None when it is of no kind or its kind's
+        aliases are used up."""
         piece = _core(piece)
         got = seen.get(piece)
         if got is not None:
             return got
         for j, (kind, rx) in enumerate(zip(self.aliases, self._alias_res, strict=True)):
             if rx.fullmatch(piece):
-                if next_k[j] > kind.count:
+                taken = used[j]
+                if len(taken) >= kind.count:
                     return None
-                seen[piece] = alias = kind.token(next_k[j])
-                next_k[j] += 1
+                if self.alias_order == "hashed":
+                    k = _hash_slot(piece, kind.name, kind.count)
+                    while k + 1 in taken:
+                        k = (k + 1) % kind.count
+                    k += 1
+                else:
+                    k = len(taken) + 1
+                taken.add(k)
+                seen[piece] = alias = kind.token(k)
                 return alias
         return None
 
@@ -342,10 +382,10 @@ class DomainTokenizer:
         if not self.aliases:
             return {}
         seen: dict[str, str] = {}
-        next_k = [1] * len(self.aliases)
+        used: list[set[int]] = [set() for _ in self.aliases]
         for piece in self._split.findall(text):
             if self._may_alias(piece):
-                self._alias_of(piece, seen, next_k)
+                self._alias_of(piece, seen, used)
         return {alias: raw for raw, alias in seen.items()}
 
     def encode(self, text: str) -> list[int]:
@@ -354,10 +394,10 @@ class DomainTokenizer:
         out: list[int] = []
         lookup = self._piece_to_id
         seen: dict[str, str] = {}
-        next_k = [1] * len(self.aliases)
+        used: list[set[int]] = [set() for _ in self.aliases]
         for piece in self._split.findall(text):
             if self.aliases and self._may_alias(piece):
-                alias = self._alias_of(piece, seen, next_k)
+                alias = self._alias_of(piece, seen, used)
                 if alias is not None:
                     if piece.startswith(" "):  # " Maren" in prose: the space, then the alias
                         out.append(self.byte_offset + 32)
@@ -408,6 +448,8 @@ class DomainTokenizer:
             payload["aliases"] = [
                 {"name": k.name, "pattern": k.pattern, "count": k.count} for k in self.aliases
             ]
+        if self.alias_order != "appearance":  # files of earlier models stay byte-identical
+            payload["alias_order"] = self.alias_order
         path.write_text(json.dumps(payload, ensure_ascii=False, indent=0))
         return path
 
@@ -432,4 +474,8 @@ class DomainTokenizer:
             aliases = [AliasKind(a["name"], a["pattern"], int(a["count"])) for a in payload.get("aliases", [])]
         except (KeyError, TypeError, ValueError) as e:
             raise DataFileError(path, "aliases", f"each alias kind needs name, pattern and count: {e}") from e
-        return cls(payload["pieces"], version=payload["version"], aliases=aliases)
+        order = payload.get("alias_order", "appearance")
+        if order not in ALIAS_ORDERS:
+            raise DataFileError(path, "alias_order", f"unknown alias order {order!r}; "
+                                f"allowed: {', '.join(ALIAS_ORDERS)}")
+        return cls(payload["pieces"], version=payload["version"], aliases=aliases, alias_order=order)

@@ -248,6 +248,53 @@ def test_aliases_survive_save_and_load(aliasing: DomainTokenizer, tmp_path: Path
         DomainTokenizer(["abc"], aliases=[AliasKind("Order", "#W", 3)])
 
 
+def test_hashed_aliases_say_nothing_about_order_and_keep_every_other_property(tmp_path: Path) -> None:
+    # alias_order="hashed": an id's slot comes from its text, not from when it came up, so
+    # the new address of two conversations need not get the same numbers; everything the
+    # backend relies on (one alias per id, prefixes keep theirs, lossless decode) still holds.
+    kinds = [AliasKind("order", r"#W[0-9]{7}", 8)]
+    hashed = DomainTokenizer.build(CORPUS, POOL, min_word_count=20, aliases=kinds, alias_order="hashed")
+    def alias(text: str, order_id: str) -> str:
+        return {v: k for k, v in hashed.alias_map(text).items()}[order_id]
+
+    first = "#W1111111 then #W2222222"
+    taken = {alias(first, "#W1111111"), alias(first, "#W2222222")}
+    # an id whose own slot is free in ``first``: put first, it does not move the other two
+    other = next(f"#W{n}" for n in range(3000000, 3000100) if alias(f"#W{n}", f"#W{n}") not in taken)
+    second = f"{other} first, then #W1111111 then #W2222222"
+    assert alias(second, "#W1111111") == alias(first, "#W1111111")
+    assert alias(second, "#W2222222") == alias(first, "#W2222222")
+    by_appearance = DomainTokenizer.build(CORPUS, POOL, min_word_count=20, aliases=kinds)
+    assert [by_appearance.alias_map(t)["<order1>"] for t in (first, second)] == ["#W1111111", other]
+    # Eight ids fill the eight slots, each exactly once (collisions probe to the next free
+    # slot); a ninth keeps its text.
+    ids = [f"#W{n:07d}" for n in range(1000001, 1000010)]
+    text = " ".join(ids + ids[:3])
+    amap = hashed.alias_map(text)
+    assert sorted(amap) == sorted(f"<order{k}>" for k in range(1, 9))
+    assert sorted(amap.values()) == ids[:8]
+    encoded = hashed.encode(text)
+    assert hashed.decode(encoded, aliases=amap) == text
+    cut = text.index(ids[5])
+    assert encoded[: len(hashed.encode(text[:cut]))] == hashed.encode(text[:cut])
+    # The order is part of the saved vocabulary; an unknown one is refused by name.
+    hashed.save(tmp_path)
+    again = DomainTokenizer.load(tmp_path)
+    assert again.alias_order == "hashed" and again.encode(text) == encoded
+    assert again.with_aliases([AliasKind("zip", r"[0-9]{5}", 2)]).alias_order == "hashed"
+    payload = json.loads((tmp_path / "quantagent_tokenizer.json").read_text())
+    payload["alias_order"] = "random"
+    (tmp_path / "quantagent_tokenizer.json").write_text(json.dumps(payload))
+    with pytest.raises(DataFileError, match="unknown alias order 'random'; allowed: appearance, hashed"):
+        DomainTokenizer.load(tmp_path)
+    with pytest.raises(ValueError, match="alias_order must be one of appearance, hashed, got 'sorted'"):
+        DomainTokenizer(["abc"], alias_order="sorted")
+    # A vocabulary numbered by appearance writes no alias_order: earlier files stay as they were.
+    (tmp_path / "a").mkdir()
+    by_appearance.save(tmp_path / "a")
+    assert "alias_order" not in json.loads((tmp_path / "a" / "quantagent_tokenizer.json").read_text())
+
+
 def test_duplicate_piece_is_refused() -> None:
     with pytest.raises(ValueError, match="duplicated"):
         DomainTokenizer(["abc", "abc"])

@@ -52,6 +52,26 @@ def test_vocab_numbers_the_listed_alias_kinds(script, tmp_path: Path, kinds: str
     assert tok.decode(tok.encode(text), aliases=amap) == text
 
 
+def test_vocab_hashed_order_and_short_numbers(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    work = tmp_path / "w"
+    text = _corpus(work).replace("618 Copper Lane", "618 Copper Lane, Unit 7")
+    args = ["vocab", "--work", str(work), "--min-word-count", "1", "--aliases", "place,num"]
+    assert script.main([*args, "--alias-order", "hashed", "--short-nums"]) == 0
+    tok = DomainTokenizer.load(work)
+    meta = json.loads((work / "corpus_meta.json").read_text())
+    assert tok.alias_order == meta["alias_order"] == "hashed"
+    num = next(k for k in tok.aliases if k.name == "num")
+    assert (num.pattern, num.count) == ("[0-9]{1,4}", 24) and meta["alias_patterns"]["num"] == [num.pattern, 24]
+    # "Unit 7": the one-digit unit is an alias the call can copy, in prose and in the call.
+    amap = tok.alias_map(text)
+    assert "7" in amap.values()
+    assert tok.decode(tok.encode(text), aliases=amap) == text
+    # Without the flags: numbered by appearance, one-digit numbers stay text.
+    assert script.main(args) == 0
+    plain = DomainTokenizer.load(work)
+    assert plain.alias_order == "appearance" and "7" not in plain.alias_map(text).values()
+
+
 def test_vocab_refuses_an_unknown_alias_kind(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     work = tmp_path / "w"
     _corpus(work)
