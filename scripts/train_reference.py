@@ -5,8 +5,9 @@ this recipe, 45 CPU-minutes per variant (``pytest_quantagent/reference/models/RE
 says how it was chosen; each model's ``training.json`` records every step under
 ``lineage``)::
 
-    python scripts/train_reference.py corpus --work /tmp/qa --restate-ids --email-first
-    python scripts/train_reference.py vocab  --work /tmp/qa --aliases name,place,phone,bill,line,cust,num
+    python scripts/train_reference.py corpus --work /tmp/qa --domains telecom --restate-ids --email-first
+    python scripts/train_reference.py corpus --work /tmp/qa --domains retail --restate-ids --email-first --confirm-args
+    python scripts/train_reference.py vocab  --work /tmp/qa --aliases name,place,phone,bill,line,cust,num --short-nums
     python scripts/train_reference.py base   --work /tmp/qa --seconds 1500 --name B1 --tied --heads 2 --head-dim 64
     python scripts/train_reference.py base   --work /tmp/qa --seconds 600 --name B2 --init /tmp/qa/B1 --lr 1e-3
     python scripts/train_reference.py finetune --work /tmp/qa --variant robust --seconds 600 --start B2 \
@@ -16,8 +17,8 @@ says how it was chosen; each model's ``training.json`` records every step under
 
 (the two fine-tunes can run side by side, one thread each; then ``quantagent quantize``
 rebuilds each model's ``arms/``, see ``pytest_quantagent/reference/models/README.md``).
-The previous pair ("J", 58 minutes) grew its vocabulary in stages with ``add-aliases``;
-its lineage is in that README.
+The pairs before it (M2: the same without ``--confirm-args`` and ``--short-nums``; "J",
+58 minutes, grew its vocabulary in stages with ``add-aliases``) are described in that README.
 
 The base model learns both domains (retail and telecom: one vocabulary, 35 minutes of base runs;
 the domains' tool names are disjoint, and the conversation says which domain it is) on

