@@ -147,8 +147,11 @@ def cmd_vocab(args: argparse.Namespace) -> None:
     aliases: list[AliasKind] = []
     if args.aliases is not None:
         aliases = [*DEFAULT_ALIASES, *(_extra_alias(k)[0] for k in args.aliases.split(",") if k)]
-        if args.short_nums:
-            aliases = [SHORT_NUM if k.name == "num" else k for k in aliases]
+    if args.short_nums:
+        if not any(k.name == "num" for k in aliases):
+            raise SystemExit(f"--short-nums widens the num alias kind, which --aliases {args.aliases!r} "
+                             "does not list; add num to --aliases")
+        aliases = [SHORT_NUM if k.name == "num" else k for k in aliases]
     tok = DomainTokenizer.build(all_texts, pool, min_word_count=args.min_word_count, version=args.split_version,
                                 aliases=aliases, alias_order=args.alias_order)
     tok.save(work)

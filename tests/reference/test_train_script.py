@@ -70,6 +70,8 @@ def test_vocab_hashed_order_and_short_numbers(script, tmp_path: Path) -> None:  
     assert script.main(args) == 0
     plain = DomainTokenizer.load(work)
     assert plain.alias_order == "appearance" and "7" not in plain.alias_map(text).values()
+    with pytest.raises(SystemExit, match="--short-nums widens the num alias kind, which --aliases 'place' does not"):
+        script.main(["vocab", "--work", str(work), "--aliases", "place", "--short-nums"])
 
 
 def test_vocab_refuses_an_unknown_alias_kind(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
