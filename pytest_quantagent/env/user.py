@@ -49,9 +49,7 @@ import random
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import TYPE_CHECKING, Any
 
 from pytest_quantagent.env.messages import (
     OUT_OF_SCOPE_TOKEN,
@@ -63,42 +61,12 @@ from pytest_quantagent.env.messages import (
     ToolMessage,
     UserMessage,
 )
+from pytest_quantagent.env.scenario import AnswerRule, DeviceAction, UserScript
+
+__all__ = ["AnswerRule", "DeviceAction", "DeviceIntent", "ScriptedUser", "UserScript", "matches"]
 
 if TYPE_CHECKING:
     from pytest_quantagent.env.tasks import Task
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class AnswerRule(_Model):
-    """Say ``say`` when the agent's message contains every word of one keyword group."""
-
-    keywords: list[list[str]] = Field(min_length=1)
-    say: str
-
-
-class DeviceAction(_Model):
-    """A user-side tool call the user performs when the agent asks for it."""
-
-    tool: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-
-
-class UserScript(_Model):
-    """Structured scenario of the scripted user (``user_scenario.script``)."""
-
-    requests: list[str] = Field(min_length=1)
-    identity: dict[str, str] = Field(default_factory=dict)
-    facts: dict[str, str] = Field(default_factory=dict)
-    answers: list[AnswerRule] = Field(default_factory=list)
-    confirm: bool = True
-    refusal: str = "No, I don't want to do that."
-    device_actions: list[DeviceAction] = Field(default_factory=list)
-    end: Literal["stop", "transfer"] = "stop"
-    closing: str = "Thank you, that's all I needed."
-    max_fallbacks: int = Field(default=3, ge=1)
 
 
 # -- intent recognition ---------------------------------------------------------------------
@@ -254,7 +222,7 @@ def script_from_instructions(task: Task) -> UserScript:
 def script_for_task(task: Task) -> UserScript:
     """The task's script, or one derived from its instructions when it has none."""
     if task.user_scenario.script is not None:
-        return UserScript.model_validate(task.user_scenario.script)
+        return task.user_scenario.script
     return script_from_instructions(task)
 
 

@@ -96,7 +96,7 @@ def test_tasks_have_gold_actions_basis_and_scripts(domain: Any) -> None:
         kind, ec = kind_of(task), task.evaluation_criteria
         names = [a.name for a in ec.actions]
         assert names[0] in ("find_user_id_by_email", "find_user_id_by_name_zip")
-        assert task.user_scenario.script["requests"]
+        assert task.user_scenario.script.requests
         assert task.structured_instructions.reason_for_call
         if kind in writes:
             assert names[-1] == writes[kind]
@@ -173,13 +173,13 @@ def test_a_wrong_write_fails_the_db_check(domain: Any) -> None:
 def _user(domain: Any, kind: str) -> Any:
     task = next(t for t in domain.tasks if kind_of(t) == kind)
     user = domain.make_user(task, seed=0)
-    assert user.respond_text("Hi! How can I help you today?") == task.user_scenario.script["requests"][0]
+    assert user.respond_text("Hi! How can I help you today?") == task.user_scenario.script.requests[0]
     return task, user
 
 
 def test_user_answers_compound_questions_without_confirming(domain: Any) -> None:
     task, user = _user(domain, "exchange")
-    facts = task.user_scenario.script["facts"]
+    facts = task.user_scenario.script.facts
     reply = user.respond_text(
         "Which item would you like to exchange, and which payment method should I use for the difference?"
     )
@@ -190,7 +190,7 @@ def test_user_answers_compound_questions_without_confirming(domain: Any) -> None
 
 def test_user_tells_confirm_which_from_confirmation_requests(domain: Any) -> None:
     task, user = _user(domain, "exchange")
-    facts = task.user_scenario.script["facts"]
+    facts = task.user_scenario.script.facts
     assert user.respond_text("Could you confirm which item you want to exchange?") == facts["item"]
     summary = "I will exchange the item and charge the difference. Please confirm the items above (yes/no)."
     assert "yes" in user.respond_text(summary).lower()
@@ -200,7 +200,7 @@ def test_user_identifies_by_email_or_by_name_and_zip(domain: Any) -> None:
     for task in domain.tasks[:30]:
         user = domain.make_user(task, seed=0)
         user.respond_text("Hi! How can I help you today?")
-        ident = task.user_scenario.script["identity"]
+        ident = task.user_scenario.script.identity
         reply = user.respond_text("Could you please provide your email address?")
         if "email" in ident:
             assert ident["email"] in reply
@@ -218,10 +218,10 @@ def test_user_accepts_a_refusal_only_in_refusal_tasks(domain: Any) -> None:
 
 def test_user_answers_reason_address_and_stops_or_transfers(domain: Any) -> None:
     task, user = _user(domain, "cancel")
-    assert user.respond_text("What is the reason for the cancellation?") == task.user_scenario.script["facts"]["reason"]
+    assert user.respond_text("What is the reason for the cancellation?") == task.user_scenario.script.facts["reason"]
     assert user.respond_text("Done. Is there anything else I can help you with?").endswith(STOP_TOKEN)
     task, user = _user(domain, "modify_address")
-    assert user.respond_text("What is the new shipping address?") == task.user_scenario.script["facts"]["address"]
+    assert user.respond_text("What is the new shipping address?") == task.user_scenario.script.facts["address"]
     _, user = _user(domain, "transfer")
     assert user.respond_text("YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON.") == TRANSFER_TOKEN
 
@@ -229,7 +229,7 @@ def test_user_answers_reason_address_and_stops_or_transfers(domain: Any) -> None
 def test_user_restates_unanswerable_questions_then_stops(domain: Any) -> None:
     task, user = _user(domain, "info_balance")
     first = user.respond_text("Which order number is this about?")
-    assert task.user_scenario.script["requests"][0] in first and "yes" not in first.lower()
+    assert task.user_scenario.script.requests[0] in first and "yes" not in first.lower()
     user.respond_text("Which order number is this about?")
     assert user.respond_text("Which order number is this about?").endswith(STOP_TOKEN)
 

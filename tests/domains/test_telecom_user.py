@@ -109,8 +109,8 @@ def test_user_performs_and_reports(domain: Any) -> None:
 
 def test_agent_words_win_and_the_script_fills_the_rest(domain: Any) -> None:
     task = next(t for t in domain.tasks if "mms_permission" in (t.description.purpose or ""))
-    acts = task.user_scenario.script["device_actions"]
-    wanted = next(a for a in acts if a["tool"] == "grant_app_permission")["arguments"]
+    acts = task.user_scenario.script.device_actions
+    wanted = next(a for a in acts if a.tool == "grant_app_permission").arguments
     user = domain.make_user(task, seed=0)
     user.phone = None
     assert _asked(user, "Please grant the needed permission to the app.") == [
@@ -261,7 +261,7 @@ def test_name_and_date_of_birth_in_one_answer(domain: Any) -> None:
     reply = user.respond(
         [AssistantMessage(content="Could you give me your full name and date of birth?")]
     )
-    name = task.user_scenario.script["identity"]["name"]
+    name = task.user_scenario.script.identity["name"]
     dob = task.user_scenario.instructions.known_info.split("date of birth ")[1].split(",")[0]
     assert reply.content == f"My name is {name}. My date of birth is {dob}."
 
