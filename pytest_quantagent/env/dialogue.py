@@ -1,0 +1,287 @@
+"""Dialogue acts: what each part of an agent message does, for the scripted user.
+
+Instruction-tuned chat models write full sentences, markdown lists, empathy, recaps and
+closing summaries. A user that reacts to device or topic words wherever they appear acts on
+a negation ("airplane mode doesn't seem to be on"), re-runs every step of a recap and
+answers questions nobody asked. This module reads a message the way a person does:
+
+1. :func:`segments` splits it into sentences and list items, markdown stripped; a list
+   item keeps the header it belongs to ("Here's what we did:", "Please provide:").
+2. :func:`classify` gives each segment one :class:`Act` and its modifiers (negated,
+   conditional, past), from the pattern tables below, first match wins.
+
+Only :attr:`Act.REQUEST` and :attr:`Act.QUESTION` / :attr:`Act.OFFER` segments ask the user
+for anything; statements (explanations, recaps, reports, empathy, conditionals, summaries)
+get no reaction. Domain knowledge (which words name which device action, which facts
+answer which question) stays in the domain's user module; this layer only knows English.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Act(str, Enum):
+    """What a segment of an agent message does."""
+
+    REQUEST = "request"  # asks the user to do something ("Please restart your phone.")
+    QUESTION = "question"  # asks for information, yes/no or either/or
+    OFFER = "offer"  # asks permission / agreement ("Would you like me to ...?", "Shall I ...?")
+    STATEMENT = "statement"  # explanation, recap, report, empathy, conditional, summary
+    TRANSFER = "transfer"  # the agent hands the user over to a human
+    CLOSING = "closing"  # "Is there anything else I can help you with?"
+    GREETING = "greeting"  # "How can I help you today?"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One sentence or list item of an agent message and what it does.
+
+    ``header``: the text of the list header this item belongs to ("" when none);
+    ``negated``: the request is negated ("don't restart yet", "no need to reset");
+    ``conditional``: it depends on a condition ("if/when you ..."); ``past``: it reports
+    what was done or is so (recap, report); ``check``: it asks to look at a state
+    ("check whether X", "tell me if X"), never to change it; ``either_or``: a question
+    offering alternatives.
+    """
+
+    text: str
+    act: Act
+    header: str = ""
+    negated: bool = False
+    conditional: bool = False
+    past: bool = False
+    check: bool = False
+    either_or: bool = False
+
+    @property
+    def asks(self) -> bool:
+        """True when the segment wants a reaction from the user."""
+        return self.act in (Act.REQUEST, Act.QUESTION, Act.OFFER)
+
+
+# -- segmentation ---------------------------------------------------------------------------
+
+_MARKDOWN = (
+    (re.compile(r"\*\*|__|`+"), ""),
+    (re.compile(r"(?<![\w*])\*(?=\S)|(?<=\S)\*(?![\w*])"), ""),
+    (re.compile(r"^\s{0,3}#{1,6}\s*", re.MULTILINE), ""),
+    (re.compile(r"^\s*>\s?", re.MULTILINE), ""),
+    (re.compile(r"\[([^\]]+)\]\([^)]*\)"), r"\1"),
+)
+_ITEM = re.compile(r"^\s*(?:[-*•+]|\d{1,2}[.)]|[a-z][.)]|step \d+[:.])\s+", re.IGNORECASE)
+# A sentence ends at . ! ? followed by space and something that starts a sentence; not
+# inside "e.g." or a number ("$80.50").
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9#$])")
+
+
+def strip_markdown(text: str) -> str:
+    """``text`` without emphasis, headings, quotes and link syntax."""
+    for pattern, repl in _MARKDOWN:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def segments(text: str) -> list[tuple[str, str]]:
+    """``(segment, header)`` pairs: sentences and list items of ``text`` in order.
+
+    A list item's header is the last non-item line before it when that line ends with a
+    colon ("Could you tell me:", "Here's a quick summary of what we did:").
+    """
+    out: list[tuple[str, str]] = []
+    header = ""
+    for raw_line in strip_markdown(text).splitlines():
+        line = raw_line.strip()
+        if not line:
+            continue
+        is_item = bool(_ITEM.match(line))
+        if is_item:
+            line = _ITEM.sub("", line, count=1)
+        else:
+            header = ""
+        parts = [p.strip() for p in _SENTENCE_END.split(line) if p.strip()]
+        for p in parts:
+            out.append((p, header if is_item else ""))
+        if not is_item and parts and parts[-1].endswith(":"):
+            header = parts[-1]
+    return out
+
+
+# -- the act tables -------------------------------------------------------------------------
+
+
+def _rx(*alternatives: str) -> re.Pattern[str]:
+    return re.compile("|".join(alternatives), re.IGNORECASE)
+
+
+_TRANSFER = _rx(
+    r"\btransfer(?:ring)? (?:you|your (?:call|case|chat)|this)\b",
+    r"\b(?:being|been|get|be) transferred\b",
+    r"\bconnect(?:ing)? you (?:with|to) (?:a |an |our )?(?:human|live|real|specialist|technical)",
+    r"\bhand(?:ing)? (?:you|this|your case) (?:over|off) to\b",
+    r"\bescalat(?:e|ing) (?:this|your case|you) to (?:a |an |our )?(?:human|specialist|team)",
+)
+_CLOSING = _rx(
+    r"\banything else\b", r"\bsomething else (?:i|we) can\b", r"\banything more\b",
+    r"\bany other (?:questions|issues|concerns|way)\b", r"\bfurther assistance\b",
+    r"\belse (?:i|we) can (?:help|do|assist)\b",
+)
+_GREETING = _rx(r"\bhow (?:can|may) i (?:help|assist)\b", r"\bwhat can i do for you\b")
+# Offers and permission questions: the agent proposes to act, the user says yes or no.
+_OFFER = _rx(
+    r"^(?:so,? |okay,? |ok,? |great,? |alright,? )?(?:would|do) you (?:like|want) me to\b",
+    r"\b(?:would|do) you (?:like|want) me to\b", r"\bwant me to\b",
+    r"^(?:so,? |okay,? |ok,? )?(?:shall|should|may|can) (?:i|we)\b(?! (?:have|get|ask|know)\b)",
+    r"\bdo you confirm\b", r"\bcan you confirm (?:that )?(?:i|you want|you'd like)\b",
+    r"\bplease confirm (?:that )?(?:i|you (?:want|would like|'d like))\b",
+    r"\bconfirm (?:that )?i should\b", r"\bis (?:that|this) (?:correct|right|okay|ok)\b",
+    r"\b(?:would|do) you (?:like|want) to (?:proceed|go ahead|continue)\b",
+    r"\bproceed\?", r"\bgo ahead\?", r"\byes/no\b", r"\byes or no\b", r"\(yes\)",
+    r"\bis it (?:ok|okay|alright) (?:if|to|with you)\b", r"\bdo i have your (?:permission|consent|ok)\b",
+    r"\bwould it be (?:ok|okay|alright) (?:if|to)\b",
+    r"\b(?:would|do) you (?:like|want|wish) to (?!know\b|tell\b)",
+    r"\b(?:are|r) you (?:ok|okay|fine|happy) with\b",
+)
+# Requests: imperatives and polite forms asking the user to do something.
+_REQUEST = _rx(
+    r"^(?:(?:so|now|next|then|first|firstly|second|finally|lastly|also|and|great|okay|ok|"
+    r"alright|perfect|thanks|thank you)[,!.:]?\s+)*(?:please\s+|kindly\s+)?(?:go ahead and\s+)?"
+    r"(?:turn|switch|toggle|enable|disable|activate|deactivate|restart|reboot|reset|restore|"
+    r"check|look|open|go|navigate|tap|select|try|run|take|remove|pull|reinsert|insert|put|"
+    r"re-?seat|power|make|pay|complete|accept|grant|give|allow|connect|disconnect|change|set|"
+    r"tell|let|send|share|provide|give|confirm|verify|read|see|find|describe|list|note|"
+    r"double-check|view|test|perform|do|wait|keep|leave|hold|choose|pick|type|enter|"
+    r"reply|respond|specify|confirm)\b",
+    r"\b(?:could|can|would|will) you(?: please| kindly| also| now| quickly| maybe| just)*\s+"
+    r"(?!be\b|like\b|want\b|prefer\b|mind if\b)\w",
+    r"\bwould you mind\b", r"\bplease\b", r"\bkindly\b",
+    r"\b(?:i|we)(?:'d| would) (?:like|need|ask) (?:you|for you) to\b",
+    r"\b(?:i|we) (?:need|want) you to\b", r"\bi(?:'ll| will) need you to\b",
+    r"\byou(?:'ll| will)? (?:need|have|want) to\b", r"\byou (?:should|must|may want to|might want to)\b",
+    r"\blet(?:'s| us)\b(?! me\b)",
+    r"\bit (?:might|may|could|would) (?:help|be (?:worth|a good idea|best))\b",
+    r"\b(?:the next|one more|another) step (?:is|would be) to\b",
+    r"\b(?:go ahead and|feel free to)\b",
+)
+_QUESTION_START = _rx(
+    r"^(?:and |also |so |just to confirm,? |quick question:? )?(?:what|which|who|where|when|why|how|"
+    r"is|are|am|was|were|do|does|did|have|has|had|can|could|will|would|should|shall|may)\b"
+)
+_CHECK = _rx(
+    r"\b(?:check|see|look|verify|confirm|tell me|let me know|find out|note|report|read|describe|"
+    r"double-check)\b[^.?!]*\b(?:whether|if|what|which|how|is|are)\b",
+    r"\b(?:check|look at|verify|view|read|describe)\b",
+)
+_NEGATION = _rx(
+    r"\b(?:don't|do not|doesn't|does not|didn't|did not|isn't|is not|aren't|are not|wasn't|"
+    r"weren't|won't|will not|cannot|can't|never|no need|not necessary|not needed|no longer|"
+    r"without|instead of|rather than|avoid|hold off|not yet|shouldn't|should not|not)\b"
+)
+_NEGATION_EXEMPT = _rx(r"\bdon't forget\b", r"\bdo not forget\b", r"\bif not\b", r"\bwhether or not\b",
+                       r"\bnot only\b")
+_CONDITIONAL = _rx(
+    r"^(?:and |but |so |also |then )?(?:if|when|whenever|once|after|before|in case|should you|"
+    r"unless|as soon as)\b",
+    r"\b(?:if|when|whenever|once|in case|unless|as soon as) you(?:'re| are| get| come| return| "
+    r"travel| go| arrive| need| want| decide| notice| see| still| ever| have)\b",
+)
+_PAST = _rx(
+    r"^(?:(?:great|good|perfect|okay|ok|alright|thanks|thank you|so|and|also|earlier|already|"
+    r"now|just to recap|to recap|to summarize|in summary)[,!.:]?\s+)*"
+    r"(?:i|we|you)(?:'ve| have| had)?\s+(?:already\s+|just\s+|successfully\s+|also\s+)*"
+    r"(?:enabled|turned|disabled|activated|added|resumed|sent|switched|restored|updated|lifted|"
+    r"processed|applied|reactivated|reset|restarted|rebooted|checked|confirmed|verified|"
+    r"reseated|removed|reinserted|granted|changed|set|made|paid|ran|run|tested|toggled|"
+    r"connected|disconnected|fixed|resolved|cleared|found|looked|noticed|seen|saw|done|did|"
+    r"tried|went|gave|took|completed|refreshed|established|identified|determined|ruled|"
+    r"cancell?ed|modified|returned|exchanged|placed|submitted|issued|refunded|located)\b",
+    r"^(?:earlier|previously|so far|already|at this point|as we saw|as you (?:said|mentioned))\b",
+    r"\b(?:has|have) been\b", r"\b(?:is|are) now\b", r"\bwas (?:already|successfully)\b",
+    r"\bwe (?:just|already) (?:confirmed|checked|verified|did)\b",
+    r"^(?:your|the) \w+(?: \w+){0,4} (?:is|are|was|were|shows?|looks?|seems?|appears?)\b(?!.*\?)",
+)
+_RECAP_HEADER = _rx(
+    r"\b(?:recap|summary|summarize|summarise|to sum up|what we(?:'ve| have)? (?:did|done|tried|"
+    r"checked|covered|changed|fixed)|steps (?:we|i|you)(?:'ve| have)? (?:took|taken|done|tried|"
+    r"followed)|here'?s what (?:we|i|you)(?:'ve| have)?|what was done|so far)\b",
+)
+_EMPATHY = _rx(
+    r"^(?:i'm|i am|i’m) (?:so |very |really |truly )?(?:sorry|afraid|glad|happy|sad)\b",
+    r"^(?:i|we) (?:understand|apologi[sz]e|appreciate|know how|can imagine|see)\b",
+    r"^(?:that|this) (?:sounds|must be|is) (?:really |very |so )?(?:frustrating|annoying|"
+    r"inconvenient|stressful|difficult|tough)\b",
+    r"^(?:sorry|apologies|no worries|no problem|thanks|thank you|great|perfect|excellent|"
+    r"awesome|wonderful|got it|understood|of course|sure|certainly|absolutely)[.!,]*$",
+)
+_FIRST_PERSON_PLAN = _rx(
+    r"^(?:(?:now|next|first|okay|ok|alright|great|so)[,.]?\s+)?(?:i(?:'ll| will| am going to|'m going to| can| need to| am| 'm)|"
+    r"let me|i'd like to (?:check|look|verify|review|take a look)|allow me)\b(?!.*\byou to\b)",
+)
+
+
+def classify(text: str, header: str = "") -> Segment:
+    """The act of one segment (``header``: its list header, see :func:`segments`)."""
+    t = text.strip()
+    low = t.lower()
+    question = t.endswith("?") or "?" in t
+    neg = bool(_NEGATION.search(low)) and not _NEGATION_EXEMPT.search(low)
+    cond = bool(_CONDITIONAL.search(low))
+    past = bool(_PAST.search(low)) and not question
+    check = bool(_CHECK.search(low))
+    either = question and bool(re.search(r"\b(?:or|either)\b", low))
+
+    def seg(act: Act, **kw: bool) -> Segment:
+        base = {"negated": neg, "conditional": cond, "past": past, "check": check,
+                "either_or": either}
+        base.update(kw)
+        return Segment(t, act, header, **base)
+
+    if header:
+        head = classify(header)
+        if _RECAP_HEADER.search(header) or head.past:
+            return seg(Act.STATEMENT, past=True)
+        if head.act in (Act.REQUEST, Act.QUESTION) and not head.conditional:
+            # "Could you tell me:" / "Please do the following:" — each item is asked.
+            if head.act == Act.QUESTION or head.check or not _REQUEST.search(low):
+                return seg(Act.QUESTION if head.act == Act.QUESTION or head.check else Act.REQUEST,
+                           check=check or head.check)
+            return seg(Act.REQUEST)
+    if _TRANSFER.search(low) and not cond and not _OFFER.search(low):
+        return seg(Act.TRANSFER)
+    if _CLOSING.search(low) and (question or low.startswith(("is there", "let me know"))):
+        return seg(Act.CLOSING)
+    if _GREETING.search(low):
+        return seg(Act.GREETING)
+    if _RECAP_HEADER.search(low) and not question:
+        return seg(Act.STATEMENT, past=True)
+    if _EMPATHY.search(low) and not question:
+        return seg(Act.STATEMENT)
+    if question and _OFFER.search(low):
+        return seg(Act.OFFER)
+    if cond and not question:
+        # "If/when you ... , turn X off": depends on something that is not now; a domain may
+        # still act when the condition names state it can see (see the telecom user).
+        return seg(Act.REQUEST if _REQUEST.search(low) else Act.STATEMENT)
+    if past:
+        return seg(Act.STATEMENT)
+    if question:
+        if _QUESTION_START.search(low) or not _REQUEST.search(low):
+            return seg(Act.QUESTION)
+        return seg(Act.REQUEST)
+    if _FIRST_PERSON_PLAN.search(low):
+        return seg(Act.STATEMENT)
+    if _REQUEST.search(low):
+        return seg(Act.REQUEST)
+    return seg(Act.STATEMENT)
+
+
+def read(text: str) -> list[Segment]:
+    """Every segment of an agent message with its act, in order."""
+    return [classify(s, h) for s, h in segments(text)]
+
+
+def asked_text(parts: list[Segment]) -> str:
+    """The segments that ask something, joined (what topic matching should look at)."""
+    return " ".join(s.text for s in parts if s.asks)
