@@ -1,21 +1,21 @@
 """The retail scripted user: the engine's :class:`ScriptedUser` plus retail-specific reading.
 
-Retail agents ask compound questions ("which item, and which payment method for the
-difference?") and the generic keyword rules can mistake them for a confirmation request
-(the word "method" starts with "me" as in "would you like me to"). This user checks
-whole-word patterns first:
+The message is read segment by segment (:mod:`pytest_quantagent.env.dialogue`), so a
+list-formatted question ("Please provide:" then bullets) is a question, a recap is not,
+and every question of the message is answered in one reply:
 
-1. a real confirmation request ("do you confirm", "shall I proceed", "yes/no"; not
-   "could you confirm which item ...") or a
-   closing question ("anything else?") → the base user (it confirms or refuses as
-   scripted, or moves on / stops);
-2. identity questions → the base user;
-3. in a task whose correct outcome is a refusal, an agent message that refuses → accept
-   and stop;
-4. questions about the order id, the items/options, the payment method, the address or the
-   reason → every matching fact of the script, in that order; other questions → the
-   script's custom answers, else the request restated (never a confirmation);
-5. anything else → the base user.
+1. the opening, a transfer notice or a greeting → the base user;
+2. in a task whose correct outcome is a refusal, an agent message that refuses (and offers
+   nothing) → accept and stop;
+3. an offer or confirmation request ("do you confirm", "shall I proceed", "yes/no"; not
+   "could you confirm which item ...") → yes or the refusal, as scripted;
+4. each question or request: identity when identity is asked (an address asked "including
+   street, city, state, zip code" asks for the new address, not the user's zip), every
+   fact of the script it is about (order id, items/options, payment method, address,
+   reason; either/or questions included), else the script's custom answers;
+5. nothing answered: a closing question or a plain statement → the base user (next
+   request, stop, or restate); an unanswerable question → the request restated (never a
+   confirmation).
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from pytest_quantagent.env import dialogue
+from pytest_quantagent.env.dialogue import Act, Segment
 from pytest_quantagent.env.messages import STOP_TOKEN
-from pytest_quantagent.env.user import DeviceIntent, ScriptedUser, UserScript
+from pytest_quantagent.env.user import _YES_NO_QUESTION, DeviceIntent, ScriptedUser, UserScript
 
 _CONFIRM = re.compile(
     r"\b(do you confirm|can you confirm|could you confirm|please confirm|to confirm|"
@@ -70,6 +72,9 @@ _TOPICS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("address", re.compile(r"(?<!email )(?<!e-mail )\baddress\b", re.IGNORECASE)),
     ("reason", re.compile(r"\breason\b|\bwhy\b", re.IGNORECASE)),
 )
+_TOPICS_BY_NAME = dict(_TOPICS)
+# Identity words that are never part of an address ("zip code" and "name" can be).
+_IDENTITY_NOT_ADDRESS = re.compile(r"\b(e-?mail|user id|your (full )?name|first name|last name)\b", re.I)
 _IDENTITY = re.compile(
     r"\b(e-?mail|zip( code)?|postal code|your (full )?name|first name|last name|user id)\b",
     re.IGNORECASE,
@@ -116,38 +121,43 @@ class RetailUser(ScriptedUser):
                 said.append(value)
         return " ".join(said) if said else None
 
-    def respond_text(self, text: str) -> str:
-        confirming = bool(_STRONG_CONFIRM.search(text)) or (
-            bool(_CONFIRM.search(text)) and not _CONFIRM_QUESTION.search(text)
-        )
-        if (
-            not self._opened
-            or confirming
-            or _DONE.search(text)
-            or _GREETING.search(text)
-        ):
-            return super().respond_text(text)
-        if self.expect_refusal and _REFUSAL.search(text):
-            return f"I understand. {self.script.closing} {STOP_TOKEN}"
-        asking = bool(_ASKING.search(text))
-        if asking and _IDENTITY.search(text):
+    def answer_question(self, text: str, seg: Segment) -> list[str]:
+        """Identity when identity is asked (and not just given), else every fact of the
+        script the question is about, in the order of :data:`_TOPICS`; then custom answers."""
+        if _YES_NO_QUESTION.search(seg.text) and self._mentions_identity(seg.text):
+            return ["Yes, that's right."]
+        out: list[str] = []
+        address = bool(_TOPICS_BY_NAME["address"].search(text))
+        if _IDENTITY.search(text) and not (address and not _IDENTITY_NOT_ADDRESS.search(text)):
             ident = self._identity_answer(text)
             if ident is not None:
-                self._fallbacks = 0
-                return ident
-        if asking:
-            facts = self._retail_facts(text)
-            if facts is not None:
-                self._fallbacks = 0
-                return facts
+                out.append(ident)
+        facts = self._retail_facts(text)
+        if facts is not None:
+            out.append(facts)
+        if not out:
             custom = self._fact_answer(text)
             if custom is not None:
-                self._fallbacks = 0
-                return custom
-            # A question the script cannot answer: restate the request rather than let the
-            # generic rules read it as a confirmation request.
-            self._fallbacks += 1
-            if self._fallbacks >= self.script.max_fallbacks:
-                return self._stop()
-            return f"I'm not sure. What I need is: {self._current_request()}"
-        return super().respond_text(text)
+                out.append(custom)
+        return out
+
+    def respond_text(self, text: str) -> str:
+        parts = dialogue.read(text)
+        if not self._opened or any(p.act in (Act.TRANSFER, Act.GREETING) for p in parts):
+            return super().respond_text(text)
+        asks = [p for p in parts if p.asks and not p.negated]
+        if self.expect_refusal and _REFUSAL.search(text) and not any(
+            p.act == Act.OFFER for p in asks
+        ):
+            return f"I understand. {self.script.closing} {STOP_TOKEN}"
+        said = self.answers(parts)
+        if said:
+            self._fallbacks = 0
+            return " ".join(dict.fromkeys(said))
+        if any(p.act == Act.CLOSING for p in parts) or not asks:
+            return super().respond_text(text)
+        # A question the script cannot answer: restate the request rather than guess.
+        self._fallbacks += 1
+        if self._fallbacks >= self.script.max_fallbacks:
+            return self._stop()
+        return f"I'm not sure. What I need is: {self._current_request()}"

@@ -13,7 +13,15 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pytest_quantagent.env.messages import AssistantMessage, Message, ToolCall, UserMessage
+from pytest_quantagent.env import dialogue
+from pytest_quantagent.env.dialogue import Act, Segment
+from pytest_quantagent.env.messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from pytest_quantagent.env.toolkit import ToolError, Toolkit
 from pytest_quantagent.env.user import DeviceIntent, ScriptedUser, UserScript, matches
 
@@ -451,14 +459,65 @@ def wanted_state(sentence: str) -> bool | None:
     return on
 
 
+_READ_TOOLS = frozenset(
+    i.tool for i in DEVICE_INTENTS
+    if i.tool.startswith("check_") or i.tool in ("can_send_mms", "run_speed_test")
+)
+# Switch-like states a yes/no question can ask about: words naming it, the device attribute
+# (a bool, or a str compared with "connected"), the name the user says, and the check tool
+# that reads it (None: the user answers from what the phone shows).
+_STATES: tuple[tuple[re.Pattern[str], str, str, str | None], ...] = (
+    (re.compile(r"airplane|flight mode"), "airplane_mode", "Airplane mode", None),
+    (re.compile(r"\b(?:mobile|cellular) data\b|^(?:is |are )?(?:your )?data (?:on|off|enabled|disabled|turned)\b"),
+     "data_enabled", "Mobile data", None),
+    (re.compile(r"roaming"), "roaming_enabled", "Data roaming", None),
+    (re.compile(r"data saver|saver mode"), "data_saver_mode", "Data saver", "check_data_restriction_status"),
+    (re.compile(r"wi-?fi calling"), "wifi_calling_enabled", "Wi-Fi calling", "check_wifi_calling_status"),
+    (re.compile(r"wi-?fi\b(?! calling)"), "wifi_enabled", "Wi-Fi", "check_wifi_status"),
+    (re.compile(r"\bvpn\b"), "vpn_connected", "VPN", "check_vpn_status"),
+)
+# Nouns a pronoun in the next request refers to ("Data saver is on. Please turn it off.").
+_NOUNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"airplane mode|flight mode|airplane", re.I), "airplane mode"),
+    (re.compile(r"wi-?fi calling", re.I), "Wi-Fi calling"),
+    (re.compile(r"data saver", re.I), "data saver"),
+    (re.compile(r"data roaming|roaming", re.I), "data roaming"),
+    (re.compile(r"(?:mobile|cellular) data", re.I), "mobile data"),
+    (re.compile(r"\bvpn\b", re.I), "the VPN"),
+    (re.compile(r"\bapn\b", re.I), "the APN settings"),
+    (re.compile(r"\bsim\b", re.I), "the SIM card"),
+    (re.compile(r"wi-?fi", re.I), "Wi-Fi"),
+)
+_MMS_WORDS = re.compile(r"\bmms\b|picture|multimedia|photo", re.I)
+_PRONOUN = re.compile(r"\b(?:it|that|this one|them)\b", re.I)
+_SENT_REQUEST = re.compile(r"\b(?:i(?:'ve| have)? (?:just )?sent|request (?:that )?i (?:just )?sent|sent (?:you|to your))",
+                           re.I)
+_NO_REQUEST = "No payment request"
+
+
+def _noun_of(text: str) -> str | None:
+    hits = [(m.start(), noun) for pat, noun in _NOUNS if (m := pat.search(text))]
+    return min(hits)[1] if hits else None
+
+
 class TelecomUser(ScriptedUser):
-    """Scripted user that performs device actions requested sentence by sentence.
+    """Scripted user that performs the device actions an agent message asks for.
+
+    The message is read segment by segment (:mod:`pytest_quantagent.env.dialogue`): only
+    requests act (never a negated, conditional or past-tense one: "airplane mode doesn't
+    seem to be on", "when you're back home, turn roaming off", a recap or closing
+    summary); "check / tell me whether X" reads state and never changes it; a yes/no
+    question about a switch ("is Wi-Fi calling on?") is answered from the phone; each
+    distinct device action runs at most once per message, in the order asked; offers are
+    answered yes/no as the scenario says; the message's other questions are answered in
+    the same reply.
 
     With ``phone`` (a private copy of the episode's device after the initial state), a
     request for a switch to end in the state it is already in ("please turn mobile data on"
     when it is on) is answered in words instead of toggling the switch the wrong way; every
     call the user makes is mirrored on that copy. Switch states depend on the user's own
-    actions only, so the copy stays exact for them.
+    actions only, so the copy stays exact for them. A payment is made only for a request
+    the phone shows: unless the agent says it sent one, the user checks first.
     """
 
     def __init__(
@@ -473,23 +532,40 @@ class TelecomUser(ScriptedUser):
         super().__init__(script, seed=seed, intents=intents, user_tool_names=user_tool_names)
         self.phone = phone
         self._already: list[str] = []
+        self._tail: list[str] = []
         self._literal_re: re.Pattern[str] | None = None
 
     def respond(self, view: list[Message]) -> UserMessage:
-        """As :meth:`ScriptedUser.respond`, saying so when a switch is already as asked."""
-        self._already = []
+        """Device calls first (one at a time), then one reply: the results, what is
+        already as asked, state answers and the answers to the message's questions."""
         last = view[-1] if view else None
-        if isinstance(last, AssistantMessage) and last.content and not last.tool_calls:
-            calls = self.device_calls(last.content)
-            if not calls and self._already:
-                return UserMessage(content=" ".join(self._already))
-            if calls:
-                # Reported together with the results of the calls made.
-                self._results.extend(self._already)
-                self._pending = calls[1:]
-                return self._call(calls[0])
-            return UserMessage(content=self.respond_text(last.content))
-        return super().respond(view)
+        if isinstance(last, ToolMessage):
+            if last.content.startswith(_NO_REQUEST):
+                self._pending = [c for c in self._pending if c.name != "make_payment"]
+            if self._pending:
+                self._results.append(self._describe_result(last))
+                return self._call(self._pending.pop(0))
+            self._results.append(self._describe_result(last))
+            said = " ".join(dict.fromkeys(self._results + self._tail))
+            self._results, self._tail = [], []
+            return UserMessage(content=said)
+        if not (isinstance(last, AssistantMessage) and last.content and not last.tool_calls):
+            return super().respond(view)
+        text = last.content
+        parts = dialogue.read(text)
+        if any(p.act == Act.TRANSFER for p in parts):
+            return UserMessage(content=self.respond_text(text))
+        calls, words, used = self.plan(parts, text)
+        answers = self.answers([p for i, p in enumerate(parts) if i not in used]) if self._opened else []
+        if calls:
+            self._results = list(words)
+            self._tail = answers
+            self._pending = calls[1:]
+            return self._call(calls[0])
+        if words or answers:
+            self._fallbacks = 0
+            return UserMessage(content=" ".join(dict.fromkeys(words + answers)))
+        return UserMessage(content=self.respond_text(text))
 
     def respond_text(self, text: str) -> str:
         """As :meth:`ScriptedUser.respond_text`; when asked for name and date of birth
@@ -515,20 +591,95 @@ class TelecomUser(ScriptedUser):
         """The user tool calls an agent message asks for, in the order asked."""
         if not text:
             return []
-        calls: list[ToolCall] = []
-        for sentence in _SENTENCE.split(text):
-            if not sentence.strip() or _REPORT.match(sentence) or _STATE_QUESTION.match(sentence):
-                continue
-            for name, args in self._sentence_calls(sentence):
-                self._n_calls += 1
-                calls.append(
-                    ToolCall(
-                        id=f"user_call_{self._n_calls}", name=name, arguments=args, requestor="user"
-                    )
-                )
-        return calls
+        return self.plan(dialogue.read(text), text)[0]
 
-    def _sentence_calls(self, sentence: str) -> list[tuple[str, dict[str, Any]]]:
+    def plan(self, parts: Sequence[Segment], text: str) -> tuple[list[ToolCall], list[str], set[int]]:
+        """``(calls, words, used)``: the device calls the segments ask for (each tool once,
+        in order), what the user says instead of a call (a switch already as asked, the
+        state a question asks about) and the indices of the segments that were about the
+        device."""
+        self._already = []
+        names: list[tuple[str, dict[str, Any]]] = []
+        words: list[str] = []
+        used: set[int] = set()
+        last_noun: str | None = None
+        acted_headers: set[str] = set()
+        for i, seg in enumerate(parts):
+            found: list[tuple[str, dict[str, Any]]] = []
+            said: list[str] = []
+            if seg.header and seg.header in acted_headers:
+                # "Please turn Airplane Mode off:" then "1. Swipe down ... 2. Tap the icon":
+                # the items say how, they are not further actions.
+                used.add(i)
+                continue
+            if seg.asks and not seg.negated and not seg.past and seg.act != Act.OFFER:
+                sentence = seg.text
+                if seg.act == Act.REQUEST and not seg.check and not seg.conditional:
+                    found = self._sentence_calls(sentence)
+                    if not found and not self._already and last_noun and _PRONOUN.search(sentence):
+                        found = self._sentence_calls(_PRONOUN.sub(last_noun, sentence, count=1))
+                elif seg.act in (Act.QUESTION, Act.REQUEST) and not seg.conditional:
+                    found, said = self._state_reading(sentence, seg.check)
+            if found or said:
+                used.add(i)
+                if not seg.header:
+                    acted_headers.add(seg.text)
+            names.extend(found)
+            words.extend(said)
+            last_noun = _noun_of(seg.text) or last_noun
+        words = self._already + words
+        calls: list[ToolCall] = []
+        seen: set[str] = set()
+        for name, args in names:
+            if name in seen:
+                continue
+            if name == "make_payment" and "check_payment_request" not in seen and not _SENT_REQUEST.search(text):
+                # Only a request the phone shows is paid: look first.
+                seen.add("check_payment_request")
+                calls.append(self._tool_call("check_payment_request", {}))
+            seen.add(name)
+            calls.append(self._tool_call(name, args))
+        return calls, list(dict.fromkeys(words)), used
+
+    def _tool_call(self, name: str, args: dict[str, Any]) -> ToolCall:
+        self._n_calls += 1
+        return ToolCall(id=f"user_call_{self._n_calls}", name=name, arguments=args, requestor="user")
+
+    def _state_reading(self, sentence: str, check: bool) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+        """A question about the device: read tools it names; switches it asks about are
+        answered from the phone ("Mobile data is OFF on my phone."), or with their check
+        tool when the agent asks to check one that has a tool. Never a change."""
+        low = sentence.lower()
+        found = [
+            f for f in self._sentence_calls(sentence, reading=True) if f[0] in _READ_TOOLS
+        ]
+        said: list[str] = []
+        for pattern, attr, label, tool in _STATES:
+            if not pattern.search(low):
+                continue
+            if check and tool is not None and any(f[0] == tool for f in found):
+                continue
+            found = [f for f in found if f[0] != tool]
+            state = self._state(attr)
+            if state is None:
+                continue
+            if attr == "vpn_connected":
+                said.append(f"My phone shows the VPN is {'connected' if state else 'not connected'}.")
+            else:
+                said.append(f"{label} is {'ON' if state else 'OFF'} on my phone.")
+        return found, said
+
+    def _state(self, attr: str) -> bool | None:
+        if self.phone is None:
+            return None
+        value = getattr(self.phone.db.device, attr, None)
+        return bool(value) if value is not None else None
+
+    def _sentence_calls(
+        self, sentence: str, reading: bool = False
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Tools one segment names. ``reading``: a question about state (check tools are
+        kept even where a change tool also matches, nothing is "already as asked")."""
         low = sentence.lower()
         found: list[tuple[int, str, dict[str, Any]]] = []
         seen: set[str] = set()
@@ -550,8 +701,10 @@ class TelecomUser(ScriptedUser):
                     )
                     found.append((pos, intent.tool, {}))
                     seen.add(intent.tool)
+            if "can_send_mms" in seen and not _MMS_WORDS.search(low):
+                found = [f for f in found if f[1] != "can_send_mms"]  # "the MMSC URL"
             for weaker, stronger in _EXCLUSIVE.items():
-                if weaker in seen and stronger in seen:
+                if weaker in seen and stronger in seen and not reading:
                     found = [f for f in found if f[1] != weaker]
             if not re.search(r"\b(?:connect|enable|turn)\b", low):  # "is it connected?"
                 found = [f for f in found if f[1] != "connect_vpn"]
@@ -574,7 +727,9 @@ class TelecomUser(ScriptedUser):
             script = self._script_args(name) or {}
             args = {**(spec.defaults if spec else {}), **script, **said}
             resolved.append((pos, name, args))
-        found = [f for f in resolved if not self._already_as_asked(f[1], sentence)]
+        if not reading:
+            resolved = [f for f in resolved if not self._already_as_asked(f[1], sentence)]
+        found = resolved
         found.sort(key=lambda x: x[0])
         return [(name, args) for _, name, args in found]
 

@@ -75,6 +75,13 @@ _ITEM = re.compile(r"^\s*(?:[-*•+]|\d{1,2}[.)]|[a-z][.)]|step \d+[:.])\s+", re
 # A sentence ends at . ! ? followed by space and something that starts a sentence; not
 # inside "e.g." or a number ("$80.50").
 _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9#$])")
+# Clauses that do different things inside one sentence ("X doesn't seem on, so let's check Y").
+_CLAUSE_END = re.compile(
+    r"\s*;\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so|but|because|since|and then|then|after that)\s+|"
+    r"\s+(?:and then|after that|afterwards)\s+|\s+then\s+(?=[a-z]+\b(?! (?:it|that)\b))|"
+    r"\s+(?=(?:before|after|once|when|until) you\b)",
+    re.IGNORECASE,
+)
 
 
 def strip_markdown(text: str) -> str:
@@ -84,11 +91,18 @@ def strip_markdown(text: str) -> str:
     return text
 
 
+def last_sentence(line: str) -> str:
+    """The last sentence of ``line`` (a list header's own words)."""
+    parts = [p for p in _SENTENCE_END.split(line) if p.strip()]
+    return parts[-1] if parts else line
+
+
 def segments(text: str) -> list[tuple[str, str]]:
     """``(segment, header)`` pairs: sentences and list items of ``text`` in order.
 
     A list item's header is the last non-item line before it when that line ends with a
-    colon ("Could you tell me:", "Here's a quick summary of what we did:").
+    colon ("Could you tell me:", "Here's a quick summary of what we did:"); its last
+    sentence decides what the items do, the whole line is their context.
     """
     out: list[tuple[str, str]] = []
     header = ""
@@ -101,11 +115,16 @@ def segments(text: str) -> list[tuple[str, str]]:
             line = _ITEM.sub("", line, count=1)
         else:
             header = ""
-        parts = [p.strip() for p in _SENTENCE_END.split(line) if p.strip()]
+        parts = [
+            c.strip(" ,")
+            for p in _SENTENCE_END.split(line)
+            for c in _CLAUSE_END.split(p)
+            if c.strip(" ,")
+        ]
         for p in parts:
             out.append((p, header if is_item else ""))
         if not is_item and parts and parts[-1].endswith(":"):
-            header = parts[-1]
+            header = line
     return out
 
 
@@ -117,7 +136,7 @@ def _rx(*alternatives: str) -> re.Pattern[str]:
 
 
 _TRANSFER = _rx(
-    r"\btransfer(?:ring)? (?:you|your (?:call|case|chat)|this)\b",
+    r"(?<!can )(?<!could )(?<!may )(?<!might )(?<!able to )(?<!happy to )(?<!option to )\btransfer(?:ring)? (?:you|your (?:call|case|chat)|this)\b",
     r"\b(?:being|been|get|be) transferred\b",
     r"\bconnect(?:ing)? you (?:with|to) (?:a |an |our )?(?:human|live|real|specialist|technical)",
     r"\bhand(?:ing)? (?:you|this|your case) (?:over|off) to\b",
@@ -134,7 +153,7 @@ _OFFER = _rx(
     r"^(?:so,? |okay,? |ok,? |great,? |alright,? )?(?:would|do) you (?:like|want) me to\b",
     r"\b(?:would|do) you (?:like|want) me to\b", r"\bwant me to\b",
     r"^(?:so,? |okay,? |ok,? )?(?:shall|should|may|can) (?:i|we)\b(?! (?:have|get|ask|know)\b)",
-    r"\bdo you confirm\b", r"\bcan you confirm (?:that )?(?:i|you want|you'd like)\b",
+    r"(?:^|[:,]\s*)(?:shall|should) (?:i|we)\b", r"\bdo you confirm\b", r"\bcan you confirm (?:that )?(?:i|you want|you'd like)\b",
     r"\bplease confirm (?:that )?(?:i|you (?:want|would like|'d like))\b",
     r"\bconfirm (?:that )?i should\b", r"\bis (?:that|this) (?:correct|right|okay|ok)\b",
     r"\b(?:would|do) you (?:like|want) to (?:proceed|go ahead|continue)\b",
@@ -147,24 +166,36 @@ _OFFER = _rx(
 # Requests: imperatives and polite forms asking the user to do something.
 _REQUEST = _rx(
     r"^(?:(?:so|now|next|then|first|firstly|second|finally|lastly|also|and|great|okay|ok|"
-    r"alright|perfect|thanks|thank you)[,!.:]?\s+)*(?:please\s+|kindly\s+)?(?:go ahead and\s+)?"
+    r"alright|perfect|thanks|thank you|just|for now|right now|meanwhile|once more|again)[,!.:]?\s+)*"
+    r"(?:please\s+|kindly\s+)?(?:just\s+)?(?:go ahead and\s+)?(?:make sure|ensure|"
     r"(?:turn|switch|toggle|enable|disable|activate|deactivate|restart|reboot|reset|restore|"
     r"check|look|open|go|navigate|tap|select|try|run|take|remove|pull|reinsert|insert|put|"
     r"re-?seat|power|make|pay|complete|accept|grant|give|allow|connect|disconnect|change|set|"
     r"tell|let|send|share|provide|give|confirm|verify|read|see|find|describe|list|note|"
     r"double-check|view|test|perform|do|wait|keep|leave|hold|choose|pick|type|enter|"
-    r"reply|respond|specify|confirm)\b",
+    r"reply|respond|specify|confirm))\b",
     r"\b(?:could|can|would|will) you(?: please| kindly| also| now| quickly| maybe| just)*\s+"
     r"(?!be\b|like\b|want\b|prefer\b|mind if\b)\w",
     r"\bwould you mind\b", r"\bplease\b", r"\bkindly\b",
     r"\b(?:i|we)(?:'d| would) (?:like|need|ask) (?:you|for you) to\b",
     r"\b(?:i|we) (?:need|want) you to\b", r"\bi(?:'ll| will) need you to\b",
+    r"\b(?:i|we)(?:'ll| will)? need (?:a few|some|the following|two|three|these|a couple|your)\b",
     r"\byou(?:'ll| will)? (?:need|have|want) to\b", r"\byou (?:should|must|may want to|might want to)\b",
     r"\blet(?:'s| us)\b(?! me\b)",
     r"\bit (?:might|may|could|would) (?:help|be (?:worth|a good idea|best))\b",
     r"\b(?:the next|one more|another) step (?:is|would be) to\b",
     r"\b(?:go ahead and|feel free to)\b",
 )
+# "Could you restart your phone?" asks the user to act; "could you tell me / check whether"
+# asks for information.
+_POLITE_REQUEST = _rx(
+    r"^(?:\w+[,!]\s+)?(?:could|can|would|will) you(?: please| kindly| also| now| quickly| maybe| just)*\s+"
+    r"(?!tell\b|let\b|confirm\b|check\b|see\b|verify\b|look\b|find\b|describe\b|provide\b|"
+    r"share\b|give me\b|remind\b|be\b|like\b|want\b|prefer\b|send me\b|read\b|spell\b|"
+    r"clarify\b|explain\b|say\b|note\b|mind if\b|help\b|double-check\b|view\b|open\b)\w",
+    r"^(?:\w+[,!]\s+)?would you mind\b",
+)
+_WH = _rx(r"^(?:[^,?]{0,40},\s*)?(?:and |also |so )?(?:what|which|who|where|when|why|how)\b")
 _QUESTION_START = _rx(
     r"^(?:and |also |so |just to confirm,? |quick question:? )?(?:what|which|who|where|when|why|how|"
     r"is|are|am|was|were|do|does|did|have|has|had|can|could|will|would|should|shall|may)\b"
@@ -172,7 +203,14 @@ _QUESTION_START = _rx(
 _CHECK = _rx(
     r"\b(?:check|see|look|verify|confirm|tell me|let me know|find out|note|report|read|describe|"
     r"double-check)\b[^.?!]*\b(?:whether|if|what|which|how|is|are)\b",
-    r"\b(?:check|look at|verify|view|read|describe)\b",
+)
+_BARE_CHECK = _rx(r"\b(?:check|look at|verify|view|read|describe)\b")
+# Verbs that change something: a check phrase after one of them ("turn Wi-Fi on and tell
+# me if it connects") does not make the segment a check.
+_CHANGE_VERB = _rx(
+    r"\b(?:turn|switch|toggle|enable|disable|activate|deactivate|restart|reboot|reset|restore|"
+    r"reseat|re-seat|remove|reinsert|insert|connect|disconnect|grant|allow|give|pay|make|change|"
+    r"set|put|take|complete|accept|submit|send|install|update)\b"
 )
 _NEGATION = _rx(
     r"\b(?:don't|do not|doesn't|does not|didn't|did not|isn't|is not|aren't|are not|wasn't|"
@@ -217,7 +255,7 @@ _EMPATHY = _rx(
 )
 _FIRST_PERSON_PLAN = _rx(
     r"^(?:(?:now|next|first|okay|ok|alright|great|so)[,.]?\s+)?(?:i(?:'ll| will| am going to|'m going to| can| need to| am| 'm)|"
-    r"let me|i'd like to (?:check|look|verify|review|take a look)|allow me)\b(?!.*\byou to\b)",
+    r"let me(?! know)|i'd like to (?:check|look|verify|review|take a look)|allow me)\b(?!.*\byou to\b)",
 )
 
 
@@ -229,7 +267,11 @@ def classify(text: str, header: str = "") -> Segment:
     neg = bool(_NEGATION.search(low)) and not _NEGATION_EXEMPT.search(low)
     cond = bool(_CONDITIONAL.search(low))
     past = bool(_PAST.search(low)) and not question
-    check = bool(_CHECK.search(low))
+    m_check = _CHECK.search(low)
+    check = (m_check is not None and not _CHANGE_VERB.search(low[: m_check.start()])) or (
+        bool(_BARE_CHECK.search(low)) and not _CHANGE_VERB.search(low)
+    )
+    wh = bool(_WH.search(low))
     either = question and bool(re.search(r"\b(?:or|either)\b", low))
 
     def seg(act: Act, **kw: bool) -> Segment:
@@ -239,7 +281,9 @@ def classify(text: str, header: str = "") -> Segment:
         return Segment(t, act, header, **base)
 
     if header:
-        head = classify(header)
+        head = classify(last_sentence(header))
+        if wh and not question and not (_RECAP_HEADER.search(header) or head.past):
+            return seg(Act.QUESTION)
         if _RECAP_HEADER.search(header) or head.past:
             return seg(Act.STATEMENT, past=True)
         if head.act in (Act.REQUEST, Act.QUESTION) and not head.conditional:
@@ -258,7 +302,10 @@ def classify(text: str, header: str = "") -> Segment:
         return seg(Act.STATEMENT, past=True)
     if _EMPATHY.search(low) and not question:
         return seg(Act.STATEMENT)
-    if question and _OFFER.search(low):
+    if _OFFER.search(low) and (question or "confirm" in low) and not wh and (
+        not either or "yes or no" in low
+    ):
+        # "Would you like the refund to PayPal or to a gift card?" is a question, not an offer.
         return seg(Act.OFFER)
     if cond and not question:
         # "If/when you ... , turn X off": depends on something that is not now; a domain may
@@ -267,6 +314,8 @@ def classify(text: str, header: str = "") -> Segment:
     if past:
         return seg(Act.STATEMENT)
     if question:
+        if _POLITE_REQUEST.search(low) and not check:
+            return seg(Act.REQUEST)
         if _QUESTION_START.search(low) or not _REQUEST.search(low):
             return seg(Act.QUESTION)
         return seg(Act.REQUEST)

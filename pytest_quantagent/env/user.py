@@ -51,6 +51,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pytest_quantagent.env import dialogue
+from pytest_quantagent.env.dialogue import Act, Segment
 from pytest_quantagent.env.messages import (
     OUT_OF_SCOPE_TOKEN,
     STOP_TOKEN,
@@ -118,17 +120,6 @@ _IDENTITY: dict[str, Keywords] = {
     "user_id": (("user", "id"),),
     "customer_id": (("customer", "id"),),
 }
-_ASKING: Keywords = (
-    ("please",), ("provide",), ("could", "you"), ("can", "you"), ("may", "i"),
-    ("what",), ("share",), ("tell",), ("need",), ("verify",), ("confirm",),
-)
-_CONFIRM: Keywords = (
-    ("confirm",), ("proceed",), ("go", "ahead"), ("would", "you", "like", "me"),
-    ("shall", "i"), ("should", "i"), ("do", "you", "want", "me"), ("yes",),
-    ("is", "that", "correct"), ("is", "this", "correct"), ("ok", "to"), ("okay", "to"),
-)
-_YES_NO_MARKERS = ("yes/no", "yes or no", "(yes)")
-_ACTION_WORDS = ("cancel", "return", "exchange", "modify", "refund", "update", "change", "proceed", "charge", "refuel", "suspend", "resume", "enable", "disable", "add", "remove", "upgrade", "downgrade", "pay")
 _FACT_TOPICS: dict[str, Keywords] = {
     "order_id": (("order", "id"), ("order", "number"), ("which", "order")),
     "reason": (("reason",), ("why",)),
@@ -136,7 +127,10 @@ _FACT_TOPICS: dict[str, Keywords] = {
     "address": (("address",), ("ship", "to")),
     "item": (("which", "item"), ("item",), ("product",)),
     "line_id": (("which", "line"), ("line",)),
-    "location": (("where", "are", "you"), ("location",), ("abroad",), ("travel",)),
+    "location": (
+        ("where", "are", "you"), ("location",), ("abroad",), ("travel",), ("outside", "the"),
+        ("overseas",), ("which", "country"), ("another", "country"), ("where", "you", "are"),
+    ),
 }
 _DONE: Keywords = (
     ("anything", "else"), ("something", "else"), ("else", "i", "can", "help"),
@@ -148,6 +142,7 @@ _COMPLETED = re.compile(
     r"submitted|refunded|exchanged|returned|initiated|placed|resolved|fixed|applied|completed)\b",
     re.IGNORECASE,
 )
+_ADDRESS_CONTEXT = re.compile(r"\baddress\b|\bship(?:ping|ped)? to\b|\bdeliver", re.IGNORECASE)
 _GREETING: Keywords = (("how", "can", "i", "help"), ("how", "may", "i", "help"), ("what", "can", "i", "do"))
 
 _NAME_RE = re.compile(r"\b(?i:you are|your name is|name is) ([A-Z][a-z]+) ([A-Z][a-z]+)")
@@ -346,6 +341,10 @@ class ScriptedUser:
     def _identity_answer(self, text: str) -> str | None:
         ident = self.script.identity
         asked = [k for k, kw in _IDENTITY.items() if matches(text, kw)]
+        if _ADDRESS_CONTEXT.search(text):
+            # "the new address, including street, city, state, zip code": the zip of the
+            # address asked for, not the user's identity.
+            asked = [k for k in asked if k not in ("zip", "name")]
         if not asked:
             return None
         parts: list[str] = []
@@ -396,54 +395,31 @@ class ScriptedUser:
     def respond_text(self, text: str) -> str:
         """The user's reply to an agent text message (no device action asked).
 
-        Questions are read sentence by sentence: only sentences that ask something (a
-        question mark or a request such as "please provide") are searched for identity,
-        confirmation and fact topics, so "you will receive an email" is not a question
-        about the email."""
-        if matches(text, _TRANSFER):
+        The message is read segment by segment (:mod:`pytest_quantagent.env.dialogue`):
+        statements (explanations, recaps, reports, empathy, conditionals, summaries) get no
+        reaction; every question, request and offer is answered, together, in one reply
+        (:meth:`answers`); a transfer notice anywhere ends with the transfer token."""
+        parts = dialogue.read(text)
+        if any(p.act == Act.TRANSFER for p in parts):
             return TRANSFER_TOKEN
         if not self._opened:
             self._opened = True
             self._next_request = 1
             return self.script.requests[0]
-        sentences = _sentences(text)
-        if sentences and matches(sentences[-1], _DONE):
+        said = self.answers(parts)
+        if said:
+            self._fallbacks = 0
+            return " ".join(dict.fromkeys(said))
+        asks = [p for p in parts if p.asks]
+        if any(p.act == Act.CLOSING for p in parts) or (
+            not asks and (matches(text, _DONE) or _COMPLETED.search(text))
+        ):
             return self._done()
-        question = " ".join(s for s in sentences if "?" in s or matches(s, _ASKING))
-        if question:
-            is_confirm = matches(question, _CONFIRM)
-            lowered = question.lower()
-            # An explicit yes/no request is a confirmation of the action the agent just
-            # described (often in the sentence before the question).
-            about_action = any(m in lowered for m in _YES_NO_MARKERS) or any(
-                w in lowered for w in _ACTION_WORDS
-            )
-            if not (is_confirm and about_action):
-                ident = self._identity_answer(question)
-                if ident is not None:
-                    self._fallbacks = 0
-                    return ident
-            if is_confirm and not about_action:
-                # "Could you confirm your order id?" asks for the fact, not for a yes.
-                fact = self._fact_answer(question)
-                if fact is not None:
-                    self._fallbacks = 0
-                    return fact
-            if is_confirm:
-                self._fallbacks = 0
-                if self.script.confirm:
-                    return self._pick(
-                        "Yes, please go ahead.", "Yes, I confirm.", "Yes, that's correct. Please proceed."
-                    )
-                return self.script.refusal
-            fact = self._fact_answer(question)
-            if fact is not None:
-                self._fallbacks = 0
-                return fact
-        if matches(text, _DONE) or (not question and _COMPLETED.search(text)):
-            return self._done()
-        if matches(text, _GREETING):
+        if any(p.act == Act.GREETING for p in parts):
             return self._current_request()
+        return self._fallback()
+
+    def _fallback(self) -> str:
         self._fallbacks += 1
         if self._fallbacks >= self.script.max_fallbacks:
             # τ²-bench's token for "the scenario gives me nothing more to say".
@@ -453,9 +429,64 @@ class ScriptedUser:
             f"To repeat my request: {self._current_request()}",
         )
 
+    def answers(self, parts: Sequence[Segment]) -> list[str]:
+        """What the user says to the segments that ask something, in the order asked:
+        a yes/no to an offer (once), identity asked for, facts asked for."""
+        said: list[str] = []
+        offered = False
+        prev: Segment | None = None
+        for seg in parts:
+            before, prev = prev, seg
+            if not seg.asks or (seg.negated and seg.act == Act.REQUEST):
+                continue
+            if seg.act == Act.OFFER:
+                if not offered:
+                    offered = True
+                    said.append(self.answer_offer(seg))
+                continue
+            context = f"{seg.header} {seg.text}".strip()
+            if before is not None and not before.asks and _REFERS_BACK.search(seg.text):
+                # "I see two payment methods ... Which one would you like to use?"
+                context = f"{before.text} {context}"
+            said.extend(self.answer_question(context, seg))
+        return said
 
-def _sentences(text: str) -> list[str]:
-    return [p for p in re.split(r"(?<=[.!?])\s+|\n+", text.strip()) if p.strip()]
+    def answer_offer(self, seg: Segment) -> str:
+        """Yes or no to an offer or confirmation request, as the scenario says."""
+        if _TRANSFER_OFFER.search(seg.text):
+            agree = self.script.end == "transfer"
+        else:
+            agree = self.script.confirm
+        if agree:
+            return self._pick(
+                "Yes, please go ahead.", "Yes, I confirm.", "Yes, that's correct. Please proceed."
+            )
+        return self.script.refusal
+
+    def answer_question(self, text: str, seg: Segment) -> list[str]:
+        """Identity and facts one question or request asks for (none when it asks for
+        nothing the scenario knows)."""
+        if _YES_NO_QUESTION.search(seg.text) and self._mentions_identity(seg.text):
+            return ["Yes, that's right."]  # "Is the number on the account 555-0106?"
+        out: list[str] = []
+        ident = self._identity_answer(text)
+        if ident is not None:
+            out.append(ident)
+        fact = self._fact_answer(text)
+        if fact is not None and fact not in out:
+            out.append(fact)
+        return out
+
+    def _mentions_identity(self, text: str) -> bool:
+        low = text.lower()
+        return any(v and v.lower() in low for v in self.script.identity.values())
+
+
+_TRANSFER_OFFER = re.compile(r"\btransfer|\bhuman\b|\blive agent\b", re.IGNORECASE)
+_YES_NO_QUESTION = re.compile(
+    r"(?:^|:\s*)(?:\w+[,:]?\s+){0,4}?(?:is|are|was|do|does|did|have|has|can|will)\b", re.IGNORECASE
+)
+_REFERS_BACK = re.compile(r"\bwhich one\b|\b(?:it|them|those|these|one of them)\b", re.IGNORECASE)
 
 
 def _json_after(text: str, start: int) -> dict[str, Any] | None:

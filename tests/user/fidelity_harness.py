@@ -162,7 +162,7 @@ def report(results: list[Result]) -> dict[str, Any]:
     return out
 
 
-if __name__ == "__main__":  # python3 tests/user/fidelity_harness.py [GLOB]
+if __name__ == "__main__":  # python3 -m tests.user.fidelity_harness [GLOB], from the repo root
     import sys
 
     res = [play(c) for c in load(sys.argv[1] if len(sys.argv) > 1 else "*.jsonl")]
