@@ -69,7 +69,14 @@ _TOPICS: tuple[tuple[str, re.Pattern[str]], ...] = (
             re.IGNORECASE,
         ),
     ),
-    ("address", re.compile(r"(?<!email )(?<!e-mail )\baddress\b", re.IGNORECASE)),
+    (
+        "address",
+        re.compile(
+            r"(?<!email )(?<!e-mail )\baddress\b|\bwhere should (?:we|i) (?:ship|send|deliver)\b|"
+            r"\b(?:street|city)\b.*\b(?:state|zip|country)\b",
+            re.IGNORECASE,
+        ),
+    ),
     ("reason", re.compile(r"\breason\b|\bwhy\b", re.IGNORECASE)),
 )
 _TOPICS_BY_NAME = dict(_TOPICS)
@@ -86,7 +93,7 @@ _DONE = re.compile(
 _REFUSAL = re.compile(
     r"\b(cannot|can't|can not|unable|not able|not possible|isn't possible|not eligible|"
     r"not allowed|only (pending|delivered)|insufficient|not enough|doesn't have enough|"
-    r"does not have enough|unfortunately)\b",
+    r"does not have enough|unfortunately|can no longer|no longer be|won't be able|isn't possible)\b",
     re.IGNORECASE,
 )
 

@@ -92,6 +92,9 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("what", "network", "mode"),
         ("current", "network", "mode"),
         ("check", "preferred", "network"),
+        ("set", "to", "2g"),
+        ("set", "to", "3g"),
+        ("set", "to", "4g"),
     ),
     _intent(
         "set_network_mode_preference",
@@ -236,6 +239,9 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("wi-fi", "on", "or", "off"),
         ("switch", "wifi"),
         ("enable", "wifi"),
+        ("switch", "wi-fi"),
+        ("enable", "wi-fi"),
+        ("disable", "wi-fi"),
     ),
     _intent(
         "check_wifi_calling_status",
@@ -489,6 +495,8 @@ _NOUNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"wi-?fi", re.I), "Wi-Fi"),
 )
 _MMS_WORDS = re.compile(r"\bmms\b|picture|multimedia|photo", re.I)
+# "I think you should switch data on. Would you mind doing that now?"
+_DO_THAT = re.compile(r"\b(?:do|doing|try|trying) (?:that|it|this)\b", re.I)
 _PRONOUN = re.compile(r"\b(?:it|that|this one|them)\b", re.I)
 _SENT_REQUEST = re.compile(r"\b(?:i(?:'ve| have)? (?:just )?sent|request (?:that )?i (?:just )?sent|sent (?:you|to your))",
                            re.I)
@@ -496,8 +504,9 @@ _NO_REQUEST = "No payment request"
 
 
 def _noun_of(text: str) -> str | None:
-    hits = [(m.start(), noun) for pat, noun in _NOUNS if (m := pat.search(text))]
-    return min(hits)[1] if hits else None
+    """The device thing ``text`` names first (the longest name at that place)."""
+    hits = [(m.start(), -len(m.group(0)), noun) for pat, noun in _NOUNS if (m := pat.search(text))]
+    return min(hits)[2] if hits else None
 
 
 class TelecomUser(ScriptedUser):
@@ -604,7 +613,10 @@ class TelecomUser(ScriptedUser):
         used: set[int] = set()
         last_noun: str | None = None
         acted_headers: set[str] = set()
+        prev: Segment | None = None
         for i, seg in enumerate(parts):
+            if i:
+                prev = parts[i - 1]
             found: list[tuple[str, dict[str, Any]]] = []
             said: list[str] = []
             if seg.header and seg.header in acted_headers:
@@ -616,6 +628,8 @@ class TelecomUser(ScriptedUser):
                 sentence = seg.text
                 if seg.act == Act.REQUEST and not seg.check and not seg.conditional:
                     found = self._sentence_calls(sentence)
+                    if not found and not self._already and prev is not None and _DO_THAT.search(sentence):
+                        found = self._sentence_calls(prev.text)
                     if not found and not self._already and last_noun and _PRONOUN.search(sentence):
                         found = self._sentence_calls(_PRONOUN.sub(last_noun, sentence, count=1))
                 elif seg.act in (Act.QUESTION, Act.REQUEST) and not seg.conditional:

@@ -79,7 +79,7 @@ _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<=[.!?])[\"')\]]*\s+(?=[\"'
 _CLAUSE_END = re.compile(
     r"\s*;\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so|but|because|since|and then|then|after that)\s+|"
     r"\s+(?:and then|after that|afterwards)\s+|\s+then\s+(?=[a-z]+\b(?! (?:it|that)\b))|"
-    r"\s+(?=(?:before|after|once|when|until) you\b)",
+    r"\s+(?=(?:before|after|once|when|until|while) you\b)|:\s+(?=(?:please|could you|can you|kindly|go ahead)\b)",
     re.IGNORECASE,
 )
 
@@ -147,6 +147,11 @@ _CLOSING = _rx(
     r"\bany other (?:questions|issues|concerns|way)\b", r"\bfurther assistance\b",
     r"\belse (?:i|we) can (?:help|do|assist)\b",
 )
+_FAREWELL = _rx(
+    r"\bhave a (?:great|good|nice|wonderful|lovely|fantastic) (?:day|evening|weekend|one)\b",
+    r"^take care\b", r"\bfeel free to (?:reach out|contact us|get in touch)\b",
+    r"\bdon't hesitate to (?:reach out|contact us)\b", r"^(?:goodbye|bye)\b",
+)
 _GREETING = _rx(r"\bhow (?:can|may) i (?:help|assist)\b", r"\bwhat can i do for you\b")
 # Offers and permission questions: the agent proposes to act, the user says yes or no.
 _OFFER = _rx(
@@ -162,11 +167,16 @@ _OFFER = _rx(
     r"\bwould it be (?:ok|okay|alright) (?:if|to)\b",
     r"\b(?:would|do) you (?:like|want|wish) to (?!know\b|tell\b)",
     r"\b(?:are|r) you (?:ok|okay|fine|happy) with\b",
+    r"\b(?:reply|respond|answer|say) (?:with )?[\"']?yes\b", r"\bplease confirm (?:the|this|that) (?:cancellation|return|exchange|change|update|modification|"
+    r"order details|details|above|request)\b",
+    r"\b(?:does|do) (?:that|this|everything|these details) (?:look|sound|seem) (?:right|correct|good|ok|okay)\b",
+    r"\bis (?:everything|all of this|all that) (?:correct|right)\b", r"^sound good\b",
 )
 # Requests: imperatives and polite forms asking the user to do something.
 _REQUEST = _rx(
     r"^(?:(?:so|now|next|then|first|firstly|second|finally|lastly|also|and|great|okay|ok|"
-    r"alright|perfect|thanks|thank you|just|for now|right now|meanwhile|once more|again)[,!.:]?\s+)*"
+    r"alright|perfect|thanks|thank you|just|for now|right now|meanwhile|once more|again|simply|"
+    r"instead|lastly|next up)[,!.:]?\s+|[^,.?!]{1,40},\s+)*"
     r"(?:please\s+|kindly\s+)?(?:just\s+)?(?:go ahead and\s+)?(?:make sure|ensure|"
     r"(?:turn|switch|toggle|enable|disable|activate|deactivate|restart|reboot|reset|restore|"
     r"check|look|open|go|navigate|tap|select|try|run|take|remove|pull|reinsert|insert|put|"
@@ -220,10 +230,13 @@ _NEGATION = _rx(
 _NEGATION_EXEMPT = _rx(r"\bdon't forget\b", r"\bdo not forget\b", r"\bif not\b", r"\bwhether or not\b",
                        r"\bnot only\b")
 _CONDITIONAL = _rx(
-    r"^(?:and |but |so |also |then )?(?:if|when|whenever|once|after|before|in case|should you|"
-    r"unless|as soon as)\b",
+    r"^(?:and |but |so |also |then )?(?:if|when|whenever|once|in case|should you|unless|as soon as)\b",
     r"\b(?:if|when|whenever|once|in case|unless|as soon as) you(?:'re| are| get| come| return| "
     r"travel| go| arrive| need| want| decide| notice| see| still| ever| have)\b",
+)
+_NOT_A_CONDITION = _rx(
+    r"\b(?:if|when|whenever|once) you(?:'re| are)? (?:ready|able)\b", r"\bwhen you have (?:it|that|one|a moment|a minute) ?(?:ready)?\b",
+    r"\bif (?:you can|possible|you don't mind|you could|that's ok(?:ay)?)\b",
 )
 _PAST = _rx(
     r"^(?:(?:great|good|perfect|okay|ok|alright|thanks|thank you|so|and|also|earlier|already|"
@@ -245,6 +258,7 @@ _RECAP_HEADER = _rx(
     r"checked|covered|changed|fixed)|steps (?:we|i|you)(?:'ve| have)? (?:took|taken|done|tried|"
     r"followed)|here'?s what (?:we|i|you)(?:'ve| have)?|what was done|so far)\b",
 )
+_NOTE = _rx(r"^(?:\W*)(?:please )?(?:note|keep in mind|be aware|remember)\b(?! to\b)", r"^(?:fyi|heads up)\b")
 _EMPATHY = _rx(
     r"^(?:i'm|i am|i’m) (?:so |very |really |truly )?(?:sorry|afraid|glad|happy|sad)\b",
     r"^(?:i|we) (?:understand|apologi[sz]e|appreciate|know how|can imagine|see)\b",
@@ -265,10 +279,13 @@ def classify(text: str, header: str = "") -> Segment:
     low = t.lower()
     question = t.endswith("?") or "?" in t
     neg = bool(_NEGATION.search(low)) and not _NEGATION_EXEMPT.search(low)
-    cond = bool(_CONDITIONAL.search(low))
+    cond = bool(_CONDITIONAL.search(low)) and not _NOT_A_CONDITION.search(low)
     past = bool(_PAST.search(low)) and not question
     m_check = _CHECK.search(low)
-    check = (m_check is not None and not _CHANGE_VERB.search(low[: m_check.start()])) or (
+    # A change verb before the check phrase in the same clause: "turn Wi-Fi on and tell me if".
+    check = (
+        m_check is not None and not _CHANGE_VERB.search(low[: m_check.start()].rsplit(",", 1)[-1])
+    ) or (
         bool(_BARE_CHECK.search(low)) and not _CHANGE_VERB.search(low)
     )
     wh = bool(_WH.search(low))
@@ -294,13 +311,15 @@ def classify(text: str, header: str = "") -> Segment:
             return seg(Act.REQUEST)
     if _TRANSFER.search(low) and not cond and not _OFFER.search(low):
         return seg(Act.TRANSFER)
-    if _CLOSING.search(low) and (question or low.startswith(("is there", "let me know"))):
+    if (_CLOSING.search(low) and (question or low.startswith(("is there", "let me know")))) or (
+        _FAREWELL.search(low) and not question
+    ):
         return seg(Act.CLOSING)
     if _GREETING.search(low):
         return seg(Act.GREETING)
     if _RECAP_HEADER.search(low) and not question:
         return seg(Act.STATEMENT, past=True)
-    if _EMPATHY.search(low) and not question:
+    if (_EMPATHY.search(low) or _NOTE.search(low)) and not question:
         return seg(Act.STATEMENT)
     if _OFFER.search(low) and (question or "confirm" in low) and not wh and (
         not either or "yes or no" in low

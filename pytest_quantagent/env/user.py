@@ -116,7 +116,7 @@ _IDENTITY: dict[str, Keywords] = {
     "email": (("email",), ("e-mail",)),
     "name": (("name",),),
     "zip": (("zip",), ("postal",), ("postcode",)),
-    "phone": (("phone", "number"), ("phone",)),
+    "phone": (("phone", "number"), ("mobile", "number"), ("cell", "number"), ("number", "on", "the", "account")),
     "user_id": (("user", "id"),),
     "customer_id": (("customer", "id"),),
 }
@@ -142,7 +142,10 @@ _COMPLETED = re.compile(
     r"submitted|refunded|exchanged|returned|initiated|placed|resolved|fixed|applied|completed)\b",
     re.IGNORECASE,
 )
-_ADDRESS_CONTEXT = re.compile(r"\baddress\b|\bship(?:ping|ped)? to\b|\bdeliver", re.IGNORECASE)
+_ADDRESS_CONTEXT = re.compile(
+    r"\baddress\b|\bship(?:ping|ped)? to\b|\bdeliver|\b(?:street|city)\b.*\b(?:state|zip|country)\b",
+    re.IGNORECASE,
+)
 _GREETING: Keywords = (("how", "can", "i", "help"), ("how", "may", "i", "help"), ("what", "can", "i", "do"))
 
 _NAME_RE = re.compile(r"\b(?i:you are|your name is|name is) ([A-Z][a-z]+) ([A-Z][a-z]+)")

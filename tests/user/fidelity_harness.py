@@ -9,6 +9,9 @@ earlier agent messages (``before``) — and one agent message with the expected 
 ``say`` / ``not_say``  substrings (case-insensitive) of the user's final text;
 ``answer``  "yes" / "no": the reply starts by agreeing or declining;
 ``end``     "continue" (default), "stop" or "transfer": the token the reply ends with.
+
+``alt`` lists other acceptable reactions (see :func:`_judge`). A state-changing device call
+that the expected reaction does not have is a *spurious state change*.
 """
 
 from __future__ import annotations
@@ -112,38 +115,57 @@ def play(case: dict[str, Any]) -> Result:
 
 
 def _judge(domain: Domain, r: Result) -> None:
+    """Problems against ``expect``; an ``alt`` list holds other acceptable reactions
+    (each overrides some keys of ``expect``: a state question may be answered from what the
+    phone shows or by reading it with its check tool)."""
+    problems = _problems(domain, r, r.case["expect"])
+    for alt in r.case.get("alt", []):
+        if problems:
+            other = _problems(domain, r, {**r.case["expect"], **alt})
+            problems = other if not other else problems
+    r.problems = problems
     exp = r.case["expect"]
+    want = list(exp.get("calls", []))
+    for alt in r.case.get("alt", []):
+        if not problems and "calls" in alt and [n for n, _ in r.calls] == alt["calls"]:
+            want = list(alt["calls"])
+    got = [name for name, _ in r.calls]
+    for name in got:
+        if domain.tool_type(name).value == "write" and got.count(name) > want.count(name):
+            r.spurious_writes.append(name)
+    r.spurious_writes = sorted(set(r.spurious_writes))
+
+
+def _problems(domain: Domain, r: Result, exp: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
     text, low = r.text, r.text.lower()
     want = list(exp.get("calls", []))
     got = [name for name, _ in r.calls]
     if got != want:
-        r.problems.append(f"calls {got} != expected {want}")
+        problems.append(f"calls {got} != expected {want}")
     for name, args in exp.get("args", {}).items():
         for n, a in r.calls:
             if n == name and {k: a.get(k) for k in args} != args:
-                r.problems.append(f"{name} arguments {a} do not have {args}")
+                problems.append(f"{name} arguments {a} do not have {args}")
     for s in exp.get("say", []):
         if s.lower() not in low:
-            r.problems.append(f"reply lacks {s!r}")
+            problems.append(f"reply lacks {s!r}")
     for s in exp.get("not_say", []):
         if s.lower() in low:
-            r.problems.append(f"reply says {s!r}")
+            problems.append(f"reply says {s!r}")
     answer = exp.get("answer")
     if answer == "yes" and not _YES.search(text):
-        r.problems.append("reply does not agree")
+        problems.append("reply does not agree")
     if answer == "no" and not _NO.search(text):
-        r.problems.append("reply does not decline")
+        problems.append("reply does not decline")
     end = exp.get("end", "continue")
     ended = (
         "transfer" if TRANSFER_TOKEN in text else "stop" if STOP_TOKEN in text
         else "out_of_scope" if OUT_OF_SCOPE_TOKEN in text else "continue"
     )
     if ended != end:
-        r.problems.append(f"ended {ended!r}, expected {end!r}")
-    for name in got:
-        if domain.tool_type(name).value == "write" and got.count(name) > want.count(name):
-            r.spurious_writes.append(name)
-    r.spurious_writes = sorted(set(r.spurious_writes))
+        problems.append(f"ended {ended!r}, expected {end!r}")
+    return problems
 
 
 def report(results: list[Result]) -> dict[str, Any]:
