@@ -77,7 +77,7 @@ _ITEM = re.compile(r"^\s*(?:[-*•+]|\d{1,2}[.)]|[a-z][.)]|step \d+[:.])\s+", re
 _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9#$])")
 # Clauses that do different things inside one sentence ("X doesn't seem on, so let's check Y").
 _CLAUSE_END = re.compile(
-    r"\s*;\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so|but|because|since|and then|then|after that)\s+|"
+    r"\s*;\s+|,\s+and\s+(?=(?:once|when|after|if|then)\b)|,?\s+and also\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so|but|because|since|and then|then|after that)\s+|"
     r"\s+(?:and then|after that|afterwards)\s+|\s+then\s+(?=[a-z]+\b(?! (?:it|that)\b))|"
     r"\s+(?=(?:before|after|once|when|until|while) you\b)|:\s+(?=(?:please|could you|can you|kindly|go ahead)\b)",
     re.IGNORECASE,
@@ -176,7 +176,7 @@ _OFFER = _rx(
 _REQUEST = _rx(
     r"^(?:(?:so|now|next|then|first|firstly|second|finally|lastly|also|and|great|okay|ok|"
     r"alright|perfect|thanks|thank you|just|for now|right now|meanwhile|once more|again|simply|"
-    r"instead|lastly|next up)[,!.:]?\s+|[^,.?!]{1,40},\s+)*"
+    r"instead|lastly|next up|after that|afterwards)[,!.:]?\s+|[^,.?!]{1,40},\s+)*"
     r"(?:please\s+|kindly\s+)?(?:just\s+)?(?:go ahead and\s+)?(?:make sure|ensure|"
     r"(?:turn|switch|toggle|enable|disable|activate|deactivate|restart|reboot|reset|restore|"
     r"check|look|open|go|navigate|tap|select|try|run|take|remove|pull|reinsert|insert|put|"
@@ -256,7 +256,8 @@ _PAST = _rx(
 _RECAP_HEADER = _rx(
     r"\b(?:recap|summary|summarize|summarise|to sum up|what we(?:'ve| have)? (?:did|done|tried|"
     r"checked|covered|changed|fixed)|steps (?:we|i|you)(?:'ve| have)? (?:took|taken|done|tried|"
-    r"followed)|here'?s what (?:we|i|you)(?:'ve| have)?|what was done|so far)\b",
+    r"followed)|here'?s what (?:we|i|you)(?:'ve| have)? (?:did|done|tried|checked|covered|changed|"
+    r"fixed)|what was done|so far)\b",
 )
 _NOTE = _rx(r"^(?:\W*)(?:please )?(?:note|keep in mind|be aware|remember)\b(?! to\b)", r"^(?:fyi|heads up)\b")
 _EMPATHY = _rx(

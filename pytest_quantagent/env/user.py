@@ -489,7 +489,11 @@ _TRANSFER_OFFER = re.compile(r"\btransfer|\bhuman\b|\blive agent\b", re.IGNORECA
 _YES_NO_QUESTION = re.compile(
     r"(?:^|:\s*)(?:\w+[,:]?\s+){0,4}?(?:is|are|was|do|does|did|have|has|can|will)\b", re.IGNORECASE
 )
-_REFERS_BACK = re.compile(r"\bwhich one\b|\b(?:it|them|those|these|one of them)\b", re.IGNORECASE)
+_REFERS_BACK = re.compile(
+    r"\bwhich one\b|\b(?:it|them|those|these|one of them)\b|"
+    r"\bthat (?:code|one|number|item|order|card|address|method)\b",
+    re.IGNORECASE,
+)
 
 
 def _json_after(text: str, start: int) -> dict[str, Any] | None:

@@ -1,0 +1,80 @@
+"""The scripted user against the fidelity corpus: agent messages in the style of real
+instruction-tuned chat models, each with its expected reaction (see ``fidelity_harness``).
+
+Reported: the exact-reaction rate overall, per domain and on the held-out batches (``*_b``, ``*_c``,
+written after the classifier worked on ``*_a``), and the number of spurious state-changing
+device calls. Run ``python3 -m pytest tests/user/test_fidelity.py -s`` to see the figures,
+or ``PYTHONPATH=. python3 tests/user/fidelity_harness.py [GLOB]`` for every miss.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+from fidelity_harness import Result, load, play, report
+
+from pytest_quantagent.env.registry import get_domain
+
+#: The misreading kinds of issue 22, each covered by at least ten cases.
+MISREADINGS = (
+    "negation", "recap", "empathy", "conditional", "summary", "check_read", "repeat",
+    "contradiction", "ignored_question", "offer", "transfer", "fact_question", "list_question",
+    "address_zip",
+)
+
+
+@pytest.fixture(scope="module")
+def results() -> list[Result]:
+    return [play(c) for c in load()]
+
+
+def test_the_corpus_is_big_varied_and_covers_every_kind() -> None:
+    cases = load()
+    assert len(cases) >= 300
+    assert len({c["agent"] for c in cases}) == len(cases), "duplicate agent messages"
+    assert len({c["id"] for c in cases}) == len(cases), "duplicate case ids"
+    kinds = Counter(k for c in cases for k in c["kinds"])
+    thin = {k: kinds[k] for k in MISREADINGS if kinds[k] < 10}
+    assert not thin, f"misreading kinds with fewer than 10 cases: {thin}"
+    # Every telecom device tool the user has is exercised by some expected reaction.
+    telecom = get_domain("telecom")
+    expected = {n for c in cases for n in c["expect"].get("calls", [])}
+    expected |= {n for c in cases for a in c.get("alt", []) for n in a.get("calls", [])}
+    device_tools = {i.tool for i in telecom.device_intents}
+    assert device_tools - expected == set()
+    # Every retail scenario kind appears.
+    retail = get_domain("retail")
+    kinds_of = {t.id: (t.description.notes or "") for t in retail.tasks if t.description}
+    used = {kinds_of[c["task"]] for c in cases if c["domain"] == "retail"}
+    assert {n for n in kinds_of.values()} <= used
+
+
+def test_exact_reaction_rates_and_no_spurious_state_changes(
+    results: list[Result], record_property: Any
+) -> None:
+    rep = report(results)
+    held_out = report([r for r in results if not r.case["_where"].split(":")[0].endswith("_a.jsonl")])
+    figures = {k: v for k, v in rep.items() if k != "misses"}
+    figures["held_out_exact"] = held_out["exact"]
+    record_property("fidelity", json.dumps(figures))
+    print("\nfidelity:", json.dumps(figures))
+    misses = "\n".join(rep["misses"])
+    assert rep["spurious_state_changes"] == 0, misses
+    assert rep["exact"] >= 0.97, misses
+    assert rep["exact_telecom"] >= 0.95, misses
+    assert rep["exact_retail"] >= 0.95, misses
+
+
+def test_a_wrong_reaction_is_caught_by_the_judge() -> None:
+    """The harness itself: a case whose expectation is wrong fails with the reasons."""
+    case = dict(next(c for c in load("telecom_a.jsonl") if c["id"] == "ta003"))
+    case["expect"] = {"calls": ["toggle_data"], "say": ["no such words"], "end": "stop"}
+    r = play(case)
+    assert not r.exact
+    assert any("calls" in p for p in r.problems)
+    assert any("no such words" in p for p in r.problems)
+    assert any("ended" in p for p in r.problems)
+    assert r.spurious_writes == ["toggle_airplane_mode"]
