@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "decisions": ("decisions", "open-loop decision-point analysis (margins, flips)"),
     "quantize": ("quantize", "create a quantized arm checkpoint"),
     "screen": ("screen", "full-precision risk screen (reference arm only)"),
+    "play": ("play", "play the agent yourself against the scripted user and the real environment"),
 }
 
 
