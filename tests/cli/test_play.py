@@ -32,7 +32,7 @@ def test_parse_call_names_the_problem() -> None:
     assert parse_call('/call get_customer_by_phone {"phone_number": "1"}', tools) == (
         "get_customer_by_phone", {"phone_number": "1"})
     assert parse_call("/call send_payment_request", tools) == ("send_payment_request", {})
-    with pytest.raises(BadCall, match="unknown tool 'nope'.*get_customer_by_phone"):
+    with pytest.raises(BadCall, match=r"unknown tool 'nope'.*get_customer_by_phone"):
         parse_call("/call nope {}", tools)
     with pytest.raises(BadCall, match="bad JSON arguments for get_customer_by_phone"):
         parse_call("/call get_customer_by_phone {x", tools)
