@@ -254,8 +254,9 @@ def play(domain_name: str, task_id: str | None, stream: IO[str], out: IO[str], *
         max_steps=max_steps, max_errors=max_errors, env=env,
     ))
     last = outcome.messages[-1] if outcome.messages else None
-    if last is not None and last.role == "user" and getattr(last, "content", None):
-        console.say("user", last.content)
+    said = getattr(last, "content", None) if last is not None and last.role == "user" else None
+    if isinstance(said, str) and said:
+        console.say("user", said)
     console.say("result", "\n".join(_breakdown(outcome)))
     if save_to is not None:
         key = _save(save_to, domain.name, task.id, seed, max_errors, max_steps, outcome)
