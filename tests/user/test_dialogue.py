@@ -1,0 +1,68 @@
+"""The dialogue-act layer: segments and acts of agent messages (domain-agnostic)."""
+
+from __future__ import annotations
+
+from pytest_quantagent.env.dialogue import Act, classify, read, segments, strip_markdown
+
+
+def acts(text: str) -> list[tuple[str, str]]:
+    return [(s.act.value, s.text) for s in read(text)]
+
+
+def test_markdown_lists_and_headers_become_segments() -> None:
+    assert strip_markdown("**Airplane Mode** is `on` — see [docs](http://x)") == (
+        "Airplane Mode is on — see docs")
+    text = "Thanks!\n\nPlease provide:\n- Your **full name**\n2. Your zip code\n\nAnything else?"
+    assert segments(text) == [
+        ("Thanks!", ""), ("Please provide:", ""), ("Your full name", "Please provide:"),
+        ("Your zip code", "Please provide:"), ("Anything else?", ""),
+    ]
+    # Items of a request header are asked; items of a recap are statements.
+    asked = read(text)
+    assert [s.act for s in asked[2:4]] == [Act.REQUEST, Act.REQUEST]
+    recap = read("Here's what we did:\n1. Reset the APN settings\n2. Restarted your phone")
+    assert [s.act for s in recap] == [Act.STATEMENT] * 3 and all(s.past for s in recap)
+
+
+def test_sentences_and_clauses_split_where_they_do_different_things() -> None:
+    parts = read("Airplane mode doesn't seem to be on, so let's check the SIM. Costs are $80.50 today.")
+    assert [s.text for s in parts] == [
+        "Airplane mode doesn't seem to be on", "let's check the SIM.", "Costs are $80.50 today."]
+    assert parts[0].negated and parts[0].act == Act.STATEMENT
+    assert parts[1].act == Act.REQUEST and parts[1].check and not parts[1].negated
+
+
+def test_each_act() -> None:
+    cases = {
+        "Please restart your phone.": Act.REQUEST,
+        "Could you restart your phone now?": Act.REQUEST,
+        "Could you tell me whether Wi-Fi calling is on?": Act.QUESTION,
+        "Are you travelling abroad at the moment?": Act.QUESTION,
+        "Would you like me to send a payment request for $80?": Act.OFFER,
+        "Do you confirm that I should proceed?": Act.OFFER,
+        "Would you like the refund on PayPal or on a gift card?": Act.QUESTION,
+        "Which item would you like to exchange?": Act.QUESTION,
+        "I'm sorry you can't send picture messages.": Act.STATEMENT,
+        "Earlier we confirmed mobile data is on.": Act.STATEMENT,
+        "I've reset your APN settings.": Act.STATEMENT,
+        "I'm transferring you to a human agent now.": Act.TRANSFER,
+        "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON.": Act.TRANSFER,
+        "I can transfer you to a human agent if you prefer.": Act.STATEMENT,
+        "Is there anything else I can help you with?": Act.CLOSING,
+        "Have a wonderful day!": Act.CLOSING,
+        "Hi! How can I help you today?": Act.GREETING,
+        "Please note that an order can only be modified once.": Act.STATEMENT,
+    }
+    got = {t: classify(t).act for t in cases}
+    assert got == cases
+
+
+def test_modifiers() -> None:
+    assert classify("Please don't restart your phone yet.").negated
+    assert not classify("Don't forget to restart your phone.").negated
+    when = classify("When you are back home, turn roaming off.")
+    assert when.conditional and when.act == Act.REQUEST
+    assert not classify("When you're ready, take the SIM card out.").conditional
+    assert classify("Could you check whether Wi-Fi calling is turned on?").check
+    assert not classify("Please turn Wi-Fi on and tell me if it connects.").check
+    assert classify("Is your phone set to 2G, 3G or 4G?").either_or
