@@ -26,7 +26,13 @@ from collections.abc import Iterable, Sequence
 from pytest_quantagent.env import dialogue
 from pytest_quantagent.env.dialogue import Act, Segment
 from pytest_quantagent.env.messages import STOP_TOKEN
-from pytest_quantagent.env.user import _YES_NO_QUESTION, DeviceIntent, ScriptedUser, UserScript
+from pytest_quantagent.env.user import (
+    _YES_NO_QUESTION,
+    DeviceIntent,
+    ScriptedUser,
+    UserScript,
+    join_answers,
+)
 
 _CONFIRM = re.compile(
     r"\b(do you confirm|can you confirm|could you confirm|please confirm|to confirm|"
@@ -161,7 +167,7 @@ class RetailUser(ScriptedUser):
         said = self.answers(parts)
         if said:
             self._fallbacks = 0
-            return " ".join(dict.fromkeys(said))
+            return join_answers(said)
         if any(p.act == Act.CLOSING for p in parts) or not asks:
             return super().respond_text(text)
         # A question the script cannot answer: restate the request rather than guess.

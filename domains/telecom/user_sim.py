@@ -23,7 +23,13 @@ from pytest_quantagent.env.messages import (
     UserMessage,
 )
 from pytest_quantagent.env.toolkit import ToolError, Toolkit
-from pytest_quantagent.env.user import DeviceIntent, ScriptedUser, UserScript, matches
+from pytest_quantagent.env.user import (
+    DeviceIntent,
+    ScriptedUser,
+    UserScript,
+    join_answers,
+    matches,
+)
 
 _MODES = {
     "4g_5g_preferred": (("4g_5g",), ("5g", "preferred"), ("4g", "5g"), ("5g",), ("lte", "5g")),
@@ -573,7 +579,7 @@ class TelecomUser(ScriptedUser):
             return self._call(calls[0])
         if words or answers:
             self._fallbacks = 0
-            return UserMessage(content=" ".join(dict.fromkeys(words + answers)))
+            return UserMessage(content=join_answers(words + answers))
         return UserMessage(content=self.respond_text(text))
 
     def respond_text(self, text: str) -> str:

@@ -5,6 +5,7 @@ user's replies, its own device actions and every tool result are printed; at the
 reward and its breakdown. Lines come from the terminal or from a script piped on stdin
 (one agent turn per line), so the same command probes the simulator by hand and in tests.
 
+A ``\\n`` in a typed line is a line break, so a markdown list fits on one line.
 Commands: ``/call NAME {json}``, ``/tools`` (the agent's tools), ``/stop`` (end the
 conversation as the agent), ``/help``. End of input ends the conversation too. A bad
 ``/call`` (unknown tool, bad JSON) is reported and the game goes on.
@@ -24,7 +25,7 @@ from typing import IO, Any
 from pytest_quantagent.errors import QuantAgentError
 
 HELP = (
-    "Type the agent's message, or:\n"
+    "Type the agent's message (\\n in it is a line break), or:\n"
     "  /call NAME {json}   call an agent tool (arguments as a JSON object; {} if none)\n"
     "  /tools              list the agent's tools\n"
     "  /stop               end the conversation (the agent's ###STOP###)\n"
@@ -150,7 +151,8 @@ class HumanAgent:
             if line.startswith("/"):
                 self.console.say("error", f"unknown command {line.split()[0]!r}; /help lists them")
                 continue
-            return AssistantMessage(content=line)
+            # "\n" in a typed line is a line break (markdown lists fit on one input line).
+            return AssistantMessage(content=line.replace("\\n", "\n"))
 
 
 class ShownUser:

@@ -412,7 +412,7 @@ class ScriptedUser:
         said = self.answers(parts)
         if said:
             self._fallbacks = 0
-            return " ".join(dict.fromkeys(said))
+            return join_answers(said)
         asks = [p for p in parts if p.asks]
         if any(p.act == Act.CLOSING for p in parts) or (
             not asks and (matches(text, _DONE) or _COMPLETED.search(text))
@@ -483,6 +483,17 @@ class ScriptedUser:
     def _mentions_identity(self, text: str) -> bool:
         low = text.lower()
         return any(v and v.lower() in low for v in self.script.identity.values())
+
+
+def join_answers(parts: Sequence[str]) -> str:
+    """One reply from several answers, each sentence said once ("My name is X." answered
+    for two list items of the same question is said once)."""
+    out: list[str] = []
+    for part in parts:
+        for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z])", part.strip()):
+            if sentence and sentence not in out:
+                out.append(sentence)
+    return " ".join(out)
 
 
 _TRANSFER_OFFER = re.compile(r"\btransfer|\bhuman\b|\blive agent\b", re.IGNORECASE)

@@ -132,3 +132,18 @@ def test_play_from_a_terminal() -> None:
             proc.kill()
             proc.wait()
         os.close(master)
+
+
+SCRIPTS = sorted((Path(__file__).parent / "play_scripts").glob("*.txt"))
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
+def test_verbose_chat_model_episodes_succeed(script: Path) -> None:
+    """Whole episodes played in a chat model's verbose style (markdown, empathy, recaps,
+    offers, closing summaries) are solved without rephrasing and without user failures."""
+    domain, task = script.stem.split("__")
+    out = io.StringIO()
+    outcome = play(domain, task, io.StringIO(script.read_text(encoding="utf-8")), out)
+    assert outcome.reward == 1.0, out.getvalue()[-3000:]
+    assert outcome.termination.value == "user_stop"
+    assert not [c for c in outcome.calls if c.error], out.getvalue()[-3000:]
