@@ -2,9 +2,11 @@
 
 :data:`DEVICE_INTENTS` tells the scripted user which phrasings mean "use this tool on your
 phone" (keyword groups, see :func:`pytest_quantagent.env.user.matches`) and how the oracle
-asks for each tool. :class:`TelecomUser` matches them sentence by sentence, so a message
-that *reports* something ("I've enabled roaming on your line.") and then *asks* for
-something ("Please turn on data roaming on your phone.") triggers only the request.
+asks for each tool. :class:`TelecomUser` reads each agent message with the shared
+dialogue-act layer (:mod:`pytest_quantagent.env.dialogue`) and matches the intents only in
+the segments that ask for something, so a message that *reports* something ("I've enabled
+roaming on your line."), recaps, empathises or sets a condition triggers nothing, and only
+the request ("Please turn on data roaming on your phone.") acts.
 """
 
 from __future__ import annotations
@@ -392,23 +394,6 @@ _EXCLUSIVE = {
     "check_app_status": "grant_app_permission",
     "toggle_wifi": "toggle_wifi_calling",
 }
-
-_SENTENCE = re.compile(r"(?<=[.!?;:])\s+|\n+|\s+(?:and then|then|after that|afterwards)\s+")
-# Sentences where the agent reports what it (or the phone) did or is, not what to do now.
-_REPORT = re.compile(
-    r"^\s*(?:great|good|ok|okay|perfect|thanks|thank you|alright|now)?[,!.\s]*"
-    r"(?:i(?:'ve| have| just| already)?\s+(?:enabled|turned|disabled|activated|added|resumed|sent|"
-    r"refueled|switched|restored|updated|lifted|processed|applied|reactivated)|"
-    r"(?:your|the)\s+(?:line|account|bill|payment|roaming|suspension)\b[^?]*\b(?:is|has been|was)\b)",
-    re.IGNORECASE,
-)
-
-# "Is airplane mode on?" asks about state; it is not a request to toggle anything.
-_STATE_QUESTION = re.compile(
-    r"^\s*(?:is|are|does|do|did|has|have|was|were)\b(?!.*\b(?:can|could|would|will)\s+you\b)",
-    re.IGNORECASE,
-)
-
 
 _OFFER = re.compile(r"^\s*(?:would|do) you (?:like|want|wish) to\b")
 

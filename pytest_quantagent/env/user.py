@@ -21,18 +21,22 @@ The scenario (``user_scenario.script`` of our tasks; schema :class:`UserScript`)
       "max_fallbacks": 3
     }
 
-How it answers an agent message, first matching rule wins:
+How it answers an agent message: the message is split into segments and each is given a
+dialogue act (:mod:`pytest_quantagent.env.dialogue`); statements (explanations, recaps,
+past-tense reports, empathy, conditionals, closing summaries) get no reaction.
 
-1. the agent transfers to a human → ``###TRANSFER###``;
-2. the agent asks for a device action it recognises (domain :class:`DeviceIntent` table, or
-   a literal user-tool name) → it performs the tool call(s) (with the script's arguments for
-   that tool when given) and then reports the result(s) in words;
-3. the agent asks for identity (email, name, zip, phone, user/customer id) → the facts asked
-   for (saying it does not remember the email when the script has none);
-4. the agent asks for confirmation → yes (``confirm``) or the refusal;
-5. custom ``answers`` rules, then ``facts`` topics (order id, reason, payment, address, ...);
-6. the agent says it is done / asks if there is anything else → next request or stop;
-7. the greeting → the opening request; otherwise restate the request (after
+1. a transfer notice anywhere in the message → ``###TRANSFER###``;
+2. device actions asked for by request segments (domain :class:`DeviceIntent` table, or a
+   literal user-tool name) → the tool call(s), then the result(s) in words (see the
+   domain's user, e.g. the telecom one, for negation, checks and de-duplication);
+3. every question, request and offer of the message, answered together in one reply
+   (:meth:`ScriptedUser.answers`): an offer or confirmation request → yes (``confirm``) or
+   the refusal (a transfer offer: yes when the scenario ends in a transfer); identity asked
+   for (email, name, zip, phone, user/customer id; a zip asked as part of an address is
+   not identity); custom ``answers`` rules, then ``facts`` topics (order id, reason,
+   payment, address, item, line, location);
+4. nothing answered: a closing question or a completion report → next request or stop;
+5. the greeting → the opening request; otherwise restate the request (after
    ``max_fallbacks`` unproductive turns it leaves with ``###OUT-OF-SCOPE###``).
 
 τ²-bench's task files have no script: :func:`script_from_instructions` derives one from the
@@ -108,10 +112,6 @@ class DeviceIntent:
         return f"Please use {self.tool} on your phone with {json.dumps(arguments, sort_keys=True)}."
 
 
-_TRANSFER: Keywords = (
-    ("transfer", "human"), ("transfer", "agent"), ("transfer", "specialist"),
-    ("transfer", "representative"), ("transferring",), ("transferred",),
-)
 _IDENTITY: dict[str, Keywords] = {
     "email": (("email",), ("e-mail",)),
     "name": (("name",),),
@@ -298,9 +298,15 @@ class ScriptedUser:
         return None
 
     def device_calls(self, text: str) -> list[ToolCall]:
-        """The user tool calls an agent message asks for (in the order mentioned)."""
+        """The user tool calls an agent message asks for (in the order mentioned), read
+        only in its requests and questions (not in statements, offers, or negated,
+        conditional or past-tense requests)."""
         if not text or (not self.intents and not self.user_tool_names):
             return []
+        text = " ".join(
+            p.text for p in dialogue.read(text)
+            if p.act in (Act.REQUEST, Act.QUESTION) and not (p.negated or p.conditional or p.past)
+        )
         found: list[tuple[int, str, dict[str, Any]]] = []
         seen: set[str] = set()
         low = text.lower()

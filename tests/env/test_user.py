@@ -166,3 +166,22 @@ def test_literal_tool_names_are_whole_identifiers() -> None:
     m = u.respond([AssistantMessage(content="Please use toggle_wifi_calling on your phone.")])
     assert m.tool_calls is not None and [c.name for c in m.tool_calls] == ["toggle_wifi_calling"]
     assert u._pending == []
+
+
+def test_statements_get_no_reaction_and_questions_are_answered_together() -> None:
+    intents = [DeviceIntent(tool="toggle_wifi", keywords=(("turn", "wifi"),))]
+    u = opened(intents=intents, user_tool_names={"toggle_wifi"})
+    # A recap, a negation and a conditional name the device action; none asks for it.
+    for text in ("Earlier we turned your wifi off and on.", "Please don't turn the wifi off.",
+                 "If you travel, you can turn the wifi off."):
+        assert not u.respond([AssistantMessage(content=text)]).tool_calls, text
+    # Two questions in one message (one of them a list item): both answered, in order.
+    reply = say(u, "Thanks! Two things:\n- What is the order id?\n- Why do you want to cancel it?")
+    assert reply == "#W1 no longer needed"
+    # A zip code asked as part of a new address is not the user's identity.
+    addr = opened(variant({"facts": {"address": "12 Main St, Springfield, IL 62701, USA"}}))
+    assert say(addr, "Please give me the new address: street, city, state, zip code.") == (
+        "12 Main St, Springfield, IL 62701, USA")
+    # An offer to transfer is agreed to only when the scenario ends in a transfer.
+    assert say(opened(), "Would you like me to transfer you to a human agent?") == "No, I don't want to do that."
+    assert say(opened(variant({"end": "transfer"})), "Shall I transfer you to a human agent?").startswith("Yes")
