@@ -417,9 +417,11 @@ _SWITCHES = {
 }
 _WANT_ON = re.compile(r"\b(?:on|enable|enabled|activate|reactivate)\b")
 _WANT_OFF = re.compile(r"\b(?:off|disable|disabled|deactivate)\b")
+_OFF_AND_ON = re.compile(r"\b(?:off|on) and (?:back |then )?(?:on|off)(?: again)?\b|\boff (?:then|again,? then) on\b")
 _NOT_A_DIRECTION = re.compile(
     r"\bon (?:your|the|my) (?:phone|device|screen|settings|handset)\b|\bon and off\b|"
-    r"\boff and on\b|\bon or off\b|\boff or on\b"
+    r"\boff and on\b|\bon or off\b|\boff or on\b|\boff and (?:back|then) on\b|"
+    r"\bon and (?:back|then) off\b|\boff (?:then|again,? then) on\b"
 )
 
 
@@ -620,7 +622,10 @@ class TelecomUser(ScriptedUser):
                 if seg.act == Act.REQUEST and not seg.check and not seg.conditional:
                     found = self._sentence_calls(sentence)
                     if not found and not self._already and prev is not None and _DO_THAT.search(sentence):
+                        # "Turning it off should help — can you do that?"
                         found = self._sentence_calls(prev.text)
+                        if not found and not self._already and last_noun and _PRONOUN.search(prev.text):
+                            found = self._sentence_calls(_PRONOUN.sub(last_noun, prev.text, count=1))
                     if not found and not self._already and last_noun and _PRONOUN.search(sentence):
                         found = self._sentence_calls(_PRONOUN.sub(last_noun, sentence, count=1))
                 elif seg.act in (Act.QUESTION, Act.REQUEST) and not seg.conditional:
@@ -751,7 +756,8 @@ class TelecomUser(ScriptedUser):
     def _already_as_asked(self, tool: str, sentence: str) -> bool:
         if self.phone is None or tool not in _SWITCHES:
             return False
-        want = wanted_state(_clause_about(tool, sentence))
+        # "toggle it off and back on" names no end state, even split into clauses.
+        want = None if _OFF_AND_ON.search(sentence.lower()) else wanted_state(_clause_about(tool, sentence))
         attr, label = _SWITCHES[tool]
         state = getattr(self.phone.db.device, attr)
         if want is None or state != want:

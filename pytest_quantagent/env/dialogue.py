@@ -190,6 +190,7 @@ _REQUEST = _rx(
     r"\b(?:i|we)(?:'d| would) (?:like|need|ask) (?:you|for you) to\b",
     r"\b(?:i|we) (?:need|want) you to\b", r"\bi(?:'ll| will) need you to\b",
     r"\b(?:i|we)(?:'ll| will)? need (?:a few|some|the following|two|three|these|a couple|your)\b",
+    r"^(?:i|we)(?:'d| would)? (?:recommend|suggest|advise)\b",
     r"\byou(?:'ll| will)? (?:need|have|want) to\b", r"\byou (?:should|must|may want to|might want to)\b",
     r"\blet(?:'s| us)\b(?! me\b)",
     r"\bit (?:might|may|could|would) (?:help|be (?:worth|a good idea|best))\b",
@@ -346,9 +347,26 @@ def classify(text: str, header: str = "") -> Segment:
     return seg(Act.STATEMENT)
 
 
+_CONTINUATION = re.compile(r"^(?:also\s+|then\s+)?\w+ing\b")
+
+
 def read(text: str) -> list[Segment]:
-    """Every segment of an agent message with its act, in order."""
-    return [classify(s, h) for s, h in segments(text)]
+    """Every segment of an agent message with its act, in order. A clause that only goes
+    on with a verb ("I recommend resetting the APN and then | restarting the phone") does
+    what the clause before it does."""
+    out: list[Segment] = []
+    for s, h in segments(text):
+        seg = classify(s, h)
+        prev = out[-1] if out else None
+        if (
+            prev is not None and prev.act == Act.REQUEST and seg.act == Act.STATEMENT
+            and not prev.text.rstrip().endswith((".", "!", "?", ":"))
+            and _CONTINUATION.match(seg.text.lower()) and not seg.past
+        ):
+            seg = Segment(seg.text, Act.REQUEST, seg.header, seg.negated, prev.conditional,
+                          False, seg.check, seg.either_or)
+        out.append(seg)
+    return out
 
 
 def asked_text(parts: list[Segment]) -> str:
