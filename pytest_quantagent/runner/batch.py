@@ -207,6 +207,7 @@ class ArmRunner:
         arm = runtime.arm
         self._arm_fields = arm.cache_fields()
         self._backend_version = runtime.backend.version()
+        self._fatal: ConfigurationError | None = None
         ident = runtime.backend.identity()
         if ident:
             # A served endpoint's identity (URL without credentials, served model id) is part
@@ -285,6 +286,8 @@ class ArmRunner:
                        sem: asyncio.Semaphore) -> EpisodeRecord:
         loop = asyncio.get_running_loop()
         async with sem:
+            if self._fatal is not None:
+                raise self._fatal  # the run is stopping: start nothing more
             # gather() runs each episode in its own task (own context), so this counter
             # collects this episode's request retries and tokens only.
             usage = bind_episode_usage()
@@ -301,7 +304,8 @@ class ArmRunner:
                     continue
                 except ConfigurationError as e:
                     # The server refused the request (key, URL, model): the run stops.
-                    raise ConfigurationError(f"arm {self.runtime.arm.label!r}: {e}") from None
+                    self._fatal = ConfigurationError(f"arm {self.runtime.arm.label!r}: {e}")
+                    raise self._fatal from None
                 except Exception as e:
                     # The episode loop turns the agent's and the user's exceptions into
                     # terminations itself, so what escapes it is the task's setup (its
