@@ -3,7 +3,8 @@
 :class:`FaultServer` extends the backend tests' :class:`~pytest_quantagent.backends.mock.FakeOpenAIServer`
 (scripted replies chosen by assistant turn, single-write HTTP/1.1 keep-alive) with:
 
-- ``GET /v1/models`` (the pre-flight check) listing ``served_models``;
+- ``GET /v1/models`` (the pre-flight check) listing ``served_models``, or refused with
+  ``models_status`` (a body echoing the request's key);
 - faults by request number (``faults={3: "429"}``) or drawn at random for a share of
   requests (``fault_rate=0.2, fault_mix=("500", "hang", "drop")``, seeded), each one of
   :data:`FAULT_KINDS`:
@@ -148,8 +149,13 @@ class FaultServer(FakeOpenAIServer):
             body = await reader.readexactly(length) if length else b""
             if head.startswith(b"GET ") and b"/models" in head.split(b"\r\n", 1)[0]:
                 self.model_requests += 1
-                writer.write(self._status(self.models_status, {"object": "list", "data": [
-                    {"id": m, "object": "model"} for m in self.served_models]}))
+                if self.models_status == 200:
+                    writer.write(self._status(200, {"object": "list", "data": [
+                        {"id": m, "object": "model"} for m in self.served_models]}))
+                else:  # refused, echoing the key as some proxies do
+                    writer.write(self._faulty("echo_key", head).replace(
+                        b"401 Unauthorized", f"{self.models_status} X".encode(), 1)
+                        if self.models_status != 401 else self._faulty("echo_key", head) or b"")
                 await writer.drain()
                 continue
             self.requests += 1

@@ -74,7 +74,7 @@ def test_a_refused_request_stops_the_run_and_is_never_stored(
 def test_fixed_config_reruns_because_the_key_has_the_endpoint(mini_domain: Domain, tmp_path: Path,
                                                              serve: Any) -> None:
     # Finding 1, second half: the cache key now has the endpoint (URL, served model id).
-    bad, bad_url = serve(faults={1: "401"})
+    _bad, bad_url = serve(faults={1: "401"})
     with pytest.raises(ConfigurationError):
         _run(mini_domain, bad_url, tmp_path, concurrency=1)
     good, good_url = serve()
@@ -100,7 +100,7 @@ def test_fixed_config_reruns_because_the_key_has_the_endpoint(mini_domain: Domai
 def test_a_lone_surrogate_reply_is_stored_escaped_and_flagged(mini_domain: Domain, tmp_path: Path,
                                                               serve: Any) -> None:
     # Finding 2: "broken \ud83d text" used to abort the run with 0 episodes stored.
-    server, url = serve(responses=["broken \ud83d text", "###STOP###"], faults={})
+    _server, url = serve(responses=["broken \ud83d text", "###STOP###"], faults={})
     recs = _run(mini_domain, url, tmp_path, tasks=4)
     assert len(recs) == 4 and all(r.scored for r in recs)
     stored = EpisodeStore(tmp_path).records()
@@ -114,7 +114,7 @@ def test_a_lone_surrogate_reply_is_stored_escaped_and_flagged(mini_domain: Domai
 def test_odd_tool_call_shapes_are_the_models_malformed_calls(mini_domain: Domain, tmp_path: Path,
                                                              serve: Any, shape: str) -> None:
     # Finding 3: these used to end as agent_error with Python exception text.
-    server, url = serve(faults={1: shape}, responses=["###STOP###"])
+    _server, url = serve(faults={1: shape}, responses=["###STOP###"])
     [rec] = _run(mini_domain, url, tmp_path, tasks=1, concurrency=1)
     assert rec.termination == TerminationReason.AGENT_STOP
     [call] = rec.agent_calls()
@@ -125,7 +125,7 @@ def test_odd_tool_call_shapes_are_the_models_malformed_calls(mini_domain: Domain
 
 def test_content_parts_are_read_and_message_null_is_retried(mini_domain: Domain, tmp_path: Path,
                                                             serve: Any) -> None:
-    server, url = serve(faults={1: "content_parts", 2: "message_null"})
+    _server, url = serve(faults={1: "content_parts", 2: "message_null"})
     recs = _run(mini_domain, url, tmp_path, tasks=2, concurrency=1)
     assert [r.termination for r in recs] == [TerminationReason.AGENT_STOP] * 2
     assert [m.content for m in recs[0].messages if m.role == "assistant"][-1] == "done ###STOP###"
@@ -133,7 +133,7 @@ def test_content_parts_are_read_and_message_null_is_retried(mini_domain: Domain,
 
 
 def test_context_overflow_is_its_own_termination(mini_domain: Domain, tmp_path: Path, serve: Any) -> None:
-    server, url = serve(faults={1: "context"})
+    _server, url = serve(faults={1: "context"})
     [rec] = _run(mini_domain, url, tmp_path, tasks=1, concurrency=1)
     assert rec.termination == TerminationReason.CONTEXT_OVERFLOW and rec.scored
     assert "maximum context length" in (rec.error_message or "")
@@ -145,14 +145,14 @@ def test_retry_after_is_honoured(mini_domain: Domain, tmp_path: Path, serve: Any
     server, url = serve(faults={1: "429", 2: "503"}, retry_after_s=0.4)
     [rec] = _run(mini_domain, url, tmp_path, tasks=1, concurrency=1)
     assert rec.infra_retries == 2
-    gaps = [b - a for a, b in zip(server.arrivals, server.arrivals[1:])]
+    gaps = [b - a for a, b in zip(server.arrivals, server.arrivals[1:], strict=False)]
     assert gaps[0] >= 0.39 and gaps[1] >= 0.39
 
 
 def test_huge_outputs_are_cut_once_flagged_and_classified(mini_domain: Domain, tmp_path: Path,
                                                            serve: Any) -> None:
     # Finding 13: 1 MB tool arguments were stored 2-4 times per record.
-    server, url = serve(faults={1: "huge"}, huge_chars=1_000_000)
+    _server, url = serve(faults={1: "huge"}, huge_chars=1_000_000)
     [rec] = _run(mini_domain, url, tmp_path, tasks=1, concurrency=1, max_output_chars=4096)
     assert "output_truncated" in rec.flags
     [call] = rec.agent_calls()
@@ -165,7 +165,7 @@ def test_a_key_echoed_by_the_server_is_redacted(mini_domain: Domain, tmp_path: P
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     # Finding 4: a 401 echoing the key put it in the store and the error.
     monkeypatch.setenv("QA_PLANTED_KEY", KEY)
-    server, url = serve(faults={1: "echo_key", 2: "500"})
+    _server, url = serve(faults={1: "echo_key", 2: "500"})
     with pytest.raises(ConfigurationError) as e:
         _run(mini_domain, url, tmp_path, api_key_env="QA_PLANTED_KEY", concurrency=1)
     assert KEY not in str(e.value) and "[REDACTED]" in str(e.value)
