@@ -18,7 +18,8 @@ from pydantic import SecretStr
 REDACTED = "[REDACTED]"
 
 _BEARER_RE = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{4,}")
-_KEY_PAIR_RE = re.compile(r"""(?i)\b(api[_-]?key|access[_-]?token|authorization)(["']?\s*[:=]\s*["']?)[^\s"',}&]{4,}""")
+_KEY_PAIR_RE = re.compile(r"""(?i)\b(api[_-]?key|access[_-]?token|authorization)(["']?\s*[:=]\s*["']?)"""
+                          r"""(?!(?:bearer|basic)\s|\[REDACTED\])[^\s"',}&]{4,}""")
 
 
 def without_userinfo(url: str) -> str:
