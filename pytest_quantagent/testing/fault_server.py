@@ -153,9 +153,9 @@ class FaultServer(FakeOpenAIServer):
                     writer.write(self._status(200, {"object": "list", "data": [
                         {"id": m, "object": "model"} for m in self.served_models]}))
                 else:  # refused, echoing the key as some proxies do
-                    writer.write(self._faulty("echo_key", head).replace(
-                        b"401 Unauthorized", f"{self.models_status} X".encode(), 1)
-                        if self.models_status != 401 else self._faulty("echo_key", head) or b"")
+                    refusal = self._faulty("echo_key", head) or b""
+                    writer.write(refusal.replace(
+                        b"401 Unauthorized", f"{self.models_status} X".encode(), 1))
                 await writer.drain()
                 continue
             self.requests += 1
