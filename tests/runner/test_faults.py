@@ -186,3 +186,29 @@ def test_fault_mix_loses_no_episode_and_counts_every_retry(mini_domain: Domain, 
     keys = [json.loads(x)["key"] for x in lines]
     assert len(keys) == 40 == len(set(keys))
     assert sum(r.infra_retries for r in recs) == sum(server.injected.values())
+
+
+def test_a_task_whose_setup_fails_is_a_task_error_and_the_run_goes_on(
+        mini_domain: Domain, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Finding 2, second half: a task whose initialization names an unknown function aborted
+    # the run (traceback, 0 of 12 stored, no task named).
+    real = mini_domain.make_environment
+
+    def make_environment(task: Any) -> Any:
+        if task.id == "t1":
+            raise KeyError("initialization_actions: unknown function 'toggle_warp_drive'")
+        return real(task)
+
+    monkeypatch.setattr(mini_domain, "make_environment", make_environment)
+    rt = build_arm(ArmSpec(label="bf16", backend="mock", model="m",
+                           options={"rule": "mini_rules:solving_rule"}), retry=FAST)
+    store = EpisodeStore(tmp_path)
+    recs = asyncio.run(run_arm(domain=mini_domain, runtime=rt, plan=plan_episodes(["t0", "t1", "t2"], 2, 0),
+                               settings=RunSettings(concurrency=2), store=store))
+    bad = [r for r in recs if r.termination == TerminationReason.TASK_ERROR]
+    assert [(r.task_id, r.trial) for r in bad] == [("t1", 0), ("t1", 1)]
+    assert all("task 't1'" in (r.error_message or "") and "toggle_warp_drive" in (r.error_message or "")
+               for r in bad)
+    assert len(store.records()) == 4 and all(r.task_id != "t1" for r in store.records())
+    failures = (tmp_path / "failures.jsonl").read_text().splitlines()
+    assert len(failures) == 2  # logged, not cached: a fixed task file runs them
