@@ -398,7 +398,7 @@ def _load_user_table(p: Path, data: Mapping[str, Any], name: str) -> UserModelCo
     temperature = table.get("temperature", 0.0)
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (
             temperature >= 0 and temperature != float("inf")):
-        raise DataFileError(p, f"{name}.temperature", f"must be a finite number >= 0, got {temperature!r}")
+        raise DataFileError(p, f"{name}.temperature", f"must be a number >= 0, got {temperature!r}")
     max_tokens = table.get("max_tokens", DEFAULT_USER_MAX_TOKENS)
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise DataFileError(p, f"{name}.max_tokens", f"must be an integer >= 1, got {max_tokens!r}")
