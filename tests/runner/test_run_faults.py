@@ -125,6 +125,35 @@ def test_analyze_and_run_read_a_store_by_one_rule(tmp_path: Path, mini_domains_d
     assert "episodes.jsonl at line 1: not an episode record (corrupt line)" in capsys.readouterr().err
 
 
+def test_two_concurrent_runs_on_one_out_share_the_work(tmp_path: Path, mini_domains_dir: Path,
+                                                       serve: Any) -> None:
+    # Finding 7 in one process (two threads; the claims are file locks, so two processes
+    # behave the same: see the slow test below).
+    import threading
+
+    server, url = serve(latency_s=0.01)
+    cfg = tmp_path / "arms.toml"
+    cfg.write_text(f'[arms.bf16]\nbackend = "openai"\nmodel = "m"\nbase_url = "{url}"\n')
+    codes: list[int] = []
+
+    def one(i: int) -> None:
+        codes.append(main(["run", "--domain", "mini", "--arms", "bf16", "--config", str(cfg),
+                           "--trials", "5", "--out", str(tmp_path / "s"), "-q",
+                           "--json", str(tmp_path / f"r{i}.json")]))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert codes == [0, 0] and server.requests == 20
+    lines = (tmp_path / "s" / "episodes.jsonl").read_bytes().splitlines()
+    assert len(lines) == 20 == len({json.loads(x)["key"] for x in lines})
+    r0, r1 = (json.loads((tmp_path / f"r{i}.json").read_text()) for i in range(2))
+    assert r0["cells"] == r1["cells"]
+
+
+@pytest.mark.slow
 def test_two_runs_on_one_out_share_the_work(tmp_path: Path, serve: Any) -> None:
     # Finding 7: both processes ran every episode (361 requests) and their reports disagreed.
     server, url = serve(latency_s=0.02)
