@@ -19,8 +19,9 @@
     content-part list form), ``surrogate`` (``"broken \\ud83d text"``, valid JSON), ``huge``
     (tool arguments of ``huge_chars`` characters).
 
-Counters: ``requests`` (chat requests), ``model_requests`` (GETs), ``injected`` (faults by
-kind). Nothing here is used by the harness itself.
+``require_key``: every request without ``Authorization: Bearer <key>`` gets a 401 echoing
+what it sent. Counters: ``requests`` (chat requests), ``model_requests`` (GETs), ``injected``
+(faults by kind), ``refused`` (wrong key). Nothing here is used by the harness itself.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class FaultServer(FakeOpenAIServer):
         lifetime_s: float = 600.0,
         cycle: bool = False,
         models_status: int = 200,
+        require_key: str | None = None,
     ) -> None:
         for kind in [*(faults or {}).values(), *fault_mix]:
             if kind not in FAULT_KINDS:
@@ -77,6 +79,9 @@ class FaultServer(FakeOpenAIServer):
         self.retry_after_s = retry_after_s
         self.huge_chars = huge_chars
         self.models_status = models_status
+        self.require_key = require_key
+        self.refused = 0
+        """Requests refused for a missing or wrong key (``require_key``)."""
         self.model_requests = 0
         self.injected: Counter[str] = Counter()
         self.arrivals: list[float] = []
@@ -147,6 +152,12 @@ class FaultServer(FakeOpenAIServer):
                 if line.lower().startswith(b"content-length:"):
                     length = int(line.split(b":", 1)[1])
             body = await reader.readexactly(length) if length else b""
+            if self.require_key is not None and (
+                    f"authorization: bearer {self.require_key.lower()}\r\n".encode() not in head.lower() + b"\r\n"):
+                self.refused += 1
+                writer.write(self._faulty("echo_key", head) or b"")
+                await writer.drain()
+                continue
             if head.startswith(b"GET ") and b"/models" in head.split(b"\r\n", 1)[0]:
                 self.model_requests += 1
                 if self.models_status == 200:

@@ -173,3 +173,25 @@ def test_two_runs_on_one_out_share_the_work(tmp_path: Path, serve: Any) -> None:
     assert len(lines) == 20 == len({json.loads(x)["key"] for x in lines})
     r0, r1 = (json.loads((tmp_path / f"r{i}.json").read_text()) for i in range(2))
     assert r0["cells"] == r1["cells"]
+
+
+def test_wrong_key_stops_before_any_episode_and_the_fixed_run_starts_clean(
+        tmp_path: Path, mini_domains_dir: Path, serve: Any, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 28 "Done when": a wrong key stops the run before any episode, the arm named;
+    # after fixing it the run makes its requests and nothing of the failed attempt is stored.
+    server, url = serve(require_key="sk-right-KEY-1234")
+    cfg = tmp_path / "arms.toml"
+    cfg.write_text(f'[arms.int4]\nbackend = "openai"\nmodel = "m"\nbase_url = "{url}"\n'
+                   'api_key_env = "QA_INT4_KEY"\n')
+    argv = ["run", "--domain", "mini", "--arms", "int4", "--config", str(cfg), "--out", str(tmp_path / "s"), "-q"]
+    monkeypatch.setenv("QA_INT4_KEY", "sk-wrong-KEY-9876")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"arm 'int4' ({url}): GET /models: HTTP 401: the API key was refused" in err
+    assert "sk-wrong-KEY-9876" not in err and server.requests == 0
+    assert not (tmp_path / "s" / "episodes.jsonl").exists()
+    monkeypatch.setenv("QA_INT4_KEY", "sk-right-KEY-1234")
+    assert main(argv) == 0
+    assert server.requests == 4 and server.refused == 1
+    assert len((tmp_path / "s" / "episodes.jsonl").read_bytes().splitlines()) == 4
