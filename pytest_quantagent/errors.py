@@ -53,10 +53,16 @@ class InfrastructureError(QuantAgentError):
     Never scored as an agent failure."""
 
 
-class ContextLengthError(QuantAgentError, ValueError):
+class ContextOverflowError(QuantAgentError):
+    """The prompt no longer fits the model's context (a server's HTTP 400 "maximum context
+    length", or :class:`ContextLengthError` in-process): the episode ends with its own
+    termination, ``context_overflow``, counted apart from agent errors."""
+
+
+class ContextLengthError(ContextOverflowError, ValueError):
     """A prompt that does not fit the model's context window, as a server's HTTP 400
-    "maximum context length" answer. Not retryable: the episode ends with ``agent_error``
-    (τ²-bench ends it the same way when the LLM call fails)."""
+    "maximum context length" answer. Not retryable: the episode ends with
+    ``context_overflow``."""
 
     def __init__(self, model: str, prompt_tokens: int, limit: int) -> None:
         self.model = model
@@ -67,3 +73,14 @@ class ContextLengthError(QuantAgentError, ValueError):
             f"max_position_embeddings is {limit}, so prompts of at most {limit - 1} tokens "
             "leave room to generate"
         )
+
+
+class ConfigurationError(QuantAgentError):
+    """The configuration is wrong, not the model: a server that refuses the request (HTTP
+    400/401/403/404/422, an unknown model), a URL without a scheme, a pre-flight check that
+    failed. Never an episode: the run stops with a message naming the arm, URL and cause."""
+
+
+class TaskSetupError(QuantAgentError):
+    """An episode's setup failed (the task's initialization, the environment, the user):
+    a fault of the task data, recorded as a task error naming the task; never scored."""

@@ -139,6 +139,10 @@ class QuantAgentSession:
         """Cells some test used (from test reports, so xdist workers' cells count)."""
         self.report: dict[str, Any] | None = None
         self.report_error: str | None = None
+        self.preflight_checks: list[Any] = []
+        """Extra pre-flight checks (callables returning ``PreflightProblem``s, see
+        ``runner.preflight``): a plugin adds its own model (e.g. a judge) here in its
+        ``pytest_configure``."""
 
     # ------------------------------------------------------------------ the grid
 
@@ -224,6 +228,35 @@ class QuantAgentSession:
             except MarkerError as e:
                 pytest.fail(str(e), pytrace=False)
 
+    # ------------------------------------------------------------------ pre-flight
+
+    def preflight_models(self) -> dict[str, ArmSpec]:
+        """Every model the run will call: the arms, the reference and the LLM user."""
+        models = {f"arm {label!r}": self.arm_spec(label)
+                  for label in dict.fromkeys((self.qc.reference, *self.qc.arms))}
+        if self.qc.user == "llm":
+            from pytest_quantagent.runner.build import resolve_user
+
+            models["user"] = resolve_user(self.qc.user_model, config_path=self.qc.config_path).arm
+        return models
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Before any test: every model reachable, served, importable, present; else the run
+        stops with one line per model (the xdist controller checks for its workers)."""
+        if not self.qc.active or self.is_xdist_worker or self.config.option.collectonly:
+            return
+        from pytest_quantagent.errors import QuantAgentError
+        from pytest_quantagent.runner.preflight import format_problems, preflight
+
+        try:
+            problems = preflight(self.preflight_models(), extra=self.preflight_checks)
+        except (QuantAgentError, ValueError) as e:
+            pytest.exit(f"quantagent: {e}", returncode=pytest.ExitCode.USAGE_ERROR)
+        if problems:
+            pytest.exit(f"quantagent: {format_problems(problems)}",
+                        returncode=pytest.ExitCode.USAGE_ERROR)
+
     # ------------------------------------------------------------------ episodes
 
     def arm_spec(self, label: str) -> ArmSpec:
@@ -252,9 +285,21 @@ class QuantAgentSession:
     def episodes(self, key: CellKey) -> CellEpisodes:
         """Both arms' records of a cell, produced at most once per process."""
         if key not in self._episodes:
-            got = self.config.hook.pytest_quantagent_run_cell(config=self.config, cell=key)
+            from pytest_quantagent.errors import ConfigurationError, InfrastructureError
+            from pytest_quantagent.runner.faults import check_not_all_infrastructure, infra_counts
+
+            try:
+                got = self.config.hook.pytest_quantagent_run_cell(config=self.config, cell=key)
+            except ConfigurationError as e:
+                # A server refused a request mid-run (key, URL, model): stop the whole run.
+                pytest.exit(f"quantagent: cell {key.id}: {e}", returncode=pytest.ExitCode.USAGE_ERROR)
             if got is None:
                 raise RuntimeError(f"no plugin produced the episodes of cell {key.id}")
+            try:
+                for label, recs in ((key.arm, got.arm), (key.reference, got.reference)):
+                    check_not_all_infrastructure(label, infra_counts(recs))
+            except InfrastructureError as e:
+                pytest.fail(f"quantagent: cell {key.id}: {e}", pytrace=False)
             self._episodes[key] = got
             if self.is_xdist_worker:
                 self._write_manifest(key, got)
@@ -383,6 +428,7 @@ class QuantAgentSession:
     def analyze(self, cells: dict[CellKey, CellEpisodes]) -> dict[str, Any]:
         """Report JSON (DESIGN.md, schema_version 1) over ``cells`` in sorted order."""
         from pytest_quantagent.report.model import AnalysisConfig, CellInput, analyze
+        from pytest_quantagent.runner.faults import infra_counts
 
         inputs = [
             CellInput(
@@ -391,6 +437,8 @@ class QuantAgentSession:
                 reference=k.reference,
                 arm_records=cells[k].arm,
                 reference_records=cells[k].reference,
+                extra={"faults": {k.arm: infra_counts(cells[k].arm),
+                                  k.reference: infra_counts(cells[k].reference)}},
             )
             for k in sorted(cells)
         ]
@@ -514,6 +562,12 @@ class QuantAgentSession:
         tr.write_sep("=", "quantagent")
         render_terminal(self.report, console)
         tr.write(buf.getvalue())
+        from pytest_quantagent.report.terminal import plain_text
+        from pytest_quantagent.runner.faults import summary_lines
+
+        for c in self.report["cells"]:
+            for line in summary_lines((c.get("extra") or {}).get("faults") or {}):
+                tr.write_line(plain_text(f"quantagent {c['domain']}-{c['arm']}: {line}"))
         if verbosity >= 0:
             for flag, path in (("JSON", self.qc.report_path), ("HTML", self.qc.html_path)):
                 if path is not None:

@@ -60,6 +60,8 @@ class Generation:
     decisions: list[Decision] = field(default_factory=list)
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    truncated: bool = False
+    """Some output was longer than the arm's ``max_output_chars`` and was cut with a marker."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,11 @@ class Backend(ABC):
     def version(self) -> str:
         """Backend implementation version; part of the episode cache key."""
         return "1"
+
+    def identity(self) -> dict[str, Any]:
+        """What identifies the serving endpoint in the episode cache key (e.g. URL and served
+        model id; never a key). Empty for in-process backends: their arm fields suffice."""
+        return {}
 
     def describe(self) -> dict[str, Any]:
         """Non-secret facts about this backend for run metadata (never an API key)."""

@@ -255,6 +255,11 @@ class FakeOpenAIServer:
                 if line.lower().startswith(b"content-length:"):
                     length = int(line.split(b":", 1)[1])
             body = await reader.readexactly(length)
+            if head.startswith(b"GET "):
+                # The pre-flight's GET /models: an empty list (any model name passes).
+                writer.write(self._http("200 OK", b'{"object": "list", "data": []}'))
+                await writer.drain()
+                continue
             # The answer leaves ``latency_s`` after the request arrived: the server's own
             # work is done inside that time, so a burst of requests does not queue behind
             # it and a benchmark measures the client, not this stand-in.

@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
+import re
 import socket
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlsplit
 
 import httpx
+from pydantic import SecretStr
 
 from pytest_quantagent.backends.base import (
     Backend,
@@ -36,34 +39,67 @@ from pytest_quantagent.backends.base import (
     Generation,
     RawToolCall,
 )
+from pytest_quantagent.backends.secrets import redact, without_userinfo
 from pytest_quantagent.backends.wrapper import with_timeout
 from pytest_quantagent.env.messages import Decision
+from pytest_quantagent.errors import ConfigurationError, ContextOverflowError
 from pytest_quantagent.quant.arms import ArmSpec
 
 _ALLOWED_OPTIONS = frozenset(
-    {"constrained", "logprobs", "timeout_s", "max_connections", "extra_body", "http_client"}
+    {"constrained", "logprobs", "timeout_s", "max_connections", "extra_body", "http_client",
+     "max_output_chars"}
 )
 HTTP_CLIENTS: tuple[str, ...] = ("auto", "native", "httpx")
 
 
-def _without_userinfo(url: str) -> str:
-    """``http://user:secret@host/v1`` → ``http://host/v1`` (run metadata never holds secrets)."""
-    u = urlsplit(url)
-    if u.username is None and u.password is None:
-        return url
-    return u._replace(netloc=u.netloc.rpartition("@")[2]).geturl()
+_without_userinfo = without_userinfo
+
+#: Model outputs (text, tool-call arguments) longer than this many characters are truncated
+#: with a marker and the call classified as malformed (arm option ``max_output_chars``).
+DEFAULT_MAX_OUTPUT_CHARS = 32_768
+TRUNCATION_MARKER = "…[truncated by quantagent: {n} characters in all]"
+
+_CONTEXT_RE = re.compile(r"(?i)(maximum context length|context length|context window|too many tokens|"
+                         r"prompt is too long|max_model_len)")
+_MAX_RETRY_AFTER_S = 120.0
 
 
 def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-class BackendHTTPError(Exception):
-    """The server answered with an error status (retryable for 5xx and 429)."""
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date), capped at 120 s."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        from email.utils import parsedate_to_datetime
 
-    def __init__(self, status: int, body: str) -> None:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        import datetime as _dt
+
+        seconds = (when - _dt.datetime.now(_dt.timezone.utc)).total_seconds()
+    if seconds != seconds:  # nan
+        return None
+    return min(max(0.0, seconds), _MAX_RETRY_AFTER_S)
+
+
+class BackendHTTPError(Exception):
+    """The server answered with a transient error status (5xx, 408, 429): retried, honouring
+    ``Retry-After``. The body is stored redacted (never the key)."""
+
+    def __init__(self, status: int, body: str, retry_after: float | None = None,
+                 url: str = "") -> None:
         self.status = status
-        super().__init__(f"HTTP {status}: {body[:300]}")
+        self.retry_after = retry_after
+        where = f" from {url}" if url else ""
+        super().__init__(f"HTTP {status}{where}: {body[:300]}")
 
     @property
     def retryable(self) -> bool:
@@ -87,6 +123,8 @@ class _HTTPConnection(asyncio.Protocol):
         self.buf = bytearray()
         self.waiter: asyncio.Future[tuple[int, bool, bytes]] | None = None
         self.lost = False
+        self.retry_after: str | None = None
+        """The ``Retry-After`` header of the last response, if any."""
         self._head: tuple[int, int, bool, int | None, bool] | None = None
         """(status, body start, keep-alive, content length, chunked) once the head is in."""
 
@@ -128,6 +166,7 @@ class _HTTPConnection(asyncio.Protocol):
         assert self.transport is not None
         self.buf.clear()
         self._head = None
+        self.retry_after = None
         self.waiter = asyncio.get_running_loop().create_future()
         self.transport.write(payload)
         return self.waiter
@@ -151,6 +190,8 @@ class _HTTPConnection(asyncio.Protocol):
                 length = int(value)
             elif name == "transfer-encoding":
                 chunked = "chunked" in value.lower()
+            elif name == "retry-after":
+                self.retry_after = value.strip()
             elif name == "connection":
                 v = value.strip().lower()
                 keep = v == "keep-alive" or (keep and v != "close")
@@ -214,13 +255,14 @@ class NativeHTTPClient:
                  timeout_s: float) -> None:
         u = urlsplit(base_url)
         if u.scheme != "http" or not u.hostname:
-            raise ValueError(f"native HTTP client needs an http:// URL, got {base_url!r}")
+            raise ValueError(f"native HTTP client needs an http:// URL, got {without_userinfo(base_url)!r}")
         self.host = u.hostname
         self.port = u.port or 80
         self.prefix = u.path.rstrip("/")
         host_header = self.host if u.port is None else f"{self.host}:{u.port}"
         extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         self._head_tail = f"Host: {host_header}\r\n{extra}Connection: keep-alive\r\n".encode()
+        self._auth = b""
         self.timeout_s = timeout_s
         self._idle: list[_HTTPConnection] = []
         self._sem = asyncio.Semaphore(max_connections)
@@ -233,10 +275,10 @@ class NativeHTTPClient:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return conn
 
-    async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
-        """POST ``body`` (JSON) to ``path``; returns (status, response body)."""
+    async def post(self, path: str, body: bytes) -> tuple[int, bytes, str | None]:
+        """POST ``body`` (JSON) to ``path``; returns (status, response body, Retry-After)."""
         head = (f"POST {self.prefix}{path} HTTP/1.1\r\nContent-Length: {len(body)}\r\n"
-                "Content-Type: application/json\r\n").encode() + self._head_tail + b"\r\n"
+                "Content-Type: application/json\r\n").encode() + self._head_tail + self._auth + b"\r\n"
         async with self._sem:
             conn: _HTTPConnection | None = None
             while self._idle:
@@ -270,11 +312,16 @@ class NativeHTTPClient:
                 if conn is not None:
                     conn.close()
                 raise
+            retry_after = conn.retry_after
             if keep and conn.usable():
                 self._idle.append(conn)
             else:
                 conn.close()
-            return status, data
+            return status, data, retry_after
+
+    def set_key(self, api_key: SecretStr) -> None:
+        """Send ``Authorization: Bearer <key>`` with every request."""
+        self._auth = b"Authorization: Bearer " + api_key.get_secret_value().encode() + b"\r\n"
 
     async def aclose(self) -> None:
         while self._idle:
@@ -302,24 +349,44 @@ class OpenAICompatBackend(Backend):
         *,
         base_url: str,
         model: str,
-        api_key: str | None = None,
+        api_key: SecretStr | None = None,
         concurrency: int = 8,
         timeout_s: float = 120.0,
         constrained: bool = False,
         logprobs: bool = True,
         extra_body: dict[str, Any] | None = None,
         http_client: str = "auto",
+        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
     ) -> None:
+        # Everything that can fail is checked before the key is touched, and the key is
+        # revealed only inside the client's set_key/header update (never a local here).
+        if isinstance(api_key, str):
+            api_key = SecretStr(api_key)
         if http_client not in HTTP_CLIENTS:
             raise ValueError(f"http_client ({http_client!r}) must be one of {', '.join(HTTP_CLIENTS)}")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"max_connections ({concurrency!r}) must be an integer >= 1")
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not (
+                math.isfinite(timeout_s) and timeout_s > 0):
+            raise ValueError(f"timeout_s ({timeout_s!r}) must be a finite number of seconds > 0")
+        if max_output_chars < 1:
+            raise ValueError(f"max_output_chars ({max_output_chars!r}) must be >= 1")
+        shown = without_userinfo(base_url)
+        scheme = urlsplit(base_url).scheme if "://" in base_url else ""
+        if scheme not in ("http", "https") or not urlsplit(base_url).hostname:
+            raise ConfigurationError(
+                f"base_url {shown!r} must be an http:// or https:// URL with a host "
+                "(e.g. http://127.0.0.1:8000/v1)")
         self.model = model
         self.base_url = base_url.rstrip("/")
+        self.shown_url = without_userinfo(self.base_url)
         self.constrained = constrained
         self.logprobs = logprobs
         self.extra_body = dict(extra_body or {})
-        headers: dict[str, str] = {}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
+        self.max_output_chars = max_output_chars
+        self.served_model: str | None = None
+        """The model id the server reported in pre-flight (``GET /models``), when known."""
+        self._api_key = api_key
         use_native = http_client == "native" or (
             http_client == "auto" and self.base_url.startswith("http://")
         )
@@ -327,19 +394,35 @@ class OpenAICompatBackend(Backend):
         self._native: NativeHTTPClient | None = None
         self._client: httpx.AsyncClient | None = None
         if use_native:
-            self._native = NativeHTTPClient(self.base_url, headers, max_connections=concurrency,
+            self._native = NativeHTTPClient(self.base_url, {}, max_connections=concurrency,
                                             timeout_s=timeout_s)
+            if api_key is not None:
+                self._native.set_key(api_key)
         else:
             limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
             self._client = httpx.AsyncClient(
                 base_url=self.base_url,
-                headers={"Content-Type": "application/json", **headers},
+                headers={"Content-Type": "application/json"},
                 timeout=httpx.Timeout(timeout_s),
                 limits=limits,
             )
+            if api_key is not None:
+                _set_bearer(self._client.headers, api_key)
         self._strict_tools_cache: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None
         self._enc_cache: dict[int, tuple[Any, bytes]] = {}
         self._prefix_cache: dict[int, _Prefix] = {}
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatBackend(base_url={self.shown_url!r}, model={self.model!r})"
+
+    def redact(self, text: str) -> str:
+        """Server text made safe to store or print (no key, no bearer token, no URL creds)."""
+        return redact(text, (self._api_key,))
+
+    def identity(self) -> dict[str, Any]:
+        """The endpoint's identity for the cache key: URL (without credentials) and the
+        served model id; never the key."""
+        return {"url": self.shown_url, "served_model": self.served_model or self.model}
 
     def is_retryable(self, exc: BaseException) -> bool:
         if isinstance(exc, BackendHTTPError):
@@ -353,7 +436,8 @@ class OpenAICompatBackend(Backend):
             "backend": self.name,
             "version": self.version(),
             "model": self.model,
-            "base_url": _without_userinfo(self.base_url),
+            "base_url": self.shown_url,
+            "served_model": self.served_model,
             "constrained": self.constrained,
             "http_client": self.http_client,
         }
@@ -446,20 +530,47 @@ class OpenAICompatBackend(Backend):
     async def generate(self, request: GenerateRequest) -> Generation:
         payload = self.encode_body(request)
         if self._native is not None:
-            status, content = await self._native.post("/chat/completions", payload)
+            status, content, retry_after = await self._native.post("/chat/completions", payload)
         else:
             assert self._client is not None
             resp = await self._client.post("/chat/completions", content=payload)
             status, content = resp.status_code, resp.content
+            retry_after = resp.headers.get("retry-after")
         if status >= 400:
-            raise BackendHTTPError(status, content.decode("utf-8", "replace"))
+            self._raise_for_status(status, content, retry_after)
         try:
             data = json.loads(content)
             choice = data["choices"][0]
             message = choice["message"]
+            if not isinstance(message, dict):
+                raise TypeError("message is not an object")
         except (ValueError, KeyError, IndexError, TypeError) as e:
-            raise BadResponseError(f"not a chat completion: {content[:200]!r}") from e
-        return parse_completion(message, choice.get("logprobs"), data.get("usage"))
+            raise BadResponseError(
+                f"not a chat completion from {self.shown_url}: {self.redact(repr(content[:200]))}"
+            ) from e
+        logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
+        usage = data.get("usage") if isinstance(data, dict) else None
+        return parse_completion(message, logprobs if isinstance(logprobs, dict) else None,
+                                usage if isinstance(usage, dict) else None,
+                                max_chars=self.max_output_chars)
+
+    def _raise_for_status(self, status: int, content: bytes, retry_after: str | None) -> None:
+        """Map an error status onto the failure taxonomy: 5xx/408/429 → retried
+        (:class:`BackendHTTPError`); a 400 about the context → :class:`ContextOverflowError`;
+        any other 4xx → :class:`ConfigurationError` (the run stops; never an episode)."""
+        body = self.redact(content.decode("utf-8", "replace"))
+        err = BackendHTTPError(status, body, parse_retry_after(retry_after), url=self.shown_url)
+        if err.retryable:
+            raise err
+        if status in (400, 413) and _CONTEXT_RE.search(body):
+            raise ContextOverflowError(f"HTTP {status}: {body[:300]}")
+        cause = {401: "the API key was refused (check api_key_env)",
+                 403: "access forbidden (check the API key and its permissions)",
+                 404: f"not found: is {self.shown_url} the API root (…/v1) and is model "
+                      f"{self.model!r} served there?"}.get(status, "the server refused the request")
+        raise ConfigurationError(
+            f"{self.shown_url} (model {self.model!r}): HTTP {status}: {cause}; server said: "
+            f"{body[:300]}")
 
     async def aclose(self) -> None:
         if self._native is not None:
@@ -471,19 +582,81 @@ class OpenAICompatBackend(Backend):
 _CALL_MARKUP = "<tool_call>"
 
 
-def parse_completion(
-    message: dict[str, Any], logprobs: dict[str, Any] | None, usage: dict[str, Any] | None
-) -> Generation:
-    """A chat-completion ``message`` (+ optional ``logprobs``/``usage``) → :class:`Generation`."""
-    calls: list[RawToolCall] = []
-    for i, tc in enumerate(message.get("tool_calls") or ()):
-        fn = tc.get("function") or {}
+def _set_bearer(headers: httpx.Headers, api_key: SecretStr) -> None:
+    headers["Authorization"] = "Bearer " + api_key.get_secret_value()
+
+
+def _cap(text: str, max_chars: int) -> tuple[str, bool]:
+    """``text`` cut to ``max_chars`` with a marker saying how long it was."""
+    if len(text) <= max_chars:
+        return text, False
+    return text[:max_chars] + TRUNCATION_MARKER.format(n=len(text)), True
+
+
+def _content_text(content: Any) -> str | None:
+    """Message content as text: a string, or the OpenAI content-part form (a list of
+    ``{"type": "text", "text": ...}``), joined; anything else as its JSON."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            else:
+                parts.append(json.dumps(part, ensure_ascii=False))
+        return "".join(parts)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _raw_call(tc: Any, i: int) -> RawToolCall:
+    """One entry of ``tool_calls`` as the model (or the server's parser) wrote it. A shape
+    that names no function is kept as a call without a name, its JSON as the arguments, so
+    the agent records a ``malformed_call`` with the raw text."""
+    if isinstance(tc, dict) and isinstance(tc.get("function"), dict):
+        fn = tc["function"]
         args = fn.get("arguments")
         if not isinstance(args, str):
             # Some servers send arguments already decoded; keep the call, re-encode.
-            args = "" if args is None else json.dumps(args)
-        calls.append(RawToolCall(id=str(tc.get("id") or f"call_{i}"), name=str(fn.get("name") or ""), arguments=args))
-    content = original = message.get("content")
+            args = "" if args is None else json.dumps(args, ensure_ascii=False)
+        name = fn.get("name")
+        return RawToolCall(id=str(tc.get("id") or f"call_{i}"),
+                           name=name if isinstance(name, str) else "", arguments=args)
+    call_id = tc.get("id") if isinstance(tc, dict) else None
+    return RawToolCall(id=str(call_id or f"call_{i}"), name="",
+                       arguments=json.dumps(tc, ensure_ascii=False))
+
+
+def parse_completion(
+    message: dict[str, Any], logprobs: dict[str, Any] | None, usage: dict[str, Any] | None,
+    *, max_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+) -> Generation:
+    """A chat-completion ``message`` (+ optional ``logprobs``/``usage``) → :class:`Generation`.
+
+    Whatever shape the server gives the model's output, it stays model output: odd
+    ``tool_calls`` entries become nameless calls (``malformed_call``, raw text kept), content
+    parts are joined, and any text over ``max_chars`` is cut with a marker
+    (``Generation.truncated``)."""
+    truncated = False
+    calls: list[RawToolCall] = []
+    raw_calls = message.get("tool_calls")
+    if raw_calls is not None and not isinstance(raw_calls, list):
+        raw_calls = [raw_calls]
+    for i, tc in enumerate(raw_calls or ()):
+        call = _raw_call(tc, i)
+        args, cut = _cap(call.arguments, max_chars)
+        name, cut_name = _cap(call.name, 256)
+        if cut or cut_name:
+            truncated = True
+            call = RawToolCall(id=call.id[:256], name="" if cut_name else name, arguments=args)
+        calls.append(call)
+    content = original = _content_text(message.get("content"))
+    if content is not None:
+        content, cut = _cap(content, max_chars)
+        truncated = truncated or cut
+        original = content
     if not calls and isinstance(content, str) and _CALL_MARKUP in content:
         # The server's tool parser gave up (e.g. vLLM's hermes parser on broken JSON) and
         # returned the model's tool-call markup as text. It is still a call, a malformed one:
@@ -494,17 +667,26 @@ def parse_completion(
         calls = [RawToolCall(id=f"call_{i}", name=c.name, arguments=c.arguments)
                  for i, c in enumerate(turn.calls)]
         content = turn.content
-    tokens = (logprobs or {}).get("content") or []
-    decisions = tool_name_decisions(tokens, [c.name for c in calls]) if tokens and calls else []
-    raw_text = "".join(t.get("token", "") for t in tokens) if tokens else original
+    lp = (logprobs or {}).get("content")
+    tokens = [t for t in lp if isinstance(t, dict)] if isinstance(lp, list) else []
+    try:
+        decisions = tool_name_decisions(tokens, [c.name for c in calls]) if tokens and calls else []
+    except (KeyError, TypeError, ValueError, IndexError):
+        decisions = []  # logprobs of an odd shape: no margins, the output stands
+    raw_text = "".join(str(t.get("token", "")) for t in tokens) if tokens else original
+    if raw_text is not None:
+        raw_text, cut = _cap(raw_text, max_chars)
+        truncated = truncated or cut
     usage = usage or {}
+    pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
     return Generation(
         content=content,
         tool_calls=calls,
         raw_text=raw_text,
         decisions=decisions,
-        prompt_tokens=usage.get("prompt_tokens"),
-        completion_tokens=usage.get("completion_tokens"),
+        prompt_tokens=pt if isinstance(pt, int) and not isinstance(pt, bool) else None,
+        completion_tokens=ct if isinstance(ct, int) and not isinstance(ct, bool) else None,
+        truncated=truncated,
     )
 
 
@@ -549,31 +731,33 @@ def tool_name_decisions(tokens: list[dict[str, Any]], names: list[str]) -> list[
 
 
 def create_backend(arm: ArmSpec, options: BackendOptions) -> OpenAICompatBackend:
-    """Factory for ``backend = "openai"``; needs ``base_url`` and ``model``."""
+    """Factory for ``backend = "openai"``; needs ``base_url`` and ``model``. Options are
+    validated by :class:`~pytest_quantagent.backends.options.OpenAIOptions`."""
+    from pytest_quantagent.backends.options import OpenAIOptions, validate_options
+
     if not arm.base_url:
         raise ValueError(f"arm {arm.label!r}: backend 'openai' needs base_url (e.g. http://127.0.0.1:8000/v1)")
-    unknown = set(arm.options) - _ALLOWED_OPTIONS
-    if unknown:
-        raise ValueError(
-            f"arm {arm.label!r}: unknown openai option(s) {', '.join(sorted(unknown))}; "
-            f"allowed: {', '.join(sorted(_ALLOWED_OPTIONS))}"
-        )
-    api_key = None
+    opts = validate_options(OpenAIOptions, arm.options, where=f"arm {arm.label!r}")
+    assert isinstance(opts, OpenAIOptions)
+    api_key: SecretStr | None = None
     if arm.api_key_env:
-        api_key = os.environ.get(arm.api_key_env)
-        if not api_key:
+        api_key = SecretStr(os.environ.get(arm.api_key_env) or "")
+        if not api_key.get_secret_value():
             raise ValueError(
                 f"arm {arm.label!r}: environment variable {arm.api_key_env!r} (api_key_env) is not set"
             )
-    opts = arm.options
-    return OpenAICompatBackend(
-        base_url=arm.base_url,
-        model=arm.model,
-        api_key=api_key,
-        concurrency=int(opts.get("max_connections", options.concurrency)),
-        timeout_s=float(opts.get("timeout_s", options.request_timeout_s)),
-        constrained=bool(opts.get("constrained", False)),
-        logprobs=bool(opts.get("logprobs", True)),
-        extra_body=opts.get("extra_body"),
-        http_client=str(opts.get("http_client", "auto")),
-    )
+    try:
+        return OpenAICompatBackend(
+            base_url=arm.base_url,
+            model=arm.model,
+            api_key=api_key,
+            concurrency=opts.max_connections or options.concurrency,
+            timeout_s=opts.timeout_s or options.request_timeout_s,
+            constrained=opts.constrained,
+            logprobs=opts.logprobs,
+            extra_body=opts.extra_body,
+            http_client=opts.http_client,
+            max_output_chars=opts.max_output_chars,
+        )
+    except ConfigurationError as e:
+        raise ConfigurationError(f"arm {arm.label!r}: {e}") from None

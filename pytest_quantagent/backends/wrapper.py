@@ -2,7 +2,7 @@
 
 Every backend is used through a :class:`ModelClient`. Infrastructure failures (whatever
 ``backend.is_retryable`` accepts: HTTP 5xx/429, timeouts, dropped connections) are retried
-with exponential backoff; when retries are exhausted the client raises
+with exponential backoff, or after the server's ``Retry-After`` when it is longer; when retries are exhausted the client raises
 :class:`~pytest_quantagent.errors.InfrastructureError`, which the batch layer counts apart and
 never scores. Non-retryable exceptions propagate unchanged.
 
@@ -137,7 +137,12 @@ class ModelClient:
             self.total.retries += 1
             if episode is not None:
                 episode.retries += 1
-            await self._sleep(self.retry.delay(attempt - 1, self._rng))
+            delay = self.retry.delay(attempt - 1, self._rng)
+            retry_after = getattr(failure, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                # The server said when to come back (HTTP 429/503 ``Retry-After``).
+                delay = float(retry_after)
+            await self._sleep(delay)
         for counter in (self.total, episode):
             if counter is None:
                 continue

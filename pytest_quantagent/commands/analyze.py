@@ -1,8 +1,9 @@
 """``quantagent analyze``: analyse episode stores (or τ²-bench results files) into a report.
 
 Stores are read line by line and folded into compact per-(domain, arm) arrays as they are
-read, so large runs never sit in memory twice. A torn last line (a writer killed mid-append)
-is skipped with a warning; a bad line anywhere else is an error naming file and line.
+read, so large runs never sit in memory twice. A torn last line (no newline: a writer killed
+mid-append) is skipped with a warning; any complete bad line is an error naming file and line
+(the same rule as the store's own reader).
 """
 
 from __future__ import annotations
@@ -17,6 +18,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from pytest_quantagent.errors import DataFileError, QuantAgentError
+
+
+def plain_text(text: object) -> str:
+    """Data made safe to print (see :func:`pytest_quantagent.report.terminal.plain_text`)."""
+    from pytest_quantagent.report.terminal import plain_text as _plain
+
+    return _plain(text)
 
 STORE_FILE = "episodes.jsonl"
 
@@ -70,27 +78,22 @@ def _store_files(paths: Sequence[Path]) -> list[Path]:
 def iter_store(path: Path, warn: Any = None) -> Iterable[Any]:
     """Yield each line of a JSONL store as a validated
     :class:`~pytest_quantagent.metrics.episode.LeanRecord` dict (streaming; only the fields
-    the analysis reads are validated, messages are skipped)."""
+    the analysis reads are validated, messages are skipped). The store's one rule
+    (:func:`~pytest_quantagent.store.jsonl.split_lines`): a last line without its newline is
+    torn (skipped with a warning); any complete line that is not a record is an error."""
     from pytest_quantagent.metrics.episode import LEAN_RECORD
+    from pytest_quantagent.store.jsonl import iter_store_lines
 
-    warn = warn or (lambda msg: print(f"quantagent analyze: warning: {msg}", file=sys.stderr))
-    with path.open("rb") as f:
-        pending: tuple[int, str] | None = None
-        for lineno, raw in enumerate(f, start=1):
-            if pending is not None:
-                # the bad line was not the last one: a real error, not a torn append
-                bad_no, problem = pending
-                raise DataFileError(path, f"line {bad_no}", f"not a valid episode record: {problem}")
-            if not raw.strip():
-                continue
-            try:
-                yield LEAN_RECORD.validate_json(raw)
-            except ValidationError as e:
-                first = e.errors()[0] if e.errors() else {"msg": str(e), "loc": ()}
-                where = ".".join(str(x) for x in first.get("loc", ()))
-                pending = (lineno, f"{where}: {first.get('msg')}" if where else str(first.get("msg")))
-        if pending is not None:
-            warn(f"{path}: skipped a torn last line (line {pending[0]})")
+    warn = warn or (lambda msg: print(f"quantagent analyze: warning: {plain_text(msg)}",
+                                      file=sys.stderr))
+    for lineno, raw in iter_store_lines(path, warn):
+        try:
+            yield LEAN_RECORD.validate_json(raw)
+        except ValidationError as e:
+            first = e.errors()[0] if e.errors() else {"msg": str(e), "loc": ()}
+            where = ".".join(str(x) for x in first.get("loc", ()))
+            problem = f"{where}: {first.get('msg')}" if where else str(first.get("msg"))
+            raise DataFileError(path, f"line {lineno}", f"not a valid episode record: {problem}") from None
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -156,7 +159,7 @@ def build_report(args: argparse.Namespace) -> Any:
             run = read_results(path, label=labels[i])
             if not args.quiet:
                 for line in run.flags.lines():
-                    print(f"quantagent analyze: {run.label}: {line}", file=sys.stderr)
+                    print(plain_text(f"quantagent analyze: {run.label}: {line}"), file=sys.stderr)
             sources.append(str(path))
             if i == 0 and reference is None:
                 reference = run.label
@@ -219,6 +222,6 @@ def run(args: argparse.Namespace) -> int:
             render_terminal(report)
         write_outputs(report, args.json_path, args.html_path)
     except (QuantAgentError, ValueError) as e:
-        print(f"quantagent analyze: error: {e}", file=sys.stderr)
+        print(f"quantagent analyze: error: {plain_text(str(e))}", file=sys.stderr)
         return 2
     return 0

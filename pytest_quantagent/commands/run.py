@@ -157,6 +157,7 @@ def run_specs(
         resolve_user,
         select_tasks,
     )
+    from pytest_quantagent.runner.preflight import preflight_specs_or_raise
     from pytest_quantagent.runner.progress import RunProgress
     from pytest_quantagent.store.jsonl import EpisodeStore
 
@@ -179,6 +180,11 @@ def run_specs(
                            concurrency=args.concurrency, episode_timeout_s=args.episode_timeout,
                            user_sim="llm" if user_config is not None else "scripted")
     store = EpisodeStore(args.out)
+    # Every model is checked before any episode (and before any weights are loaded).
+    models = {f"arm {s.label!r}": s for s in specs}
+    if user_config is not None:
+        models["user"] = user_config.arm
+    preflight_specs_or_raise(models)
 
     async def go() -> tuple[dict[str, list[Any]], dict[str, Any] | None]:
         runtimes = [build_arm(s, concurrency=args.concurrency) for s in specs]
@@ -197,7 +203,14 @@ def run_specs(
             if user is not None:
                 await user.aclose()
 
-    result, extra = asyncio.run(go())
+    # One claim per (domain, arm), as the pytest plugin takes them: a second run on the same
+    # --out waits for the first, then finds its episodes stored instead of redoing them.
+    from contextlib import ExitStack
+
+    with ExitStack() as stack:
+        for label in sorted(s.label for s in specs):
+            stack.enter_context(store.claim(f"{domain.name}/{label}"))
+        result, extra = asyncio.run(go())
     return domain, result, extra
 
 
@@ -221,20 +234,37 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
                       reference=ref, reference_records=result[ref])
             for s in specs[1:]
         ]
-    infra = {label: sum(1 for r in recs if not r.scored) for label, recs in result.items()}
-    run_info["infrastructure_failures"] = infra
+    from pytest_quantagent.runner.faults import check_not_all_infrastructure, infra_counts
+
+    counts = {label: infra_counts(recs) for label, recs in result.items()}
+    for label, c in counts.items():
+        check_not_all_infrastructure(label, c)
+    run_info["infrastructure_failures"] = {label: c["infrastructure_errors"] for label, c in counts.items()}
+    run_info["faults"] = counts
+    for inp in inputs:
+        sides = [inp.arm] + ([inp.reference] if inp.reference is not None else [])
+        inp.extra["faults"] = {side: counts[side] for side in sides}
     report: dict[str, Any] = analyze(inputs, run=run_info).model_dump(mode="json")
     return report
 
 
+def _num(x: Any) -> str:
+    return "—" if not isinstance(x, (int, float)) else f"{x:.3f}"
+
+
 def _summary(report: dict[str, Any]) -> str:
+    from pytest_quantagent.report.terminal import plain_text
+    from pytest_quantagent.runner.faults import summary_lines
+
     lines = [f"user simulator: {report.get('run', {}).get('user_sim', 'scripted')}"]
     for c in report.get("cells", []):
-        s = c.get("success", {})
-        arm = f"{c['arm']:>12} {s.get('arm', float('nan')):.3f}"
-        ref = "" if c.get("reference") is None else f"  vs {c['reference']} {s.get('reference', float('nan')):.3f}"
+        s = c.get("success") or {}
+        arm = f"{c['arm']:>12} {_num(s.get('arm'))}"
+        ref = "" if c.get("reference") is None else f"  vs {c['reference']} {_num(s.get('reference'))}"
         lines.append(f"{c['domain']}: {arm}{ref}  episodes {c.get('episodes')}  verdict {c.get('verdict')}")
-    return "\n".join(lines)
+    faults = report.get("run", {}).get("faults") or {}
+    lines += summary_lines(faults)
+    return plain_text("\n".join(lines))
 
 
 def run_and_report(

@@ -59,7 +59,17 @@ class TerminationReason(str, Enum):
     USER_ERROR = "user_error"
     TIMEOUT = "timeout"
     INFRASTRUCTURE_ERROR = "infrastructure_error"
+    CONTEXT_OVERFLOW = "context_overflow"
+    """The server refused the prompt as longer than the model's context: scored (reward 0,
+    the conversation the arm produced got too long) but counted apart from agent errors."""
+    TASK_ERROR = "task_error"
+    """The episode's setup failed (task data, environment): not the model's; never scored."""
 
+
+#: Terminations that are not outcomes of the model: excluded from statistics, counted apart.
+UNSCORED_TERMINATIONS: frozenset[TerminationReason] = frozenset(
+    {TerminationReason.INFRASTRUCTURE_ERROR, TerminationReason.TASK_ERROR}
+)
 
 SCORABLE_TERMINATIONS: frozenset[TerminationReason] = frozenset(
     {TerminationReason.USER_STOP, TerminationReason.AGENT_STOP}

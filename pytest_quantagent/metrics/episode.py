@@ -32,6 +32,8 @@ _CHANNEL_OF: dict[str, Channel] = {c.value: c for c in ALL_CHANNELS}
 _NAMED = frozenset(c.value for c in NAMED_CHANNELS)
 _WRONG_ENTITY = Channel.WRONG_ENTITY.value
 _INFRA = TerminationReason.INFRASTRUCTURE_ERROR.value
+#: Not outcomes of the model (infrastructure, task setup): counted, never scored.
+_UNSCORED = frozenset({_INFRA, TerminationReason.TASK_ERROR.value})
 _USER_TOOL_ERROR = Channel.USER_TOOL_ERROR.value
 _NAME_MISTAKE = frozenset(
     {Channel.UNKNOWN_TOOL.value, Channel.CROSS_ROLE_TOOL.value, Channel.MALFORMED_CALL.value}
@@ -43,7 +45,7 @@ ChannelName = Literal[
 ]
 TerminationName = Literal[
     "user_stop", "agent_stop", "max_steps", "too_many_errors", "agent_error", "user_error",
-    "timeout", "infrastructure_error",
+    "timeout", "infrastructure_error", "context_overflow", "task_error",
 ]
 
 
@@ -241,7 +243,7 @@ class ArmAccumulator:
                 f"record of (domain={d['domain']!r}, arm={d['arm']!r}) added to the "
                 f"accumulator of (domain={self.domain!r}, arm={self.arm!r})"
             )
-        if d["termination"] == _INFRA:
+        if d["termination"] in _UNSCORED:
             self._infra += 1
             return
         key = (d["task_id"], d["trial"])
@@ -299,7 +301,7 @@ class ArmAccumulator:
                 f"record of (domain={domain!r}, arm={arm!r}) added to the "
                 f"accumulator of (domain={self.domain!r}, arm={self.arm!r})"
             )
-        if termination == _INFRA:
+        if termination in _UNSCORED:
             self._infra += 1
             return
         key = (task_id, trial)

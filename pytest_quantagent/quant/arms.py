@@ -196,33 +196,115 @@ def _read_config(p: Path) -> dict[str, Any]:
         raise DataFileError(p, "", f"not valid TOML: {e}") from None
 
 
+#: Top-level tables an arms config may have (``[judge]``: the judge model, same keys as
+#: ``[user]``).
+KNOWN_TABLES: tuple[str, ...] = ("arms", "user", "judge")
+_STRING_FIELDS = ("model", "path", "base_url", "api_key_env", "quantization", "revision", "repair")
+_USER_DECODING = ("temperature", "max_tokens")
+
+
+def _check_tables(p: Path, data: Mapping[str, Any]) -> None:
+    from pytest_quantagent.backends.options import did_you_mean
+
+    for name in data:
+        if name not in KNOWN_TABLES:
+            raise DataFileError(
+                p, name, f"unknown table or key [{name}]{did_you_mean(name, KNOWN_TABLES)} "
+                f"(allowed top-level tables: {', '.join(f'[{t}]' for t in KNOWN_TABLES)})")
+
+
+def _option_names(backend: str) -> list[str] | None:
+    """Option names of a built-in backend, or None for a backend whose options are its own."""
+    from pytest_quantagent.backends.options import OPTION_MODELS
+
+    if backend in OPTION_MODELS:
+        return sorted(OPTION_MODELS[backend].model_fields)
+    if backend == "vllm":
+        from pytest_quantagent.backends.vllm import _ALLOWED_OPTIONS
+
+        return sorted(_ALLOWED_OPTIONS)
+    return None
+
+
+def _check_table(p: Path, where: str, table: Mapping[str, Any], *,
+                 extra: tuple[str, ...] = ()) -> tuple[str, dict[str, Any]]:
+    """Validate one arm-like table: ``backend`` a string, the spec fields strings,
+    ``base_url`` an http(s) URL, every other key a known option of the backend with the
+    right type and range. Returns (backend, options). Errors name file, table, key, value
+    and the allowed keys or values."""
+    from pydantic import ValidationError
+
+    from pytest_quantagent.backends.options import OPTION_MODELS, did_you_mean, option_error
+
+    backend = table.get("backend")
+    if not isinstance(backend, str) or not backend:
+        got = "" if backend is None else f", got {backend!r}"
+        raise DataFileError(p, where, f"missing string key 'backend' (e.g. \"openai\", \"mock\"){got}")
+    for key in _STRING_FIELDS:
+        if key in table and not isinstance(table[key], str):
+            raise DataFileError(p, f"{where}.{key}", f"must be a string, got {table[key]!r}")
+    url = table.get("base_url")
+    if isinstance(url, str):
+        from urllib.parse import urlsplit
+
+        from pytest_quantagent.backends.secrets import without_userinfo
+
+        try:
+            u = urlsplit(url)
+            ok = u.scheme in ("http", "https") and bool(u.hostname)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise DataFileError(p, f"{where}.base_url",
+                                f"{without_userinfo(url)!r} is not an http:// or https:// URL "
+                                "with a host (e.g. \"http://127.0.0.1:8000/v1\")")
+    options = {k: v for k, v in table.items() if k not in _SPEC_FIELDS and k not in extra}
+    names = _option_names(backend)
+    if names is None:
+        return backend, options
+    allowed = sorted({*_SPEC_FIELDS, *extra, *names})
+    for key in options:
+        if key not in names:
+            raise DataFileError(p, f"{where}.{key}",
+                                f"unknown key {key!r} for backend {backend!r}"
+                                f"{did_you_mean(key, allowed)} (allowed: {', '.join(allowed)})")
+    model = OPTION_MODELS.get(backend)
+    if model is not None:
+        try:
+            model.model_validate(options)
+        except ValidationError as e:
+            msg = option_error(model, options, e, f"[{where}]")
+            raise DataFileError(p, f"{where}.{e.errors()[0]['loc'][0]}",
+                                msg.split(": ", 1)[1]) from None
+    return backend, options
+
+
 def load_arms_config(path: str | Path) -> dict[str, ArmSpec]:
     """Read a TOML arms config; each ``[arms.<label>]`` table becomes an :class:`ArmSpec`.
 
-    Raises :class:`DataFileError` naming the file and the table for anything malformed.
+    Raises :class:`DataFileError` naming the file, the table and the key for anything
+    malformed: unknown tables or keys (with "did you mean"), wrong types, bad ranges.
     """
     p = Path(path)
     data = _read_config(p)
+    _check_tables(p, data)
     arms = data.get("arms")
     if not isinstance(arms, dict) or not arms:
         raise DataFileError(p, "arms", "no [arms.<label>] tables (e.g. [arms.bf16] backend = \"openai\" ...)")
+    for name in ("user", "judge"):
+        if name in data:
+            _load_user_table(p, data, name)
     out: dict[str, ArmSpec] = {}
     for label, table in arms.items():
         where = f"arms.{label}"
         if not isinstance(table, dict):
-            raise DataFileError(p, where, "must be a table")
+            raise DataFileError(p, where, f"must be a table ([arms.{label}] backend = ...), got {table!r}")
         if not _LABEL_RE.match(label):
             raise DataFileError(p, where, f"bad arm label {label!r} (letters, digits, '-', '_', '.', optional '+repair')")
-        backend = table.get("backend")
-        if not isinstance(backend, str) or not backend:
-            raise DataFileError(p, where, "missing string key 'backend' (e.g. \"openai\", \"mock\")")
-        for key in ("model", "path", "base_url", "api_key_env", "quantization", "revision", "repair"):
-            if key in table and not isinstance(table[key], str):
-                raise DataFileError(p, f"{where}.{key}", f"must be a string, got {table[key]!r}")
+        backend, options = _check_table(p, where, table)
         repair = table.get("repair", "reflexive" if label.endswith(REPAIR_SUFFIX) else "none")
         if repair not in REPAIR_MODES:
             raise DataFileError(p, f"{where}.repair", f"{repair!r} is not one of {', '.join(REPAIR_MODES)}")
-        options = {k: v for k, v in table.items() if k not in _SPEC_FIELDS}
         out[label] = ArmSpec(
             label=label,
             backend=backend,
@@ -289,8 +371,9 @@ class UserModelConfig:
             raise ValueError(f"user max_tokens must be >= 1, got {self.max_tokens!r}")
 
 
-def load_user_config(path: str | Path) -> UserModelConfig | None:
-    """The ``[user]`` table of an arms config, or None when the file has none.
+def load_user_config(path: str | Path, table_name: str = "user") -> UserModelConfig | None:
+    """The ``[user]`` table of an arms config (or ``[judge]``, same keys), or None when the
+    file has none.
 
     Keys: ``backend`` (required), ``model``, ``path``, ``base_url``, ``api_key_env``,
     ``quantization``, ``revision``, ``temperature`` (>= 0, default 0), ``max_tokens``
@@ -299,29 +382,29 @@ def load_user_config(path: str | Path) -> UserModelConfig | None:
     """
     p = Path(path)
     data = _read_config(p)
-    table = data.get("user")
+    _check_tables(p, data)
+    return _load_user_table(p, data, table_name)
+
+
+def _load_user_table(p: Path, data: Mapping[str, Any], name: str) -> UserModelConfig | None:
+    table = data.get(name)
     if table is None:
         return None
     if not isinstance(table, dict):
-        raise DataFileError(p, "user", "must be a table ([user] backend = \"openai\" model = ...)")
-    backend = table.get("backend")
-    if not isinstance(backend, str) or not backend:
-        raise DataFileError(p, "user", "missing string key 'backend' (e.g. \"openai\", \"mock\")")
-    for key in ("model", "path", "base_url", "api_key_env", "quantization", "revision"):
-        if key in table and not isinstance(table[key], str):
-            raise DataFileError(p, f"user.{key}", f"must be a string, got {table[key]!r}")
+        raise DataFileError(p, name, f"must be a table ([{name}] backend = \"openai\" model = ...)")
     if "repair" in table:
-        raise DataFileError(p, "user.repair", "the user simulator has no repair mode; remove the key")
+        raise DataFileError(p, f"{name}.repair", f"the {name} model has no repair mode; remove the key")
+    backend, options = _check_table(p, name, table, extra=_USER_DECODING)
     temperature = table.get("temperature", 0.0)
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
-        raise DataFileError(p, "user.temperature", f"must be a number >= 0, got {temperature!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (
+            temperature >= 0 and temperature != float("inf")):
+        raise DataFileError(p, f"{name}.temperature", f"must be a number >= 0, got {temperature!r}")
     max_tokens = table.get("max_tokens", DEFAULT_USER_MAX_TOKENS)
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise DataFileError(p, "user.max_tokens", f"must be an integer >= 1, got {max_tokens!r}")
-    options = {k: v for k, v in table.items()
-               if k not in _SPEC_FIELDS and k not in ("temperature", "max_tokens")}
+        raise DataFileError(p, f"{name}.max_tokens", f"must be an integer >= 1, got {max_tokens!r}")
     arm = ArmSpec(
-        label=USER_LABEL, backend=backend, model=table.get("model", backend),
+        label=USER_LABEL if name == "user" else name, backend=backend,
+        model=table.get("model", backend),
         path=table.get("path"), base_url=table.get("base_url"),
         api_key_env=table.get("api_key_env"), quantization=table.get("quantization"),
         revision=table.get("revision"), options=options,

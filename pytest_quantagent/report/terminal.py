@@ -7,9 +7,11 @@ the largest channel ratios, the verdict and its first reasons. Works on the repo
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from pytest_quantagent.report.model import Report
@@ -20,6 +22,21 @@ _VERDICT_STYLE = {
     "DEGRADED": "bold red",
     "INCONCLUSIVE": "bold blue",
 }
+
+
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def plain_text(text: object) -> str:
+    """Data (names, file names, model text, error messages) made safe to print: control
+    characters (terminal escape sequences included) shown as ``\\xNN``; newlines and tabs
+    kept."""
+    return _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
+def safe_text(text: object) -> str:
+    """:func:`plain_text`, with rich markup escaped (``retail[/]`` prints as written)."""
+    return escape(plain_text(text))
 
 
 def _pct(x: float | None) -> str:
@@ -80,7 +97,7 @@ def build_table(report: Report | dict[str, Any], title: str = "pytest-quantagent
         ks = cell["budget"]["K"]
         run_k = ks[-1] if ks else None
         ref = cell.get("reference")
-        name = f"{cell['domain']} / {cell['arm']}" + (f"\nvs {ref}" if ref else "")
+        name = safe_text(f"{cell['domain']} / {cell['arm']}" + (f"\nvs {ref}" if ref else ""))
         eps = str(cell["episodes"]) + (f"\n{cell['paired']} paired" if ref else "")
         s = cell["success"]
         if ref is None:
@@ -92,8 +109,8 @@ def build_table(report: Report | dict[str, Any], title: str = "pytest-quantagent
         reasons = cell.get("reasons") or []
         vtext = f"[{style}]{verdict}[/]" if style else verdict
         if reasons:
-            vtext += "\n" + "\n".join(reasons[:3])
-        table.add_row(name, eps, run, _success_at(cell, 2), _channels(cell), vtext)
+            vtext += "\n" + "\n".join(safe_text(r) for r in reasons[:3])
+        table.add_row(name, eps, run, _success_at(cell, 2), safe_text(_channels(cell)), vtext)
     if run_k is not None:
         table.caption = f"run budget K={run_k}; gaps are candidate − reference with 95% CIs; p are Holm-adjusted"
     return table
@@ -144,4 +161,4 @@ def render_terminal(report: Report | dict[str, Any], console: Console | None = N
     con = console or Console()
     con.print(build_table(report))
     for line in cell_notes(report):
-        con.print(line, markup=False, highlight=False)
+        con.print(plain_text(line), markup=False, highlight=False)

@@ -34,6 +34,8 @@ from pytest_quantagent.env.messages import (
 from pytest_quantagent.runner.repair import ReflexiveRepair
 
 _SEED_MASK = (1 << 31) - 1
+_TRUNCATED = "…[truncated by quantagent:"
+"""The marker a backend puts where it cut an over-long output (see ``max_output_chars``)."""
 
 
 def tool_calls_to_openai(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
@@ -75,6 +77,10 @@ def parse_tool_calls(gen: Generation, turn: int) -> tuple[list[ToolCall], bool]:
         if not raw.name:
             problem = "tool call without a function name"
         text = raw.arguments.strip()
+        if _TRUNCATED in text:
+            problem = problem or ("arguments longer than the arm's max_output_chars "
+                                  "(stored cut, with a marker)")
+            text = ""
         if text:
             try:
                 args = json.loads(text)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_quantagent.backends.wrapper import UsageCounter, bind_episode_usage, with_timeout
 from pytest_quantagent.env.channels import SCORABLE_TERMINATIONS, TerminationReason
-from pytest_quantagent.errors import InfrastructureError
+from pytest_quantagent.errors import ConfigurationError, InfrastructureError
 from pytest_quantagent.runner.build import AgentPrompt, ArmRuntime, UserRuntime, make_agent
 from pytest_quantagent.store.jsonl import EpisodeStore
 from pytest_quantagent.store.keys import episode_key
@@ -123,6 +123,20 @@ def _success(reward: float, termination: TerminationReason) -> bool:
     return termination in SCORABLE_TERMINATIONS and reward >= 1.0 - 1e-6
 
 
+_TRUNCATION_TEXT = "…[truncated by quantagent:"
+
+
+def _any_truncated(messages: Sequence[Any]) -> bool:
+    """Whether an agent message carries the backend's truncation marker."""
+    for m in messages:
+        if getattr(m, "role", None) != "assistant":
+            continue
+        for text in (getattr(m, "content", None), getattr(m, "raw", None)):
+            if isinstance(text, str) and _TRUNCATION_TEXT in text:
+                return True
+    return False
+
+
 def _dump(obj: Any) -> dict[str, Any]:
     if obj is None:
         return {}
@@ -193,6 +207,12 @@ class ArmRunner:
         arm = runtime.arm
         self._arm_fields = arm.cache_fields()
         self._backend_version = runtime.backend.version()
+        self._fatal: ConfigurationError | None = None
+        ident = runtime.backend.identity()
+        if ident:
+            # A served endpoint's identity (URL without credentials, served model id) is part
+            # of the key: pointing an arm at another server or model re-runs its episodes.
+            self._arm_fields = {**self._arm_fields, "endpoint": ident}
 
     def key(self, ep: PlannedEpisode) -> str:
         arm, s = self.runtime.arm, self.settings
@@ -226,16 +246,19 @@ class ArmRunner:
             decisions=list(outcome.decisions or ()), tokens=tokens or None,
             duration_s=round(duration, 4), infra_retries=retries,
             error_message=outcome.error_message[:2000] if outcome.error_message else None,
+            flags=["output_truncated"] if _any_truncated(outcome.messages) else [],
         )
 
     def _failure(self, ep: PlannedEpisode, key: str, message: str, duration: float,
-                 retries: int) -> EpisodeRecord:
+                 retries: int,
+                 termination: TerminationReason = TerminationReason.INFRASTRUCTURE_ERROR,
+                 ) -> EpisodeRecord:
         arm, s = self.runtime.arm, self.settings
         return EpisodeRecord(
             key=key, model=arm.model, arm=arm.label, backend=arm.backend, domain=self.domain.name,
             task_id=ep.task_id, trial=ep.trial, seed=ep.seed, max_errors=s.max_errors,
             max_steps=s.max_steps, user_sim=self.user_sim, repair=arm.repair,
-            termination=TerminationReason.INFRASTRUCTURE_ERROR, reward=0.0, success=False,
+            termination=termination, reward=0.0, success=False,
             n_errors=0, steps=0, duration_s=round(duration, 4), infra_retries=retries,
             error_message=message[:2000],
         )
@@ -263,6 +286,8 @@ class ArmRunner:
                        sem: asyncio.Semaphore) -> EpisodeRecord:
         loop = asyncio.get_running_loop()
         async with sem:
+            if self._fatal is not None:
+                raise self._fatal  # the run is stopping: start nothing more
             # gather() runs each episode in its own task (own context), so this counter
             # collects this episode's request retries and tokens only.
             usage = bind_episode_usage()
@@ -277,10 +302,29 @@ class ArmRunner:
                     last = (f"episode wall-clock timeout after {self.settings.episode_timeout_s}s"
                             if isinstance(e, TimeoutError) else str(e))
                     continue
+                except ConfigurationError as e:
+                    # The server refused the request (key, URL, model): the run stops.
+                    self._fatal = ConfigurationError(f"arm {self.runtime.arm.label!r}: {e}")
+                    raise self._fatal from None
+                except Exception as e:
+                    # The episode loop turns the agent's and the user's exceptions into
+                    # terminations itself, so what escapes it is the task's setup (its
+                    # initialization actions, environment or user) or its evaluation: a task
+                    # error, recorded and never scored; the rest of the run goes on.
+                    msg = (f"task {ep.task_id!r} (trial {ep.trial}) failed outside the model: "
+                           f"{type(e).__name__}: {e}")
+                    rec = self._failure(ep, key, msg, time.monotonic() - t0, usage.retries,
+                                        TerminationReason.TASK_ERROR)
+                    if self.store is not None:
+                        await loop.run_in_executor(writer, self.store.append_failure, rec)
+                    break
                 rec = self._record(ep, key, outcome, time.monotonic() - t0,
                                    usage.retries + attempt, usage.tokens)
                 if self.store is not None:
                     await loop.run_in_executor(writer, self.store.append, rec)
+                    # What the store holds (text escaped if it had to be; another process's
+                    # record if it stored this key first): reports come from the store.
+                    rec = self.store.get(key) or rec
                 break
             else:
                 rec = self._failure(ep, key, last, time.monotonic() - t0, usage.retries + reruns)

@@ -16,8 +16,9 @@ Semantics follow τ²-bench's half-duplex orchestrator:
 - Views: the agent never sees the user's tool calls/results, the user never sees the
   agent's (τ²-bench).
 - An exception from ``agent.act`` is an :class:`InfrastructureError` (propagates to the
-  batch layer, which retries) or ends the episode with ``agent_error``; likewise the user
-  (``user_error``).
+  batch layer, which retries), a :class:`ConfigurationError` (propagates: the run stops,
+  never an episode), a :class:`ContextOverflowError` (``context_overflow``), or ends the
+  episode with ``agent_error``; likewise the user (``user_error``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from pytest_quantagent.env.messages import (
     UserMessage,
 )
 from pytest_quantagent.env.tasks import Task
-from pytest_quantagent.errors import InfrastructureError
+from pytest_quantagent.errors import ConfigurationError, ContextOverflowError, InfrastructureError
 from pytest_quantagent.store.records import CallRecord
 
 GREETING = "Hi! How can I help you today?"
@@ -184,8 +185,11 @@ async def run_episode(
         if to_role == "user":
             try:
                 um = await user.act(user_view)
-            except InfrastructureError:
+            except (InfrastructureError, ConfigurationError):
                 raise
+            except ContextOverflowError as e:
+                termination, error_message = TerminationReason.CONTEXT_OVERFLOW, f"user: {e}"
+                break
             except Exception as e:
                 termination, error_message = TerminationReason.USER_ERROR, f"{type(e).__name__}: {e}"
                 break
@@ -200,8 +204,11 @@ async def run_episode(
         elif to_role == "agent":
             try:
                 am = await agent.act(agent_view)
-            except InfrastructureError:
+            except (InfrastructureError, ConfigurationError):
                 raise
+            except ContextOverflowError as e:
+                termination, error_message = TerminationReason.CONTEXT_OVERFLOW, str(e)
+                break
             except Exception as e:
                 termination, error_message = TerminationReason.AGENT_ERROR, f"{type(e).__name__}: {e}"
                 break

@@ -4,9 +4,14 @@ Guarantees:
 
 - each record is written with one ``write`` of a whole line, then flushed and fsynced, so a
   finished episode survives a crash or SIGKILL of the process right after;
-- a torn last line (the process died mid-write) is dropped with a :class:`TornLineWarning`
-  and truncated away before the next append; any other unreadable line is a
-  :class:`~pytest_quantagent.errors.DataFileError` naming the file and line;
+- one rule for bad lines, shared by every reader (``run``, ``analyze``, pytest; see
+  :func:`split_lines`): a last line without its newline is *torn* (the process died
+  mid-write) and is dropped with a :class:`TornLineWarning` (and truncated away before the
+  next append); a complete line that is not a valid record is *corrupt*, a
+  :class:`~pytest_quantagent.errors.DataFileError` naming the file and line, wherever it is;
+- any text round-trips: a record holding unpaired UTF-16 surrogates (which UTF-8 cannot
+  encode) is written with each one as the six characters ``\\udXXX`` and the flag
+  ``lone_surrogates_escaped``;
 - writers in several processes (pytest-xdist workers) serialize on a file lock, read what
   the others appended since, and never write a key that is already stored, so the file holds
   each key at most once;
@@ -24,11 +29,13 @@ import os
 import re
 import threading
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError, from_json
 
 from pytest_quantagent.errors import DataFileError
 from pytest_quantagent.store.records import EpisodeRecord
@@ -44,6 +51,71 @@ _KEY_RE = re.compile(rb'^\{"schema_version":\d+,"key":"([^"\\]+)"')
 
 class TornLineWarning(UserWarning):
     """The store's last line was incomplete (a writer died mid-write) and was dropped."""
+
+
+def split_lines(data: bytes, first_line: int = 1) -> tuple[list[tuple[int, bytes]], bytes]:
+    """The one rule for reading a store: ``data`` → ([(line number, complete line)], torn
+    tail). Only bytes after the last newline are a torn line; every complete line must be
+    a valid record (the caller raises :class:`DataFileError` otherwise). Blank lines are
+    skipped."""
+    end = data.rfind(b"\n") + 1
+    lines = []
+    for i, line in enumerate(data[:end].split(b"\n")[:-1]):
+        if line.strip():
+            lines.append((first_line + i, line))
+    return lines, data[end:]
+
+
+def iter_store_lines(path: str | Path, warn: Any = None) -> Iterator[tuple[int, bytes]]:
+    """Stream (line number, line) of a store file with :func:`split_lines`' rule: a torn
+    last line is reported through ``warn(message)`` (default: a :class:`TornLineWarning`)
+    and skipped. Validating each line is the caller's (a bad one is corrupt)."""
+    lineno = 0
+    last: bytes | None = None
+    with open(path, "rb") as f:
+        for raw in f:
+            lineno += 1
+            if not raw.endswith(b"\n"):
+                last = raw
+                break
+            if raw.strip():
+                yield lineno, raw
+    if last is not None:
+        msg = (f"{path}: skipped a torn last line (line {lineno}, {len(last)} bytes without "
+               "a newline: a writer died mid-write)")
+        if warn is None:
+            warnings.warn(msg, TornLineWarning, stacklevel=2)
+        else:
+            warn(msg)
+
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogates(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", obj)
+    if isinstance(obj, dict):
+        return {_escape_surrogates(k): _escape_surrogates(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_escape_surrogates(v) for v in obj]
+    return obj
+
+
+def record_line(record: EpisodeRecord) -> tuple[bytes, EpisodeRecord]:
+    """The record as one JSON line, and the record that line holds. Text UTF-8 cannot hold
+    (unpaired surrogates, e.g. a model reply ``"broken \\ud83d text"``) is escaped and the
+    record flagged, never lost."""
+    try:
+        return record.model_dump_json().encode() + b"\n", record
+    except (PydanticSerializationError, UnicodeEncodeError):
+        data = _escape_surrogates(record.model_dump(mode="json"))
+        flags = list(data.get("flags") or [])
+        if "lone_surrogates_escaped" not in flags:
+            flags.append("lone_surrogates_escaped")
+        data["flags"] = flags
+        clean = EpisodeRecord.model_validate(data)
+        return clean.model_dump_json().encode() + b"\n", clean
 
 
 class _ProcessLock:
@@ -139,6 +211,14 @@ class EpisodeStore:
                 continue
             m = _KEY_RE.match(line)
             if m is not None:
+                # The fast path reads the key without decoding the record; the line must
+                # still be one whole JSON object (a corrupt line is an error wherever it is,
+                # the same rule as every other reader's).
+                try:
+                    from_json(line)
+                except ValueError as e:
+                    raise DataFileError(self.path, f"line {self._line_no}",
+                                        f"not an episode record (corrupt line): {e}") from None
                 key = m.group(1).decode()
             else:
                 rec = self._parse(line, self._line_no)
@@ -224,7 +304,7 @@ class EpisodeStore:
                 f"episode {record.task_id}/trial {record.trial}: infrastructure failures are not "
                 "stored as outcomes; use append_failure()"
             )
-        line = record.model_dump_json().encode() + b"\n"
+        line, record = record_line(record)
         with self._tlock, self._flock:
             self._read_new(repair=True)
             if record.key in self._index:
@@ -236,7 +316,7 @@ class EpisodeStore:
             os.fsync(fd)
             self._line_no += 1
             self._index[record.key] = (self._offset, len(line) - 1, self._line_no)
-            self._parsed[record.key] = record
+            self._parsed[record.key] = record  # what the line holds (escaped if need be)
             self._offset += len(line)
             return True
 
@@ -264,8 +344,9 @@ class EpisodeStore:
             os.close(fd)
 
     def append_failure(self, record: EpisodeRecord) -> None:
-        """Log an infrastructure failure to ``failures.jsonl`` (never read as an outcome)."""
-        line = record.model_dump_json().encode() + b"\n"
+        """Log an infrastructure failure or a task error to ``failures.jsonl`` (never read
+        as an outcome)."""
+        line, _ = record_line(record)
         with self._tlock, self._flock, open(self.failures_path, "ab") as f:
             f.write(line)
             f.flush()

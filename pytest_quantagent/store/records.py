@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pytest_quantagent.env.channels import Channel, TerminationReason
+from pytest_quantagent.env.channels import UNSCORED_TERMINATIONS, Channel, TerminationReason
 from pytest_quantagent.env.messages import Decision, Message, Requestor
 
 RECORD_SCHEMA_VERSION = 1
@@ -77,12 +77,17 @@ class EpisodeRecord(_Record):
     infra_retries: int = 0
     """Infrastructure retries (HTTP 5xx, timeouts) spent on this episode; never scored."""
     error_message: str | None = None
-    """For infrastructure_error / agent_error terminations: what went wrong."""
+    """For infrastructure_error / agent_error / task_error terminations: what went wrong
+    (server text redacted of keys)."""
+    flags: list[str] = Field(default_factory=list)
+    """What the store had to change to keep the record: ``lone_surrogates_escaped`` (text
+    with unpaired UTF-16 surrogates, written as ``\\udXXX`` escapes), ``output_truncated``
+    (model output over the arm's ``max_output_chars``)."""
 
     @property
     def scored(self) -> bool:
         """False for infrastructure failures, which statistics exclude."""
-        return self.termination != TerminationReason.INFRASTRUCTURE_ERROR
+        return self.termination not in UNSCORED_TERMINATIONS
 
     def success_at_budget(self, k: int) -> bool:
         """Counterfactual success had the run's budget been ``k`` (k <= max_errors)."""

@@ -77,7 +77,6 @@ def test_mock_from_toml_with_rule_and_bad_options(tmp_path: Path) -> None:
     cfg.write_text(
         '[arms.bf16]\nbackend = "mock"\nrule = "tests_mock_rule:rule"\n'
         '[arms.int4]\nbackend = "mock"\nresponses = [{content = "x ###STOP###"}]\nlatency_s = 0.0\n'
-        '[arms.fp8]\nbackend = "mock"\nresponse = ["typo"]\n'
     )
     spec = load_arms_config(cfg)
     assert spec["int4"].options == {"responses": [{"content": "x ###STOP###"}], "latency_s": 0.0}
@@ -85,8 +84,14 @@ def test_mock_from_toml_with_rule_and_bad_options(tmp_path: Path) -> None:
     assert asyncio.run(b.generate(_req(0))).content == "x ###STOP###"
     ruled = create_mock(spec["bf16"], BackendOptions())
     assert asyncio.run(ruled.generate(_req(0))).content == "seed=0"
+    typo = tmp_path / "typo.toml"
+    typo.write_text('[arms.fp8]\nbackend = "mock"\nresponse = ["typo"]\n')
+    with pytest.raises(DataFileError, match=r"typo.toml at arms.fp8.response: unknown key 'response' "
+                       r"for backend 'mock'; did you mean 'responses'\?"):
+        load_arms_config(typo)
     with pytest.raises(ValueError, match=r"unknown mock option.*response.*allowed: cycle, latency_s, responses, rule"):
-        create_mock(spec["fp8"], BackendOptions())
+        create_mock(ArmSpec(label="fp8", backend="mock", model="m", options={"response": ["typo"]}),
+                    BackendOptions())
     with pytest.raises(ValueError, match="either 'responses' or 'rule'"):
         MockBackend(responses=["a"], rule=lambda r: "b")
     with pytest.raises(ValueError, match=r"'package\.module:function'"):
@@ -125,7 +130,8 @@ def test_arms_config_fields_options_and_repair(tmp_path: Path) -> None:
     ("[arms.bf16]\nmodel = 'x'\n", "arms.bf16", "missing string key 'backend'"),
     ("[arms.bf16]\nbackend = 'mock'\nrepair = 'always'\n", "arms.bf16.repair", "'always' is not one of none, reflexive"),
     ("[arms.bf16]\nbackend = 'mock'\nbase_url = 8000\n", "arms.bf16.base_url", "must be a string"),
-    ("[model]\nname = 'x'\n", "arms", "no [arms.<label>] tables"),
+    ("[model]\nname = 'x'\n", "model", "unknown table or key [model]"),
+    ("[user]\nbackend = 'mock'\n", "arms", "no [arms.<label>] tables"),
     ("[arms.bf16\n", "", "not valid TOML"),
 ])
 def test_bad_arms_config_names_file_and_table(tmp_path: Path, text: str, where: str, problem: str) -> None:

@@ -161,12 +161,16 @@ def test_report_ready_hook_sees_the_report(fake: pytest.Pytester) -> None:
 
 
 def test_resolve_arm_hook_overrides_the_default(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest("""
+    from pytest_quantagent.testing.fault_server import FaultServer
+
+    server = FaultServer(served_models=["my-awq"])  # the pre-flight asks it for its models
+    url = server.start_in_thread()
+    pytester.makeconftest(f"""
 from pytest_quantagent.quant.arms import ArmSpec
 
 def pytest_quantagent_resolve_arm(config, label):
     if label == "int4":
-        return ArmSpec(label="int4", backend="openai", model="my-awq", base_url="http://gpu:8000/v1")
+        return ArmSpec(label="int4", backend="openai", model="my-awq", base_url="{url}")
     return None
 """)
     pytester.makepyfile("""
@@ -174,7 +178,11 @@ def test_arms(quant_arm, reference_arm):
     assert (quant_arm.backend, quant_arm.model) == ("openai", "my-awq")
     assert reference_arm.backend == "transformers" and reference_arm.label == "bf16"
 """)
-    pytester.runpytest("--domain=telecom").assert_outcomes(passed=1)
+    try:
+        pytester.runpytest("--domain=telecom").assert_outcomes(passed=1)
+    finally:
+        server.stop()
+    assert server.model_requests == 1 and server.requests == 0
 
 
 def test_arm_only_cells_validate_and_render() -> None:

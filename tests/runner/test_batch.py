@@ -193,13 +193,16 @@ def test_concurrency_limits_episodes_in_flight(mini_domain: Domain) -> None:
         peak = max(peak, in_flight)
         await asyncio.sleep(0.01)
         in_flight -= 1
-        raise RuntimeError("stop here")  # a domain bug propagates, it is not swallowed
+        raise RuntimeError("stop here")  # a task/domain fault: recorded, never scored
 
     rt = _mock_runtime("bf16")
-    with pytest.raises(RuntimeError, match="stop here"):
-        asyncio.run(run_arm(domain=mini_domain, runtime=rt, plan=_plan(mini_domain, trials=3),
-                            settings=RunSettings(concurrency=3), episode_fn=episode_fn))
+    recs = asyncio.run(run_arm(domain=mini_domain, runtime=rt, plan=_plan(mini_domain, trials=3),
+                               settings=RunSettings(concurrency=3), episode_fn=episode_fn))
     assert peak == 3
+    assert {r.termination for r in recs} == {TerminationReason.TASK_ERROR}
+    assert not any(r.scored for r in recs)
+    assert all(f"task {r.task_id!r}" in (r.error_message or "") and "RuntimeError: stop here"
+               in (r.error_message or "") for r in recs)
 
 
 def test_bad_settings_are_refused() -> None:

@@ -1,0 +1,129 @@
+"""Typed arm options of the built-in backends (pydantic), and the "did you mean" check.
+
+An arm's TOML table holds the :class:`~pytest_quantagent.quant.arms.ArmSpec` fields plus its
+backend's options. Each built-in backend's options are a model here (strict types: a
+boolean is ``true``/``false``, never ``"false"``; ranges such as ``max_connections >= 1`` and
+a finite ``timeout_s > 0``), so the arms config is checked when it is read, before any
+backend is built. A backend registered by a plugin has no model here: its options pass
+through to its factory unchecked. No heavy imports: this module is read at config time.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+)
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    backend_name: ClassVar[str] = "backend"
+
+
+def _finite_positive(v: float | None) -> float | None:
+    if v is not None and not (math.isfinite(v) and v > 0):
+        raise ValueError("must be a finite number of seconds > 0")
+    return v
+
+
+class OpenAIOptions(_Options):
+    """``backend = "openai"``."""
+
+    backend_name: ClassVar[str] = "openai"
+
+    constrained: StrictBool = False
+    logprobs: StrictBool = True
+    timeout_s: StrictFloat | StrictInt | None = None
+    max_connections: StrictInt | None = Field(default=None, ge=1)
+    extra_body: dict[str, Any] | None = None
+    http_client: Literal["auto", "native", "httpx"] = "auto"
+    max_output_chars: StrictInt = Field(default=32_768, ge=1)
+
+    _timeout = field_validator("timeout_s")(_finite_positive)
+
+
+class MockOptions(_Options):
+    """``backend = "mock"``."""
+
+    backend_name: ClassVar[str] = "mock"
+
+    responses: list[Any] | None = None
+    rule: Any = None
+    cycle: StrictBool = False
+    latency_s: StrictFloat | StrictInt = Field(default=0.0, ge=0)
+
+
+class TransformersOptions(_Options):
+    """``backend = "transformers"``."""
+
+    backend_name: ClassVar[str] = "transformers"
+
+    compute_dtype: StrictStr = "float32"
+    device: StrictStr = "cpu"
+    max_batch: StrictInt = Field(default=32, ge=1)
+    max_new_tokens: StrictInt | None = Field(default=None, ge=1)
+    threads: StrictInt | None = Field(default=None, ge=1)
+
+
+class ReplayOptions(_Options):
+    """``backend = "replay"`` (results files: ``path``, ``paths`` or ``results``)."""
+
+    backend_name: ClassVar[str] = "replay"
+
+    # Types are checked by the replay backend itself, whose errors say what a results path is.
+    paths: Any = None
+    results: Any = None
+
+
+#: Backend name → the model of its options (the vLLM backend checks its own engine
+#: arguments, which follow vLLM's version; its names are listed for "did you mean").
+OPTION_MODELS: dict[str, type[_Options]] = {
+    "openai": OpenAIOptions,
+    "mock": MockOptions,
+    "transformers": TransformersOptions,
+    "replay": ReplayOptions,
+}
+
+
+def did_you_mean(value: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'base_url'?"`` for a close match, else ``""``."""
+    close = difflib.get_close_matches(value, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+
+
+def validate_options(model: type[_Options], options: Mapping[str, Any], *, where: str) -> _Options:
+    """``options`` checked against ``model``; ``ValueError`` naming ``where``, the key, the bad
+    value and the allowed keys/values (raises on the first problem)."""
+    try:
+        return model.model_validate(dict(options))
+    except ValidationError as e:
+        raise ValueError(option_error(model, options, e, where)) from None
+
+
+def option_error(model: type[_Options], options: Mapping[str, Any], e: ValidationError,
+                 where: str, known_extra: Iterable[str] = ()) -> str:
+    """One readable line for the first error of ``e``."""
+    err = e.errors()[0]
+    key = str(err["loc"][0]) if err["loc"] else ""
+    allowed = sorted({*model.model_fields, *known_extra})
+    if err["type"] == "extra_forbidden":
+        return (f"{where}: unknown {model.backend_name} option {key!r}"
+                f"{did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}")
+    loc = ".".join(str(p) for p in err["loc"])
+    value = options.get(key, err.get("input"))
+    return f"{where}: key {loc!r} = {value!r}: {err['msg']}"

@@ -1,0 +1,211 @@
+"""Pre-flight: before any episode, every model the run will call is checked.
+
+For each arm (and the LLM user model, and a judge model — any named :class:`ArmSpec`):
+
+- ``openai``: the base URL is an http(s) URL, the API key variable is set, the endpoint
+  answers ``GET <base_url>/models`` (reachable, key accepted) and lists the arm's model
+  (else the served ids, with a "did you mean");
+- ``transformers`` / ``vllm``: the engine is importable (looked up, not imported) and the
+  checkpoint directory exists;
+- ``replay``: the results files exist;
+- any backend: it is registered.
+
+:func:`preflight` returns every problem, one per model, naming the arm, the URL or path and
+the cause (secrets redacted); :func:`preflight_or_raise` raises one
+:class:`~pytest_quantagent.errors.ConfigurationError` listing them all. Extra checks (a judge
+model of another kind, a plugin's backend) plug in as callables returning problems, or by
+registering a check for a backend name with :func:`register_check`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_quantagent.errors import ConfigurationError
+from pytest_quantagent.quant.arms import ArmSpec
+
+DEFAULT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class PreflightProblem:
+    """One model that cannot be used: who (``arm 'int4'``, ``user``, ``judge``), where (URL
+    or path) and why."""
+
+    who: str
+    where: str
+    cause: str
+
+    def __str__(self) -> str:
+        where = f" ({self.where})" if self.where else ""
+        return f"{self.who}{where}: {self.cause}"
+
+
+BackendCheck = Callable[[ArmSpec, float], "str | None"]
+"""(spec, timeout) → the cause of a problem, or None when the model is usable."""
+
+ExtraCheck = Callable[[], Iterable[PreflightProblem]]
+
+_CHECKS: dict[str, BackendCheck] = {}
+
+
+def register_check(backend: str) -> Callable[[BackendCheck], BackendCheck]:
+    """Decorator: the pre-flight check of backend ``backend`` (replaces a built-in one)."""
+
+    def deco(fn: BackendCheck) -> BackendCheck:
+        _CHECKS[backend] = fn
+        return fn
+
+    return deco
+
+
+def _where(spec: ArmSpec) -> str:
+    from pytest_quantagent.backends.secrets import without_userinfo
+
+    if spec.base_url:
+        return without_userinfo(spec.base_url)
+    return spec.path or ""
+
+
+@register_check("openai")
+def _check_openai(spec: ArmSpec, timeout_s: float) -> str | None:
+    import httpx
+    from pydantic import SecretStr
+
+    from pytest_quantagent.backends.options import did_you_mean
+    from pytest_quantagent.backends.secrets import redact, without_userinfo
+
+    if not spec.base_url:
+        return "backend 'openai' needs base_url (e.g. http://127.0.0.1:8000/v1)"
+    shown = without_userinfo(spec.base_url)
+    try:
+        u = httpx.URL(spec.base_url)
+        ok = u.scheme in ("http", "https") and bool(u.host)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        ok = False
+    if not ok:
+        return f"base_url {shown!r} is not an http:// or https:// URL with a host"
+    key: SecretStr | None = None
+    if spec.api_key_env:
+        key = SecretStr(os.environ.get(spec.api_key_env) or "")
+        if not key.get_secret_value():
+            return f"environment variable {spec.api_key_env!r} (api_key_env) is not set"
+    url = spec.base_url.rstrip("/") + "/models"
+    try:
+        with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+            if key is not None:
+                _bearer(client, key)
+            resp = client.get(url)
+    except httpx.TimeoutException:
+        return f"no answer to GET /models within {timeout_s:g} s (is the server up?)"
+    except httpx.HTTPError as e:
+        return f"cannot reach the server: {redact(f'{type(e).__name__}: {e}', (key,))}"
+    body = redact(resp.text[:300], (key,))
+    if resp.status_code in (401, 403):
+        return f"GET /models: HTTP {resp.status_code}: the API key was refused ({body})"
+    if resp.status_code == 404:
+        return (f"GET /models: HTTP 404: is {shown!r} the API root (it usually ends in /v1)?")
+    if resp.status_code >= 400:
+        return f"GET /models: HTTP {resp.status_code}: {body}"
+    try:
+        data = resp.json()
+        served = [str(m["id"]) for m in data["data"]]
+    except (ValueError, KeyError, TypeError):
+        return None  # a server without a model list: reachable is all we can check
+    if served and spec.model not in served:
+        return (f"model {spec.model!r} is not served there{did_you_mean(spec.model, served)} "
+                f"(served: {', '.join(served[:10])})")
+    return None
+
+
+def _bearer(client: Any, key: Any) -> None:
+    client.headers["Authorization"] = "Bearer " + key.get_secret_value()
+
+
+def _engine_check(modules: Sequence[str], extra: str) -> BackendCheck:
+    def check(spec: ArmSpec, timeout_s: float) -> str | None:
+        missing = [m for m in modules if importlib.util.find_spec(m) is None]
+        if missing:
+            return (f"backend {spec.backend!r} needs {', '.join(missing)}: "
+                    f"pip install 'pytest-quantagent[{extra}]'")
+        if spec.path and not Path(spec.path).expanduser().exists():
+            return f"checkpoint {spec.path!r} does not exist"
+        return None
+
+    return check
+
+
+_CHECKS["transformers"] = _engine_check(("torch", "transformers"), "transformers")
+_CHECKS["vllm"] = _engine_check(("vllm",), "vllm")
+
+
+@register_check("replay")
+def _check_replay(spec: ArmSpec, timeout_s: float) -> str | None:
+    from pytest_quantagent.backends.replay import replay_paths
+
+    try:
+        paths = replay_paths(spec)
+    except ValueError as e:
+        return str(e)
+    missing = [str(p) for p in paths if not p.exists()]
+    return f"results file(s) not found: {', '.join(missing)}" if missing else None
+
+
+def preflight(models: Mapping[str, ArmSpec], *, extra: Sequence[ExtraCheck] = (),
+              timeout_s: float = DEFAULT_TIMEOUT_S) -> list[PreflightProblem]:
+    """Check every model of ``models`` (who → spec, e.g. ``{"arm 'int4'": spec, "user":
+    spec}``) and run the ``extra`` checks; every problem found, in order."""
+    from pytest_quantagent.backends.registry import get_backend_factory
+    from pytest_quantagent.errors import UnknownNameError
+
+    problems: list[PreflightProblem] = []
+    seen: dict[tuple[Any, ...], str | None] = {}
+    for who, spec in models.items():
+        try:
+            get_backend_factory(spec.backend)
+        except UnknownNameError as e:
+            problems.append(PreflightProblem(who, _where(spec), str(e)))
+            continue
+        except ImportError as e:
+            problems.append(PreflightProblem(who, _where(spec), f"backend {spec.backend!r}: {e}"))
+            continue
+        check = _CHECKS.get(spec.backend)
+        if check is None:
+            continue
+        # Two arms on one endpoint and model are checked once.
+        ident = (spec.backend, spec.base_url, spec.model, spec.path, spec.api_key_env,
+                 tuple(sorted((k, str(v)) for k, v in spec.options.items())))
+        if ident not in seen:
+            seen[ident] = check(spec, timeout_s)
+        cause = seen[ident]
+        if cause is not None:
+            problems.append(PreflightProblem(who, _where(spec), cause))
+    for fn in extra:
+        problems.extend(fn())
+    return problems
+
+
+def format_problems(problems: Sequence[PreflightProblem]) -> str:
+    return "pre-flight check failed, no episode was run:\n" + "\n".join(f"  {p}" for p in problems)
+
+
+def preflight_specs_or_raise(models: Mapping[str, ArmSpec], *, extra: Sequence[ExtraCheck] = (),
+                             timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    """:func:`preflight`, raising :class:`ConfigurationError` with one line per problem."""
+    problems = preflight(models, extra=extra, timeout_s=timeout_s)
+    if problems:
+        raise ConfigurationError(format_problems(problems))
+
+
+def preflight_or_raise(runtimes: Sequence[Any], user: Any = None, *,
+                       extra: Sequence[ExtraCheck] = ()) -> None:
+    """Pre-flight of built arms (``ArmRuntime``) and the run's LLM user (``UserRuntime``)."""
+    models: dict[str, ArmSpec] = {f"arm {rt.arm.label!r}": rt.arm for rt in runtimes}
+    if user is not None:
+        models["user"] = user.arm
+    preflight_specs_or_raise(models, extra=extra)

@@ -1,0 +1,83 @@
+"""Pre-flight (issue 26 item 1): every model checked before any episode, one line per
+model naming the URL or path and the cause."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_quantagent.errors import ConfigurationError
+from pytest_quantagent.quant.arms import ArmSpec
+from pytest_quantagent.runner.preflight import PreflightProblem, preflight, preflight_specs_or_raise
+from pytest_quantagent.testing.fault_server import FaultServer
+
+KEY = "sk-planted-PREFLIGHT-9911"
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[FaultServer, str]]:
+    s = FaultServer(served_models=["Qwen/Qwen3-8B", "Qwen/Qwen3-8B-AWQ"])
+    url = s.start_in_thread()
+    yield s, url
+    s.stop()
+
+
+def _openai(url: str, model: str = "Qwen/Qwen3-8B", **kw: Any) -> ArmSpec:
+    return ArmSpec(label="x", backend="openai", model=model, base_url=url, **kw)
+
+
+def test_a_served_model_passes_and_is_asked_once(server: tuple[FaultServer, str]) -> None:
+    s, url = server
+    assert preflight({"arm 'bf16'": _openai(url), "arm 'bf16b'": _openai(url)}) == []
+    assert s.model_requests == 1 and s.requests == 0
+
+
+def test_every_problem_named_by_model_url_and_cause(server: tuple[FaultServer, str], tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    _s, url = server
+    monkeypatch.delenv("QA_UNSET_KEY", raising=False)
+    models = {
+        "arm 'bf16'": _openai(url),
+        "arm 'int4'": _openai(url, model="Qwen/Qwen3-8B-AWK"),
+        "arm 'fp8'": _openai("http://127.0.0.1:1/v1"),
+        "arm 'keyless'": _openai(url, api_key_env="QA_UNSET_KEY"),
+        "arm 'root'": _openai(url.removesuffix("/v1") + "/nope"),
+        "user": ArmSpec(label="user", backend="transformers", model="m", path=str(tmp_path / "ckpt")),
+        "arm 'replayed'": ArmSpec(label="r", backend="replay", model="r", path=str(tmp_path / "r.json")),
+        "arm 'odd'": ArmSpec(label="o", backend="no-such-backend", model="m"),
+    }
+    got = {p.who: p for p in preflight(models, extra=[lambda: [PreflightProblem("judge", "J", "down")]])}
+    assert set(got) == set(models) - {"arm 'bf16'", "arm 'root'"} | {"judge"}
+    assert "not served there; did you mean 'Qwen/Qwen3-8B-AWQ'?" in got["arm 'int4'"].cause
+    assert got["arm 'fp8'"].where == "http://127.0.0.1:1/v1" and "cannot reach" in got["arm 'fp8'"].cause
+    assert "'QA_UNSET_KEY' (api_key_env) is not set" in got["arm 'keyless'"].cause
+    assert "checkpoint" in got["user"].cause and got["user"].where == str(tmp_path / "ckpt")
+    assert "results file(s) not found" in got["arm 'replayed'"].cause
+    assert "unknown backend 'no-such-backend'" in got["arm 'odd'"].cause
+    with pytest.raises(ConfigurationError, match=r"pre-flight check failed, no episode was run:\n  arm 'int4' "):
+        preflight_specs_or_raise(models)
+
+
+def test_a_refused_key_is_named_but_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QA_KEY", KEY)
+    s = FaultServer(models_status=401)
+    url = s.start_in_thread()
+    try:
+        [p] = preflight({"arm 'int4'": _openai(url, api_key_env="QA_KEY")})
+    finally:
+        s.stop()
+    assert "HTTP 401: the API key was refused" in p.cause and KEY not in str(p)
+    assert "[REDACTED]" in p.cause
+
+
+def test_wrong_api_root_says_so() -> None:
+    s = FaultServer(models_status=404)
+    url = s.start_in_thread()
+    try:
+        [p] = preflight({"arm 'int4'": _openai(url)})
+    finally:
+        s.stop()
+    assert "HTTP 404: is" in p.cause and "the API root" in p.cause
