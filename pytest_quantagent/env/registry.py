@@ -95,8 +95,22 @@ def get_domain(
             dom = mod.make_domain(data_dir, tasks_file, official)
             if not isinstance(dom, Domain):
                 raise TypeError(f"{name}/domain.py: make_domain returned {type(dom).__name__}, expected Domain")
+            _check_functions(dom, data_dir / (tasks_file or "tasks.json"))
             _cache[key] = dom
     return dom
+
+
+def _check_functions(dom: Domain, source: Path) -> None:
+    """Gold actions, initialization actions and environment assertions of every task must
+    name functions the domain's toolkits have (issue 28, finding 11)."""
+    from pytest_quantagent.env.tasks import check_task_functions, public_functions
+
+    check_task_functions(
+        dom.tasks, source,
+        agent_tools=dom.agent_tool_names, user_tools=dom.user_tool_names,
+        agent_functions=public_functions(dom.agent_toolkit),
+        user_functions=public_functions(dom.user_toolkit),
+    )
 
 
 def clear_cache() -> None:

@@ -293,11 +293,22 @@ class _Context:
         if trial is None:
             # Old files lack ``trial``: number repeats of a task in file order instead.
             trial = self.trials[task_id]
+        elif isinstance(trial, bool) or not isinstance(trial, int) or trial < 0:
+            raise DataFileError(
+                self.path, f"{loc}.trial", f"expected a whole number >= 0, got {trial!r:.60}"
+            )
         self.trials[task_id] += 1
         messages = sim.get("messages")
         if messages is None:
-            if sim.get("ticks"):
-                self.flags.tick_only += 1
+            if "ticks" not in sim:
+                # Reading this as an episode with no tool calls would count it as clean.
+                raise DataFileError(
+                    self.path,
+                    f"{loc}.messages",
+                    "missing (and no voice 'ticks'): a simulation without its messages has no "
+                    "tool calls to read; re-export the results with their trajectories",
+                )
+            self.flags.tick_only += 1
             messages = []
         if not isinstance(messages, list):
             raise DataFileError(
@@ -310,7 +321,7 @@ class _Context:
                 f"{loc}.reward_info",
                 f"expected an object, got {type(reward_info).__name__}",
             )
-        reward = float((reward_info or {}).get("reward") or 0.0)
+        reward = _reward(self.path, loc, reward_info)
         messages = _flatten(messages)
         calls, n_errors = self._calls(loc, messages)
         self.flags.count(str(raw_term), task_id, int(trial))
@@ -318,6 +329,9 @@ class _Context:
             self.flags.duplicate_keys += 1
         self.keys.add((task_id, int(trial)))
         seed = sim.get("seed", self.info.get("seed"))
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            where = f"{loc}.seed" if "seed" in sim else "info.seed"
+            raise DataFileError(self.path, where, f"expected a whole number, got {seed!r:.60}")
         sim_id = str(sim.get("id") or f"{task_id}-{trial}")
         record = EpisodeRecord(
             key=_key(self.label, sim_id, task_id, int(trial)),
@@ -523,6 +537,18 @@ def _key(label: str, sim_id: str, task_id: str, trial: int) -> str:
 
 def _clip(text: str) -> str:
     return text if len(text) <= MAX_DETAIL_CHARS else text[:MAX_DETAIL_CHARS] + " ..."
+
+
+def _reward(path: Path, loc: str, reward_info: dict[str, Any] | None) -> float:
+    """``reward_info.reward`` as a float in [0, 1] (absent or null: 0, as τ²-bench)."""
+    v = (reward_info or {}).get("reward")
+    if v is None:
+        return 0.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= float(v) <= 1.0:
+        raise DataFileError(
+            path, f"{loc}.reward_info.reward", f"expected a number from 0 to 1, got {v!r:.60}"
+        )
+    return float(v)
 
 
 def _float_or_none(v: Any) -> float | None:
