@@ -310,7 +310,7 @@ class QuantAgentSession:
     def pytest_quantagent_run_cell(self, config: pytest.Config, cell: CellKey) -> CellEpisodes:
         from contextlib import ExitStack
 
-        from pytest_quantagent.env.registry import get_domain
+        from pytest_quantagent.env.registry import get_domain_for_split
         from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_cell
         from pytest_quantagent.runner.build import (
             USER_TURNS_FILE,
@@ -332,8 +332,8 @@ class QuantAgentSession:
         if len(replayed) == 2:
             return CellEpisodes(arm=replayed[cell.arm], reference=replayed[cell.reference])
 
-        domain = get_domain(cell.domain, tau2_data=qc.tau2_data)
-        task_ids = qc.tasks.select([t.id for t in domain.tasks], domain.splits)
+        domain = get_domain_for_split(cell.domain, qc.tau2_data, qc.tasks.split)
+        task_ids = qc.tasks.select([t.id for t in domain.tasks], domain.splits, domain=cell.domain)
         plan = plan_episodes(task_ids, qc.trials, qc.seed)
         concurrency = qc.concurrency or RunSettings().concurrency
         settings = RunSettings(max_errors=qc.error_budget, concurrency=concurrency,

@@ -18,6 +18,7 @@ from typing import Any
 
 from pytest_quantagent.env.messages import ToolCall
 from pytest_quantagent.env.tasks import Task, parse_tasks
+from pytest_quantagent.env.tasksets import tau2_data_arg
 from pytest_quantagent.errors import DataFileError, QuantAgentError
 
 
@@ -29,7 +30,7 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--tau2-results", type=Path, required=True, metavar="FILE",
                    help="a tau2-bench results JSON file")
-    p.add_argument("--tau2-data", type=Path, required=True, metavar="DIR",
+    p.add_argument("--tau2-data", type=tau2_data_arg("--tau2-data"), required=True, metavar="DIR",
                    help="a tau2-bench data dir laid out as DIR/domains/<domain>/")
     p.add_argument("--domain", default=None, help="domain (default: from the results file)")
     p.add_argument("--tau2-tasks", default=None, metavar="FILE",

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pytest_quantagent.env.tasksets import tau2_data_arg
 from pytest_quantagent.errors import QuantAgentError
 
 DEFAULT_OUT = ".quantagent"
@@ -66,7 +67,7 @@ def add_episode_options(p: argparse.ArgumentParser) -> None:
                    "default: the [user] table of --config")
     p.add_argument("--user-temperature", type=float, default=None, metavar="T",
                    help="LLM user sampling temperature (default 0, or the [user] table's)")
-    p.add_argument("--tau2-data", type=Path, default=None, metavar="DIR",
+    p.add_argument("--tau2-data", type=tau2_data_arg("--tau2-data"), default=None, metavar="DIR",
                    help="run tau2-bench's official task/DB files from DIR/domains/<domain>/")
     p.add_argument("--out", type=Path, default=Path(DEFAULT_OUT), metavar="DIR",
                    help=f"episode store directory (default {DEFAULT_OUT}; run, screen and the pytest "
@@ -148,7 +149,7 @@ def run_specs(
     ``quantagent screen``, so both compute the same episode keys and reuse each other's
     episodes. Returns (domain, records by arm label, ``info(runtimes, user)`` taken while the
     backends are alive)."""
-    from pytest_quantagent.env.registry import get_domain
+    from pytest_quantagent.env.registry import get_domain_for_split
     from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_cell
     from pytest_quantagent.runner.build import (
         USER_TURNS_FILE,
@@ -167,7 +168,7 @@ def run_specs(
     elif user_model is not None or user_temp is not None:
         raise ValueError("--user-model/--user-temperature configure the LLM user simulator, but "
                          "the user is 'scripted'; add --user llm or drop them")
-    domain = get_domain(args.domain, tau2_data=args.tau2_data)
+    domain = get_domain_for_split(args.domain, args.tau2_data, args.split)
     task_ids = select_tasks(
         domain,
         num_tasks=args.num_tasks,

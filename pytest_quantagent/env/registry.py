@@ -100,6 +100,21 @@ def get_domain(
     return dom
 
 
+def get_domain_for_split(
+    name: str, tau2_data: Path | str | None = None, split: str | None = None
+) -> Domain:
+    """:func:`get_domain`, with τ²-bench data loading the task file that holds ``split``
+    (see :func:`pytest_quantagent.env.tasksets.tasks_file_for_split`)."""
+    tasks_file = None
+    if tau2_data is not None and name in list_domains():
+        data_dir = Path(tau2_data) / "domains" / name
+        if data_dir.is_dir():
+            from pytest_quantagent.env.tasksets import tasks_file_for_split
+
+            tasks_file = tasks_file_for_split(data_dir, split, name)
+    return get_domain(name, tau2_data=tau2_data, tasks_file=tasks_file)
+
+
 def _check_functions(dom: Domain, source: Path) -> None:
     """Gold actions, initialization actions and environment assertions of every task must
     name functions the domain's toolkits have (issue 28, finding 11)."""
