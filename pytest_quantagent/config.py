@@ -48,6 +48,8 @@ class QuantAgentConfig:
     html_path: Path | None = None
     repair: str = "none"
     tau2_data: Path | None = None
+    judge_model: str | None = None
+    """NL-assertion judge (``--quant-judge-model``); None: the ``[judge]`` table, if any."""
     explicit: frozenset[str] = frozenset()
     """Flags given on the command line or in the ini file (``{"--quant", ...}``)."""
 
@@ -73,6 +75,7 @@ class QuantAgentConfig:
             "user_model": self.user_model,
             "repair": self.repair,
             "tau2_data": None if self.tau2_data is None else str(self.tau2_data),
+            "judge_model": self.judge_model,
         }
 
 
@@ -95,6 +98,7 @@ _FIELD_OF_DEST: dict[str, str] = {
     "quantagent_quant_html": "html_path",
     "quantagent_quant_repair": "repair",
     "quantagent_quant_tau2_data": "tau2_data",
+    "quantagent_quant_judge_model": "judge_model",
 }
 
 

@@ -344,6 +344,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
        "repair prompt for candidate arms: none|reflexive (default: none)"),
     _o("--quant-tau2-data", parse_tau2_dir("--quant-tau2-data"), "DIR",
        "run the official τ²-bench task/DB files from this τ²-bench data directory"),
+    _o("--quant-judge-model", parse_spec("--quant-judge-model"), "SPEC",
+       "LLM judge of τ²-bench's NL assertions, e.g. openai:gpt-4.1@http://host:8000/v1 "
+       "(default: the [judge] table of --quant-config; none: NL assertions not evaluated)"),
 )
 
 OPTIONS_BY_FLAG: dict[str, OptionSpec] = {o.flag: o for o in OPTIONS}

@@ -345,6 +345,9 @@ class QuantAgentSession:
         user_config = None
         if qc.user == "llm":
             user_config = resolve_user(qc.user_model, config_path=qc.config_path)
+        from pytest_quantagent.runner.judge import JUDGE_CACHE_FILE, build_judge, resolve_judge
+
+        judge_config = resolve_judge(qc.judge_model, qc.config_path)
 
         async def go() -> dict[str, list[EpisodeRecord]]:
             runtimes = [build_arm(s, concurrency=concurrency) for s in specs]
@@ -352,14 +355,18 @@ class QuantAgentSession:
             # transcripts agree get the same replies, in this worker and in the others.
             user = None if user_config is None else build_user(
                 user_config, cache_path=qc.cache_dir / USER_TURNS_FILE, concurrency=concurrency)
+            judge = None if judge_config is None else build_judge(
+                judge_config, cache_path=qc.cache_dir / JUDGE_CACHE_FILE, concurrency=concurrency)
             try:
                 return await run_cell(domain=domain, runtimes=runtimes, plan=plan,
-                                      settings=settings, store=store, user=user)
+                                      settings=settings, store=store, user=user, judge=judge)
             finally:
                 for rt in runtimes:
                     await rt.aclose()
                 if user is not None:
                     await user.aclose()
+                if judge is not None:
+                    await judge.aclose()
 
         # One claim per (domain, arm), taken in sorted order: xdist workers running cells that
         # share the reference arm wait for each other instead of running it twice, and the
@@ -394,7 +401,16 @@ class QuantAgentSession:
             )
             for k in sorted(cells)
         ]
-        report = analyze(inputs, AnalysisConfig(), run=self.run_info())
+        run = self.run_info()
+        from pytest_quantagent.runner.judge import nl_basis_summary
+
+        # How NL assertions were scored, per (domain, arm): judged, or not evaluated (no judge).
+        run["nl_assertions"] = {
+            f"{k.domain}/{label}": nl_basis_summary(recs)
+            for k in sorted(cells)
+            for label, recs in ((k.reference, cells[k].reference), (k.arm, cells[k].arm))
+        }
+        report = analyze(inputs, AnalysisConfig(), run=run)
         data: dict[str, Any] = report.model_dump(mode="json")
         return data
 
@@ -403,8 +419,10 @@ class QuantAgentSession:
         import platform
 
         from pytest_quantagent import __version__
+        from pytest_quantagent.runner.judge import judge_identity
 
         info = self.qc.run_dict()
+        info["judge"] = judge_identity(self.qc.judge_model, self.qc.config_path)
         info["versions"] = {
             "pytest_quantagent": __version__,
             "pytest": pytest.__version__,

@@ -329,6 +329,46 @@ def load_user_config(path: str | Path) -> UserModelConfig | None:
     return UserModelConfig(arm=arm, temperature=float(temperature), max_tokens=max_tokens)
 
 
+JUDGE_TABLE = "judge"
+
+
+def load_judge_config(path: str | Path) -> UserModelConfig | None:
+    """The ``[judge]`` table of an arms config (the NL-assertion judge), or None when the file
+    has none. Same keys and rules as ``[user]`` (:func:`load_user_config`); errors name
+    ``judge.<key>``. The judge decodes at temperature 0 (checked when it is built)."""
+    p = Path(path)
+    table = _read_config(p).get(JUDGE_TABLE)
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise DataFileError(p, JUDGE_TABLE, "must be a table ([judge] backend = \"openai\" model = ...)")
+    # The same rules as load_user_config's [user] (kept apart so both stay local edits).
+    backend = table.get("backend")
+    if not isinstance(backend, str) or not backend:
+        raise DataFileError(p, JUDGE_TABLE, "missing string key 'backend' (e.g. \"openai\", \"mock\")")
+    for key in ("model", "path", "base_url", "api_key_env", "quantization", "revision"):
+        if key in table and not isinstance(table[key], str):
+            raise DataFileError(p, f"{JUDGE_TABLE}.{key}", f"must be a string, got {table[key]!r}")
+    if "repair" in table:
+        raise DataFileError(p, f"{JUDGE_TABLE}.repair", "the judge has no repair mode; remove the key")
+    temperature = table.get("temperature", 0.0)
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature != 0:
+        raise DataFileError(p, f"{JUDGE_TABLE}.temperature",
+                            f"the judge decodes at temperature 0 (pinned), got {temperature!r}")
+    max_tokens = table.get("max_tokens", DEFAULT_USER_MAX_TOKENS)
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise DataFileError(p, f"{JUDGE_TABLE}.max_tokens", f"must be an integer >= 1, got {max_tokens!r}")
+    options = {k: v for k, v in table.items()
+               if k not in _SPEC_FIELDS and k not in ("temperature", "max_tokens")}
+    arm = ArmSpec(
+        label=JUDGE_TABLE, backend=backend, model=table.get("model", backend),
+        path=table.get("path"), base_url=table.get("base_url"),
+        api_key_env=table.get("api_key_env"), quantization=table.get("quantization"),
+        revision=table.get("revision"), options=options,
+    )
+    return UserModelConfig(arm=arm, temperature=0.0, max_tokens=max_tokens)
+
+
 def parse_user_model(
     spec: str, *, temperature: float = 0.0, max_tokens: int = DEFAULT_USER_MAX_TOKENS
 ) -> UserModelConfig:
