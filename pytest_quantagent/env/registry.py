@@ -80,7 +80,9 @@ def get_domain(
         raise UnknownNameError("domain", name, known, hint=f"domains are looked up in {domains_dir()}")
     official = tau2_data is not None
     if official:
-        data_dir = Path(tau2_data) / "domains" / name  # type: ignore[arg-type]
+        from pytest_quantagent.env.tasksets import tau2_data_root
+
+        data_dir = tau2_data_root(Path(tau2_data)) / "domains" / name  # type: ignore[arg-type]
         if not data_dir.is_dir():
             raise DataFileError(
                 data_dir, "", f"no τ²-bench data for domain {name!r} (expected <tau2-data>/domains/{name}/)"
@@ -107,7 +109,9 @@ def get_domain_for_split(
     (see :func:`pytest_quantagent.env.tasksets.tasks_file_for_split`)."""
     tasks_file = None
     if tau2_data is not None and name in list_domains():
-        data_dir = Path(tau2_data) / "domains" / name
+        from pytest_quantagent.env.tasksets import tau2_data_root
+
+        data_dir = tau2_data_root(Path(tau2_data)) / "domains" / name
         if data_dir.is_dir():
             from pytest_quantagent.env.tasksets import tasks_file_for_split
 

@@ -17,6 +17,7 @@ naming the file, the task id and the field.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
@@ -157,6 +158,12 @@ def parse_tasks(raw: Any, source: str | Path) -> list[Task]:
     """Validate a decoded task list. ``source`` names the file in errors."""
     if not isinstance(raw, list):
         raise DataFileError(source, "", f"expected a JSON list of tasks, got {type(raw).__name__}")
+    return parse_task_items(raw, source)
+
+
+def parse_task_items(raw: Iterable[Any], source: str | Path) -> list[Task]:
+    """Validate task objects one at a time (a list, or a stream from
+    :func:`pytest_quantagent.env.tasksets.iter_task_items`)."""
     tasks: list[Task] = []
     seen: set[str] = set()
     for i, item in enumerate(raw):
@@ -192,9 +199,18 @@ def parse_tasks(raw: Any, source: str | Path) -> list[Task]:
     return tasks
 
 
+#: Task files larger than this are parsed one task at a time (ijson).
+STREAM_TASKS_ABOVE = 4 * 1024 * 1024
+
+
 def load_tasks(path: str | Path) -> list[Task]:
     """Load and validate a task file (τ²-bench's JSON format or ours)."""
     p = Path(path)
+    if p.is_file() and p.stat().st_size > STREAM_TASKS_ABOVE:
+        # Thousands of generated tasks (telecom's full set): never one decoded document.
+        from pytest_quantagent.env.tasksets import iter_task_items
+
+        return parse_task_items(iter_task_items(p), p)
     try:
         raw = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:

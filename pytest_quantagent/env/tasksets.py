@@ -183,6 +183,14 @@ def tasks_file_for_split(data_dir: Path, split: str | None, domain: str = "") ->
 
 
 
+def tau2_data_root(p: Path) -> Path:
+    """The folder holding ``domains/``: ``p`` itself, or ``p/data/tau2`` for a τ²-bench
+    checkout's root."""
+    if not (p / "domains").is_dir() and (p / "data" / "tau2" / "domains").is_dir():
+        return p / "data" / "tau2"
+    return p
+
+
 def tau2_data_arg(option: str) -> Callable[[str], Path]:
     """An argparse ``type=`` for a τ²-bench data folder: a checkout's root or its
     ``data/tau2`` folder (anything holding ``domains/``) → the folder holding ``domains/``."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import ijson  # noqa: F401  # C extension: import once, outside pytester's in-process runs
 import pytest
@@ -134,3 +135,61 @@ def test_cli_refuses_unknown_ids_and_splits_before_any_request(
     err = capsys.readouterr().err
     assert rc == 2 and message in err
     assert not (tmp_path / "store" / "episodes.jsonl").exists()
+
+
+# ---- a generated 2,500-task set in τ²-bench's schema and layout (synthetic: our bundled
+# telecom tasks with fresh ids; benchmarks/tau2_taskset_memory.py states the peak memory)
+
+
+def _bench() -> object:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "tau2_taskset_memory.py"
+    spec = importlib.util.spec_from_file_location("tau2_taskset_memory", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_generated_full_set_loads_streamed_and_runs_a_seeded_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import random
+
+    from pytest_quantagent.env import tasks as tasks_mod
+    from pytest_quantagent.runner.oracle import run_oracle
+
+    bench: Any = _bench()
+    root = bench.write_full_taskset(tmp_path, 2500)
+    path = root / "data" / "tau2" / "domains" / "telecom" / "tasks.json"
+    assert path.stat().st_size > tasks_mod.STREAM_TASKS_ABOVE  # so it is streamed
+    streamed: list[Path] = []
+    real = tasks_mod.parse_task_items
+
+    def spy(raw: Any, source: Any) -> Any:
+        streamed.append(Path(source))
+        assert not isinstance(raw, list)  # items arrive one at a time, not as a document
+        return real(raw, source)
+
+    monkeypatch.setattr(tasks_mod, "parse_task_items", spy)
+    registry.clear_cache()
+    try:
+        dom = registry.get_domain_for_split("telecom", root, "full")  # the checkout root
+        assert streamed == [path] and len(dom.tasks) == 2500 and len(dom.splits["full"]) == 2500
+        ids = random.Random(0).sample(dom.splits["full"], 30)
+        results = run_oracle(dom, [dom.task(i) for i in ids])
+        assert [r.task_id for r in results] == ids and all(r.success for r in results)
+    finally:
+        registry.clear_cache()
+
+
+@pytest.mark.slow
+def test_generated_full_set_sample_of_300_has_bounded_memory(tmp_path: Path) -> None:
+    bench: Any = _bench()
+    root = bench.write_full_taskset(tmp_path, 2500)
+    rows = {r["phase"]: r for r in bench.measure(root, sample=300)}
+    assert rows["run"]["tasks"] == 2500 and rows["run"]["episodes"] == rows["run"]["succeeded"] == 300
+    more = {r["phase"]: r for r in bench.measure(root, sample=1200)}
+    # Episodes do not accumulate: four times the sample, the same peak within 20 MB.
+    assert more["run"]["peak_rss_mb"] - rows["run"]["peak_rss_mb"] < 20
