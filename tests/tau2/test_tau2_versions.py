@@ -151,3 +151,23 @@ def test_real_gym_results_file(tau2_data: Path) -> None:
     run = read_results(path)
     assert (run.provenance.branch, run.provenance.accounting) == ("feature/gym", "gym")
     assert len(run.records) == 40
+
+
+def test_replay_knows_the_tool_list_of_the_files_version(
+    tau2_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = json.loads((tau2_data / "domains" / "retail" / "db.json").read_text())
+    item = next(iter(next(iter(db["products"].values()))["variants"]))
+    conv = Conversation().say("user", "hi").call(
+        "get_item_details", "Error: Tool 'get_item_details' not found", error=True,
+        arguments={"item_id": item})
+    out = {}
+    for version in ("0.9.0", "1.0.1"):
+        data = results([simulation("0", conv.messages)], domain="retail", tau2_version=version)
+        p = write_json(tmp_path / f"{version}.json", data)
+        rc = main(["replay", "--tau2-results", str(p), "--tau2-data", str(tau2_data), "--json"])
+        out[version] = (rc, json.loads(capsys.readouterr().out))
+    # Before 1.0.0 the tool did not exist: the recorded error is what that version answered.
+    assert out["0.9.0"][0] == 0 and out["0.9.0"][1]["matched"] == 1
+    # Since 1.0.0 it is a real tool: our engine answers with the item, the file's error differs.
+    assert out["1.0.1"][0] == 1 and out["1.0.1"][1]["mismatches"][0]["ours"]["error"] is False
