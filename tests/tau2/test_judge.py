@@ -14,6 +14,11 @@ from typing import Any
 
 import pytest
 
+# pytester's in-process runs cannot import a C extension (numpy, scipy) a second time: load
+# the analysis stack once here (as tests/plugin/conftest.py does).
+import pytest_quantagent.report.model
+import pytest_quantagent.report.terminal
+import pytest_quantagent.stats  # noqa: F401
 from pytest_quantagent.backends.mock import FakeOpenAIServer
 from pytest_quantagent.cli import main
 from pytest_quantagent.env.evaluate import RewardInfo, apply_nl_verdicts
@@ -251,3 +256,56 @@ def test_cli_run_with_judge_reports_the_judged_basis(
     run = json.loads(rep.read_text())["run"]
     assert run["judge"] is None and run["nl_assertions"]["bf16"]["not_evaluated"] == 2
     assert "not τ²-bench's" in run["nl_assertions"]["bf16"]["note"]
+
+
+# ---------------------------------------------------------------- the pytest plugin
+
+TOY_DOMAINS = Path(__file__).resolve().parent.parent / "env" / "toy_domains"
+TOY_ARMS = """
+[arms.bf16]
+backend = "mock"
+model = "scripted"
+responses = [
+  {tool_calls = [{name = "transfer_to_human_agents", arguments = {summary = "wants a human"}}]},
+  {content = "I have transferred you. ###STOP###"},
+]
+
+[arms.int4]
+backend = "mock"
+model = "scripted"
+responses = [
+  {tool_calls = [{name = "transfer_to_human_agents", arguments = {summary = "wants a human"}}]},
+  {content = "Transferred. ###STOP###"},
+]
+"""
+
+
+def test_pytest_plugin_judges_nl_assertions(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, judge_server: tuple[JudgeServer, str]
+) -> None:
+    server, url = judge_server
+    monkeypatch.setenv("QUANTAGENT_DOMAINS_DIR", str(TOY_DOMAINS))
+    pytester.makefile(".toml", arms=TOY_ARMS)
+    pytester.makepyfile(test_cell="def test_cell(episodes):\n    assert len(episodes) == 1\n")
+    args = ["--quant-config=arms.toml", "--quant=int4", "--domain=toy", "--quant-tasks=ids:transfer",
+            f"--quant-judge-model=openai:fake-judge@{url}", "--quant-report=report.json",
+            "-p", "no:randomly"]
+    pytester.runpytest(*args).assert_outcomes(passed=1)
+    run = json.loads((pytester.path / "report.json").read_text())["run"]
+    ident = "judge:openai:fake-judge:t=0:max=512:p1"
+    assert run["judge"] == ident and run["judge_model"] == f"openai:fake-judge@{url}"
+    for label in ("toy/bf16", "toy/int4"):
+        assert run["nl_assertions"][label] == {"episodes": 1, "judged": 1, "not_evaluated": 0,
+                                              "judge_errors": 0, "judges": [ident]}
+    rows = [json.loads(line) for line in (pytester.path / ".quantagent" / "episodes.jsonl").read_text().splitlines()]
+    assert {r["reward_info"]["judge"] for r in rows} == {ident}
+    assert all(r["reward_info"]["reward_breakdown"]["NL_ASSERTION"] == 1.0 for r in rows)
+    # Two arms with different transcripts: two judge requests (re-runs: see the CLI test).
+    assert server.requests == 2
+    # Without the judge the report says the NL assertions were not evaluated.
+    (pytester.path / "report.json").unlink()
+    pytester.runpytest(*[a for a in args if not a.startswith("--quant-judge-model")],
+                       "--quant-cache-dir=plain").assert_outcomes(passed=1)
+    run = json.loads((pytester.path / "report.json").read_text())["run"]
+    assert run["judge_model"] is None, run
+    assert run["judge"] is None and run["nl_assertions"]["toy/int4"]["not_evaluated"] == 1
