@@ -50,6 +50,9 @@ class QuantAgentConfig:
     tau2_data: Path | None = None
     judge_model: str | None = None
     """NL-assertion judge (``--quant-judge-model``); None: the ``[judge]`` table, if any."""
+    allow_mixed_tau2: str = "no"
+    """``--quant-allow-mixed-tau2``: ``yes`` pairs replay arms of differently-accounting
+    τ²-bench versions (the difference is then stated)."""
     explicit: frozenset[str] = frozenset()
     """Flags given on the command line or in the ini file (``{"--quant", ...}``)."""
 
@@ -99,6 +102,7 @@ _FIELD_OF_DEST: dict[str, str] = {
     "quantagent_quant_repair": "repair",
     "quantagent_quant_tau2_data": "tau2_data",
     "quantagent_quant_judge_model": "judge_model",
+    "quantagent_quant_allow_mixed_tau2": "allow_mixed_tau2",
 }
 
 

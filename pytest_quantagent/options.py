@@ -347,6 +347,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _o("--quant-judge-model", parse_spec("--quant-judge-model"), "SPEC",
        "LLM judge of τ²-bench's NL assertions, e.g. openai:gpt-4.1@http://host:8000/v1 "
        "(default: the [judge] table of --quant-config; none: NL assertions not evaluated)"),
+    _o("--quant-allow-mixed-tau2", parse_choice("--quant-allow-mixed-tau2", ("no", "yes")), "yes|no",
+       "pair replay arms whose τ²-bench versions account for failures differently "
+       "(default: no, refused naming both files)"),
 )
 
 OPTIONS_BY_FLAG: dict[str, OptionSpec] = {o.flag: o for o in OPTIONS}

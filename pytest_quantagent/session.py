@@ -330,6 +330,7 @@ class QuantAgentSession:
 
                 replayed[spec.label] = load_replay_arm(spec, cell.domain)
         if len(replayed) == 2:
+            self._check_replay_versions(ref_spec, arm_spec, cell.domain)
             return CellEpisodes(arm=replayed[cell.arm], reference=replayed[cell.reference])
 
         domain = get_domain_for_split(cell.domain, qc.tau2_data, qc.tasks.split)
@@ -377,6 +378,24 @@ class QuantAgentSession:
             result = run_sync(go())
         result.update(replayed)
         return CellEpisodes(arm=result[cell.arm], reference=result[cell.reference])
+
+    def _check_replay_versions(self, ref_spec: Any, arm_spec: Any, domain: str) -> None:
+        """Refuse to pair replay arms whose τ²-bench files account for failures differently
+        (unless ``--quant-allow-mixed-tau2=yes``; the difference is then a warning)."""
+        import warnings
+
+        from pytest_quantagent.backends.replay import load_replay_runs
+        from pytest_quantagent.tau2.compare import check_accounting
+
+        refs = [r for r in load_replay_runs(ref_spec) if r.domain == domain]
+        cands = [r for r in load_replay_runs(arm_spec) if r.domain == domain]
+        for ref in refs:
+            for cand in cands:
+                note = check_accounting((str(ref.path), ref.provenance), (str(cand.path), cand.provenance),
+                                        allow_mixed=self.qc.allow_mixed_tau2 == "yes",
+                                        flag="--quant-allow-mixed-tau2=yes")
+                if note:
+                    warnings.warn(note, stacklevel=1)
 
     # ------------------------------------------------------------------ analysis
 

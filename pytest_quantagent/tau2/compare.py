@@ -24,7 +24,7 @@ class MixedTau2Error(QuantAgentError, ValueError):
 
 
 def check_accounting(reference: tuple[str, Provenance], candidate: tuple[str, Provenance],
-                     *, allow_mixed: bool = False) -> str | None:
+                     *, allow_mixed: bool = False, flag: str = ALLOW_MIXED_FLAG) -> str | None:
     """None when the two files may be paired; with ``allow_mixed`` a note saying what
     differs; else raises :class:`MixedTau2Error` naming both files and the difference."""
     (ref_name, ref), (cand_name, cand) = reference, candidate
@@ -37,9 +37,9 @@ def check_accounting(reference: tuple[str, Provenance], candidate: tuple[str, Pr
         raise MixedTau2Error(
             f"refusing to pair τ²-bench files whose versions account for failures differently: "
             f"{what}. Their scores and error counts do not mean the same; compare files from one "
-            f"version, or pass {ALLOW_MIXED_FLAG} to pair them anyway with this difference stated"
+            f"version, or pass {flag} to pair them anyway with this difference stated"
         )
-    return f"mixed τ²-bench versions ({ALLOW_MIXED_FLAG}): {what}"
+    return f"mixed τ²-bench versions ({flag}): {what}"
 
 
 @dataclass

@@ -25,7 +25,7 @@ def test_ini_names_follow_one_rule() -> None:
     assert names["--domain"] == "quant_domain"
     assert names["--error-budget"] == "quant_error_budget"
     assert names["--quant-tau2-data"] == "quant_tau2_data"
-    assert len(set(names.values())) == len(OPTIONS) == 19
+    assert len(set(names.values())) == len(OPTIONS) == 20
 
 
 @pytest.mark.parametrize(
