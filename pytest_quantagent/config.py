@@ -48,6 +48,11 @@ class QuantAgentConfig:
     html_path: Path | None = None
     repair: str = "none"
     tau2_data: Path | None = None
+    judge_model: str | None = None
+    """NL-assertion judge (``--quant-judge-model``); None: the ``[judge]`` table, if any."""
+    allow_mixed_tau2: str = "no"
+    """``--quant-allow-mixed-tau2``: ``yes`` pairs replay arms of differently-accounting
+    τ²-bench versions (the difference is then stated)."""
     explicit: frozenset[str] = frozenset()
     """Flags given on the command line or in the ini file (``{"--quant", ...}``)."""
 
@@ -73,6 +78,7 @@ class QuantAgentConfig:
             "user_model": self.user_model,
             "repair": self.repair,
             "tau2_data": None if self.tau2_data is None else str(self.tau2_data),
+            "judge_model": self.judge_model,
         }
 
 
@@ -95,6 +101,8 @@ _FIELD_OF_DEST: dict[str, str] = {
     "quantagent_quant_html": "html_path",
     "quantagent_quant_repair": "repair",
     "quantagent_quant_tau2_data": "tau2_data",
+    "quantagent_quant_judge_model": "judge_model",
+    "quantagent_quant_allow_mixed_tau2": "allow_mixed_tau2",
 }
 
 
@@ -188,6 +196,7 @@ def check_names(qc: QuantAgentConfig) -> None:
     try:
         _check_domains(qc)
         _check_arms(qc)
+        _check_tasks(qc)
     except QuantAgentError as e:
         raise pytest.UsageError(str(e)) from None
 
@@ -213,6 +222,21 @@ def _check_domains(qc: QuantAgentConfig) -> None:
             raise pytest.UsageError(
                 f"--domain: unknown domain {d!r}; known domains: {listing}"
             )
+
+
+def _check_tasks(qc: QuantAgentConfig) -> None:
+    """``--quant-tasks`` split names and task ids, and the task file a split needs, checked
+    against every domain of the run before collection (the error names the closest ids)."""
+    if qc.tasks.kind not in ("split", "ids") and qc.tau2_data is None:
+        return
+    from pytest_quantagent.env.registry import get_domain_for_split
+
+    for name in qc.domains or known_domains() or ():
+        try:
+            dom = get_domain_for_split(name, qc.tau2_data, qc.tasks.split)
+            qc.tasks.select([t.id for t in dom.tasks], dom.splits, domain=name)
+        except ValueError as e:  # UnknownNameError and DataFileError are ValueErrors
+            raise pytest.UsageError(f"--quant-tasks={qc.tasks}: {e}") from None
 
 
 def _check_arms(qc: QuantAgentConfig) -> None:

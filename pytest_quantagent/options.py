@@ -223,15 +223,17 @@ class TaskSelection:
             return "ids:" + ",".join(self.ids)
         return "all"
 
-    def select(self, task_ids: list[str], splits: dict[str, list[str]] | None = None) -> list[str]:
+    def select(
+        self, task_ids: list[str], splits: dict[str, list[str]] | None = None, domain: str = ""
+    ) -> list[str]:
         """Apply the selection to a domain's ordered task ids.
 
         Raises
         ------
         ValueError
-            For an unknown split or task id, listing the known ones.
+            For an unknown split (listing the known ones) or task id (naming the closest).
         """
-        from pytest_quantagent.errors import UnknownNameError
+        from pytest_quantagent.env.tasksets import check_split, check_task_ids
 
         if self.kind == "all":
             return list(task_ids)
@@ -242,13 +244,10 @@ class TaskSelection:
             return list(task_ids[self.start : self.stop])
         if self.kind == "split":
             splits = splits or {}
-            if self.split not in splits:
-                raise UnknownNameError("task split", self.split, splits)
+            assert self.split is not None
+            check_split(domain or "domain's", self.split, splits)
             return list(splits[self.split])
-        known = set(task_ids)
-        for t in self.ids:
-            if t not in known:
-                raise UnknownNameError("task id", t, known)
+        check_task_ids(domain or "domain's", self.ids, task_ids)
         return list(self.ids)
 
 
@@ -345,6 +344,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
        "repair prompt for candidate arms: none|reflexive (default: none)"),
     _o("--quant-tau2-data", parse_tau2_dir("--quant-tau2-data"), "DIR",
        "run the official τ²-bench task/DB files from this τ²-bench data directory"),
+    _o("--quant-judge-model", parse_spec("--quant-judge-model"), "SPEC",
+       "LLM judge of τ²-bench's NL assertions, e.g. openai:gpt-4.1@http://host:8000/v1 "
+       "(default: the [judge] table of --quant-config; none: NL assertions not evaluated)"),
+    _o("--quant-allow-mixed-tau2", parse_choice("--quant-allow-mixed-tau2", ("no", "yes")), "yes|no",
+       "pair replay arms whose τ²-bench versions account for failures differently "
+       "(default: no, refused naming both files)"),
 )
 
 OPTIONS_BY_FLAG: dict[str, OptionSpec] = {o.flag: o for o in OPTIONS}

@@ -231,13 +231,18 @@ class QuantAgentSession:
     # ------------------------------------------------------------------ pre-flight
 
     def preflight_models(self) -> dict[str, ArmSpec]:
-        """Every model the run will call: the arms, the reference and the LLM user."""
+        """Every model the run will call: the arms, the reference, the LLM user and the judge."""
         models = {f"arm {label!r}": self.arm_spec(label)
                   for label in dict.fromkeys((self.qc.reference, *self.qc.arms))}
         if self.qc.user == "llm":
             from pytest_quantagent.runner.build import resolve_user
 
             models["user"] = resolve_user(self.qc.user_model, config_path=self.qc.config_path).arm
+        from pytest_quantagent.runner.judge import resolve_judge
+
+        judge = resolve_judge(self.qc.judge_model, self.qc.config_path)
+        if judge is not None:
+            models["judge"] = judge.arm
         return models
 
     @pytest.hookimpl(tryfirst=True)
@@ -355,7 +360,7 @@ class QuantAgentSession:
     def pytest_quantagent_run_cell(self, config: pytest.Config, cell: CellKey) -> CellEpisodes:
         from contextlib import ExitStack
 
-        from pytest_quantagent.env.registry import get_domain
+        from pytest_quantagent.env.registry import get_domain_for_split
         from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_cell
         from pytest_quantagent.runner.build import (
             USER_TURNS_FILE,
@@ -375,10 +380,11 @@ class QuantAgentSession:
 
                 replayed[spec.label] = load_replay_arm(spec, cell.domain)
         if len(replayed) == 2:
+            self._check_replay_versions(ref_spec, arm_spec, cell.domain)
             return CellEpisodes(arm=replayed[cell.arm], reference=replayed[cell.reference])
 
-        domain = get_domain(cell.domain, tau2_data=qc.tau2_data)
-        task_ids = qc.tasks.select([t.id for t in domain.tasks], domain.splits)
+        domain = get_domain_for_split(cell.domain, qc.tau2_data, qc.tasks.split)
+        task_ids = qc.tasks.select([t.id for t in domain.tasks], domain.splits, domain=cell.domain)
         plan = plan_episodes(task_ids, qc.trials, qc.seed)
         concurrency = qc.concurrency or RunSettings().concurrency
         settings = RunSettings(max_errors=qc.error_budget, concurrency=concurrency,
@@ -390,6 +396,9 @@ class QuantAgentSession:
         user_config = None
         if qc.user == "llm":
             user_config = resolve_user(qc.user_model, config_path=qc.config_path)
+        from pytest_quantagent.runner.judge import JUDGE_CACHE_FILE, build_judge, resolve_judge
+
+        judge_config = resolve_judge(qc.judge_model, qc.config_path)
 
         async def go() -> dict[str, list[EpisodeRecord]]:
             runtimes = [build_arm(s, concurrency=concurrency) for s in specs]
@@ -397,14 +406,18 @@ class QuantAgentSession:
             # transcripts agree get the same replies, in this worker and in the others.
             user = None if user_config is None else build_user(
                 user_config, cache_path=qc.cache_dir / USER_TURNS_FILE, concurrency=concurrency)
+            judge = None if judge_config is None else build_judge(
+                judge_config, cache_path=qc.cache_dir / JUDGE_CACHE_FILE, concurrency=concurrency)
             try:
                 return await run_cell(domain=domain, runtimes=runtimes, plan=plan,
-                                      settings=settings, store=store, user=user)
+                                      settings=settings, store=store, user=user, judge=judge)
             finally:
                 for rt in runtimes:
                     await rt.aclose()
                 if user is not None:
                     await user.aclose()
+                if judge is not None:
+                    await judge.aclose()
 
         # One claim per (domain, arm), taken in sorted order: xdist workers running cells that
         # share the reference arm wait for each other instead of running it twice, and the
@@ -415,6 +428,24 @@ class QuantAgentSession:
             result = run_sync(go())
         result.update(replayed)
         return CellEpisodes(arm=result[cell.arm], reference=result[cell.reference])
+
+    def _check_replay_versions(self, ref_spec: Any, arm_spec: Any, domain: str) -> None:
+        """Refuse to pair replay arms whose τ²-bench files account for failures differently
+        (unless ``--quant-allow-mixed-tau2=yes``; the difference is then a warning)."""
+        import warnings
+
+        from pytest_quantagent.backends.replay import load_replay_runs
+        from pytest_quantagent.tau2.compare import check_accounting
+
+        refs = [r for r in load_replay_runs(ref_spec) if r.domain == domain]
+        cands = [r for r in load_replay_runs(arm_spec) if r.domain == domain]
+        for ref in refs:
+            for cand in cands:
+                note = check_accounting((str(ref.path), ref.provenance), (str(cand.path), cand.provenance),
+                                        allow_mixed=self.qc.allow_mixed_tau2 == "yes",
+                                        flag="--quant-allow-mixed-tau2=yes")
+                if note:
+                    warnings.warn(note, stacklevel=1)
 
     # ------------------------------------------------------------------ analysis
 
@@ -442,7 +473,16 @@ class QuantAgentSession:
             )
             for k in sorted(cells)
         ]
-        report = analyze(inputs, AnalysisConfig(), run=self.run_info())
+        run = self.run_info()
+        from pytest_quantagent.runner.judge import nl_basis_summary
+
+        # How NL assertions were scored, per (domain, arm): judged, or not evaluated (no judge).
+        run["nl_assertions"] = {
+            f"{k.domain}/{label}": nl_basis_summary(recs)
+            for k in sorted(cells)
+            for label, recs in ((k.reference, cells[k].reference), (k.arm, cells[k].arm))
+        }
+        report = analyze(inputs, AnalysisConfig(), run=run)
         data: dict[str, Any] = report.model_dump(mode="json")
         return data
 
@@ -451,8 +491,10 @@ class QuantAgentSession:
         import platform
 
         from pytest_quantagent import __version__
+        from pytest_quantagent.runner.judge import judge_identity
 
         info = self.qc.run_dict()
+        info["judge"] = judge_identity(self.qc.judge_model, self.qc.config_path)
         info["versions"] = {
             "pytest_quantagent": __version__,
             "pytest": pytest.__version__,

@@ -41,6 +41,9 @@ def add_parser(subparsers: Any) -> None:
                    help="run directories (containing episodes.jsonl) or .jsonl store files")
     p.add_argument("--tau2", nargs="+", type=Path, default=None, metavar="RESULTS_JSON",
                    help="tau2-bench results files: REF.json CAND.json [...]")
+    p.add_argument("--allow-mixed-tau2", action="store_true",
+                   help="pair --tau2 files from tau2-bench versions that account for failures "
+                   "differently (refused by default; the difference is then stated)")
     p.add_argument("--reference", default=None, metavar="ARM",
                    help="reference arm label (default: bf16 if present, else the first arm)")
     p.add_argument("--json", dest="json_path", default=None, metavar="PATH",
@@ -150,14 +153,25 @@ def build_report(args: argparse.Namespace) -> Any:
         for d in iter_store(f):
             get((d["domain"], d["arm"])).add_raw(d)
     if args.tau2:
-        from pytest_quantagent.tau2.compare import unique_labels
+        from pytest_quantagent.tau2.compare import check_accounting, unique_labels
         from pytest_quantagent.tau2.reader import read_results
 
         # same-named files in different folders are different arms
         labels = unique_labels(args.tau2)
+        first: dict[str, tuple[str, Any]] = {}  # domain → (file, provenance) of its reference
         for i, path in enumerate(args.tau2):
             run = read_results(path, label=labels[i])
+            prov = run.provenance
+            if run.domain not in first:
+                first[run.domain] = (str(run.path), prov)
+            else:
+                note = check_accounting(first[run.domain], (str(run.path), prov),
+                                        allow_mixed=getattr(args, "allow_mixed_tau2", False))
+                if note:
+                    run.flags.notes.append(note)
             if not args.quiet:
+                print(f"quantagent analyze: {run.label}: {_score_line(run)}", file=sys.stderr)
+                print(f"quantagent analyze: {run.label}: {prov.describe()}", file=sys.stderr)
                 for line in run.flags.lines():
                     print(plain_text(f"quantagent analyze: {run.label}: {line}"), file=sys.stderr)
             sources.append(str(path))
@@ -166,7 +180,9 @@ def build_report(args: argparse.Namespace) -> Any:
             fold(run.records)
             flags = run.flags
             extra[(run.domain, run.label)] = {
-                "tau2_flags": dataclasses.asdict(flags) if dataclasses.is_dataclass(flags) else flags
+                "tau2_flags": dataclasses.asdict(flags) if dataclasses.is_dataclass(flags) else flags,
+                "tau2_provenance": prov.to_dict(),
+                "tau2_score": _score(run),
             }
             del run
     data: dict[tuple[str, str], ArmData] = {k: a.finish() for k, a in acc.items()}
@@ -181,8 +197,13 @@ def build_report(args: argparse.Namespace) -> Any:
         for arm in arms:
             if arm == ref:
                 continue
+            cell_extra = dict(extra.get((domain, arm), {}))
+            ref_extra = extra.get((domain, ref), {})
+            for key in ("tau2_score", "tau2_provenance"):
+                if key in ref_extra:
+                    cell_extra[f"reference_{key}"] = ref_extra[key]
             inputs.append(CellInput(domain, arm, data[(domain, arm)], ref, data[(domain, ref)],
-                                    extra=extra.get((domain, arm), {})))
+                                    extra=cell_extra))
     run_meta = {
         "sources": sources,
         "models": sorted({m for d in data.values() for m in d.models}),
@@ -192,6 +213,24 @@ def build_report(args: argparse.Namespace) -> Any:
         "seed": args.seed,
     }
     return analyze(inputs, cfg, rng=np.random.default_rng(args.seed), run=run_meta)
+
+
+def _score(run: Any) -> dict[str, Any]:
+    """τ²-bench's score of a file (mean reward over the episodes it scores) with the
+    excluded infrastructure_error episodes counted beside it."""
+    scored = run.scored()
+    mean = sum(r.reward for r in scored) / len(scored) if scored else None
+    return {"mean_reward": mean, "scored_episodes": len(scored),
+            "excluded_infrastructure_errors": run.flags.infrastructure_errors,
+            "episodes": len(run.records)}
+
+
+def _score_line(run: Any) -> str:
+    s = _score(run)
+    mean = "n/a" if s["mean_reward"] is None else f"{s['mean_reward']:.3f}"
+    return (f"tau2-bench score {mean} on {s['scored_episodes']} scored episodes; "
+            f"{s['excluded_infrastructure_errors']} infrastructure_error episode(s) excluded "
+            f"(of {s['episodes']})")
 
 
 def write_outputs(report: Any, json_path: str | None, html_path: Path | None) -> None:

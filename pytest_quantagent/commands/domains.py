@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_quantagent.env.tasksets import tau2_data_arg
 from pytest_quantagent.errors import QuantAgentError
 
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("domains", help="list domains, their tools and task counts")
-    p.add_argument("--tau2-data", type=Path, default=None, metavar="DIR",
+    p.add_argument("--tau2-data", type=tau2_data_arg("--tau2-data"), default=None, metavar="DIR",
                    help="describe the official tau2-bench data in DIR/domains/<domain>/ instead")
     p.add_argument("--json", action="store_true", help="print the listing as JSON")
 

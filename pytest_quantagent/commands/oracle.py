@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_quantagent.env.tasksets import tau2_data_arg
 from pytest_quantagent.errors import QuantAgentError
 
 
@@ -19,10 +20,15 @@ def add_parser(subparsers: Any) -> None:
         "(agent-side itself, user-side by asking the scripted user). Every task should score 1.",
     )
     p.add_argument("--domain", required=True, help="domain name (see `quantagent domains`)")
-    p.add_argument("--tau2-data", type=Path, default=None, metavar="DIR",
-                   help="a tau2-bench data dir laid out as DIR/domains/<domain>/ (official tasks and DB)")
+    p.add_argument("--tau2-data", type=tau2_data_arg("--tau2-data"), default=None, metavar="DIR",
+                   help="a tau2-bench checkout or its data/tau2 folder (DIR/domains/<domain>/: "
+                   "official tasks and DB)")
     p.add_argument("--tau2-tasks", default=None, metavar="FILE",
-                   help="task file name inside the domain dir (default: tasks.json)")
+                   help="task file name inside the domain dir (default: tasks.json, or the file "
+                   "holding --split)")
+    p.add_argument("--split", default=None, metavar="NAME",
+                   help="only the tasks of this split (tau2-bench: base, train, test; telecom "
+                   "also small, full)")
     p.add_argument("--tasks", default=None, metavar="IDS", help="comma-separated task ids (default: all)")
     p.add_argument("--seed", type=int, default=0, help="scripted-user and oracle seed (default 0)")
     p.add_argument("--style", choices=("direct", "conversational"), default="direct",
@@ -33,14 +39,26 @@ def add_parser(subparsers: Any) -> None:
 
 def oracle_summary(domain_name: str, tau2_data: Path | None = None, tasks_file: str | None = None,
                    task_ids: list[str] | None = None, seed: int = 0,
-                   style: Literal["direct", "conversational"] = "direct") -> dict[str, Any]:
+                   style: Literal["direct", "conversational"] = "direct",
+                   split: str | None = None) -> dict[str, Any]:
     """The oracle's result over a domain's tasks, as printed by the command."""
-    from pytest_quantagent.env.registry import get_domain
+    from pytest_quantagent.env.registry import get_domain, get_domain_for_split
     from pytest_quantagent.env.tasks import select_tasks
+    from pytest_quantagent.env.tasksets import check_split, check_task_ids
     from pytest_quantagent.runner.oracle import run_oracle
 
-    domain = get_domain(domain_name, tau2_data=tau2_data, tasks_file=tasks_file)
-    tasks = select_tasks(domain.tasks, task_ids) if task_ids else domain.tasks
+    if tasks_file is None:
+        domain = get_domain_for_split(domain_name, tau2_data, split)
+    else:
+        domain = get_domain(domain_name, tau2_data=tau2_data, tasks_file=tasks_file)
+    ids = [t.id for t in domain.tasks]
+    if split is not None:
+        check_split(domain_name, split, domain.splits)
+        ids = list(domain.splits[split])
+    if task_ids:
+        check_task_ids(domain_name, task_ids, ids)
+        ids = list(task_ids)
+    tasks = select_tasks(domain.tasks, ids)
     results = run_oracle(domain, tasks, seed=seed, style=style)
     ok = sum(r.success for r in results)
     nl = sum(1 for r in results if "NL_ASSERTION" in r.outcome.reward_info.not_evaluated)
@@ -60,7 +78,8 @@ def oracle_summary(domain_name: str, tau2_data: Path | None = None, tasks_file: 
 def run(args: argparse.Namespace) -> int:
     try:
         ids = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-        out = oracle_summary(args.domain, args.tau2_data, args.tau2_tasks, ids, args.seed, args.style)
+        out = oracle_summary(args.domain, args.tau2_data, args.tau2_tasks, ids, args.seed, args.style,
+                             split=args.split)
     except QuantAgentError as e:
         print(f"quantagent oracle: error: {e}", file=sys.stderr)
         return 2

@@ -16,8 +16,9 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from pytest_quantagent.env.messages import ToolCall
+from pytest_quantagent.env.messages import ToolCall, ToolMessage
 from pytest_quantagent.env.tasks import Task, parse_tasks
+from pytest_quantagent.env.tasksets import tau2_data_arg
 from pytest_quantagent.errors import DataFileError, QuantAgentError
 
 
@@ -29,8 +30,8 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--tau2-results", type=Path, required=True, metavar="FILE",
                    help="a tau2-bench results JSON file")
-    p.add_argument("--tau2-data", type=Path, required=True, metavar="DIR",
-                   help="a tau2-bench data dir laid out as DIR/domains/<domain>/")
+    p.add_argument("--tau2-data", type=tau2_data_arg("--tau2-data"), required=True, metavar="DIR",
+                   help="a tau2-bench checkout or its data/tau2 folder (DIR/domains/<domain>/)")
     p.add_argument("--domain", default=None, help="domain (default: from the results file)")
     p.add_argument("--tau2-tasks", default=None, metavar="FILE",
                    help="task file name inside the domain dir (default: tasks.json)")
@@ -61,7 +62,9 @@ def _load_results(path: Path) -> dict[str, Any]:
 def replay_results(results_file: Path, tau2_data: Path, domain_name: str | None = None,
                    tasks_file: str | None = None) -> dict[str, Any]:
     """Replay every tool call of ``results_file``; the summary printed by the command."""
-    from pytest_quantagent.env.registry import get_domain
+    from pytest_quantagent.env.registry import get_domain, get_domain_for_split
+    from pytest_quantagent.tau2.reader import _version
+    from pytest_quantagent.tau2.version import tools_of_version
 
     data = _load_results(results_file)
     if domain_name is None:
@@ -70,7 +73,16 @@ def replay_results(results_file: Path, tau2_data: Path, domain_name: str | None 
         if not domain_name:
             raise DataFileError(results_file, "info.environment_info.domain_name",
                                 "missing; pass --domain")
-    domain = get_domain(domain_name, tau2_data=tau2_data, tasks_file=tasks_file)
+    if tasks_file is None:
+        domain = get_domain_for_split(domain_name, tau2_data, None)
+    else:
+        domain = get_domain(domain_name, tau2_data=tau2_data, tasks_file=tasks_file)
+    # Tools the file's τ²-bench version did not have yet (retail get_item_details before
+    # 1.0.0): there a call to one is an unknown tool, whatever our engine would answer.
+    raw_info = data.get("info")
+    version = _version(raw_info) if isinstance(raw_info, dict) else None
+    names = domain.agent_tool_names | domain.user_tool_names
+    not_yet = names - tools_of_version(domain_name, names, version)
     embedded: dict[str, Task] = {}
     if isinstance(data.get("tasks"), list):
         embedded = {t.id: t for t in parse_tasks(data["tasks"], f"{results_file}: tasks")}
@@ -116,9 +128,16 @@ def replay_results(results_file: Path, tau2_data: Path, domain_name: str | None 
                     arguments=args if isinstance(args, dict) else {},
                     requestor=tc["requestor"],
                 )
-                ours = env.execute(call).message
                 theirs_error = bool(m.get("error", str(m.get("content", "")).startswith("Error:")))
                 calls += 1
+                if call.name in not_yet:
+                    ours = ToolMessage(id=call.id, content=f"Error: Tool '{call.name}' not found "
+                                       f"(not a tool of tau2-bench {version})", error=True)
+                    if theirs_error:
+                        matched += 1
+                        continue
+                else:
+                    ours = env.execute(call).message
                 if _parsed(ours.content) == _parsed(m.get("content")) and ours.error == theirs_error:
                     matched += 1
                 else:

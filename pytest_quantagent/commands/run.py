@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pytest_quantagent.env.tasksets import tau2_data_arg
 from pytest_quantagent.errors import QuantAgentError
 
 DEFAULT_OUT = ".quantagent"
@@ -66,8 +67,13 @@ def add_episode_options(p: argparse.ArgumentParser) -> None:
                    "default: the [user] table of --config")
     p.add_argument("--user-temperature", type=float, default=None, metavar="T",
                    help="LLM user sampling temperature (default 0, or the [user] table's)")
-    p.add_argument("--tau2-data", type=Path, default=None, metavar="DIR",
-                   help="run tau2-bench's official task/DB files from DIR/domains/<domain>/")
+    p.add_argument("--tau2-data", type=tau2_data_arg("--tau2-data"), default=None, metavar="DIR",
+                   help="run tau2-bench's official task/DB files: a tau2-bench checkout or its "
+                   "data/tau2 folder (DIR/domains/<domain>/)")
+    p.add_argument("--judge-model", metavar="SPEC", default=None,
+                   help="LLM judge of tau2-bench's NL assertions (temperature 0, verdicts cached "
+                   "in the store): BACKEND:MODEL[@BASE_URL]; default: the [judge] table of "
+                   "--config; without one NL assertions are not evaluated")
     p.add_argument("--out", type=Path, default=Path(DEFAULT_OUT), metavar="DIR",
                    help=f"episode store directory (default {DEFAULT_OUT}; run, screen and the pytest "
                    "plugin share it)")
@@ -148,7 +154,7 @@ def run_specs(
     ``quantagent screen``, so both compute the same episode keys and reuse each other's
     episodes. Returns (domain, records by arm label, ``info(runtimes, user)`` taken while the
     backends are alive)."""
-    from pytest_quantagent.env.registry import get_domain
+    from pytest_quantagent.env.registry import get_domain_for_split
     from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_cell
     from pytest_quantagent.runner.build import (
         USER_TURNS_FILE,
@@ -168,7 +174,7 @@ def run_specs(
     elif user_model is not None or user_temp is not None:
         raise ValueError("--user-model/--user-temperature configure the LLM user simulator, but "
                          "the user is 'scripted'; add --user llm or drop them")
-    domain = get_domain(args.domain, tau2_data=args.tau2_data)
+    domain = get_domain_for_split(args.domain, args.tau2_data, args.split)
     task_ids = select_tasks(
         domain,
         num_tasks=args.num_tasks,
@@ -180,10 +186,20 @@ def run_specs(
                            concurrency=args.concurrency, episode_timeout_s=args.episode_timeout,
                            user_sim="llm" if user_config is not None else "scripted")
     store = EpisodeStore(args.out)
+    from pytest_quantagent.runner.judge import (
+        JUDGE_CACHE_FILE,
+        build_judge,
+        nl_basis_summary,
+        resolve_judge,
+    )
+
+    judge_config = resolve_judge(getattr(args, "judge_model", None), args.config)
     # Every model is checked before any episode (and before any weights are loaded).
     models = {f"arm {s.label!r}": s for s in specs}
     if user_config is not None:
         models["user"] = user_config.arm
+    if judge_config is not None:
+        models["judge"] = judge_config.arm
     preflight_specs_or_raise(models)
 
     async def go() -> tuple[dict[str, list[Any]], dict[str, Any] | None]:
@@ -191,17 +207,26 @@ def run_specs(
         # One user for the whole run: every arm asks the same client and the same turn cache.
         user = None if user_config is None else build_user(
             user_config, cache_path=Path(args.out) / USER_TURNS_FILE, concurrency=args.concurrency)
+        judge = None if judge_config is None else build_judge(
+            judge_config, cache_path=Path(args.out) / JUDGE_CACHE_FILE, concurrency=args.concurrency)
         try:
             with RunProgress(quiet=args.quiet) as progress:
                 result = await run_cell(domain=domain, runtimes=runtimes, plan=plan,
                                         settings=settings, store=store, progress=progress.arm,
-                                        user=user)
-            return result, (info(runtimes, user) if info is not None else None)
+                                        user=user, judge=judge)
+            extra = info(runtimes, user) if info is not None else None
+            if extra is not None:
+                extra["judge"] = judge.describe() if judge is not None else None
+                extra["judge_requests"] = judge.requests if judge is not None else 0
+                extra["nl_assertions"] = {label: nl_basis_summary(recs) for label, recs in result.items()}
+            return result, extra
         finally:
             for rt in runtimes:
                 await rt.aclose()
             if user is not None:
                 await user.aclose()
+            if judge is not None:
+                await judge.aclose()
 
     # One claim per (domain, arm), as the pytest plugin takes them: a second run on the same
     # --out waits for the first, then finds its episodes stored instead of redoing them.
@@ -264,7 +289,24 @@ def _summary(report: dict[str, Any]) -> str:
         lines.append(f"{c['domain']}: {arm}{ref}  episodes {c.get('episodes')}  verdict {c.get('verdict')}")
     faults = report.get("run", {}).get("faults") or {}
     lines += summary_lines(faults)
+    lines.extend(_nl_lines(report.get("run", {})))
     return plain_text("\n".join(lines))
+
+
+def _nl_lines(run: dict[str, Any]) -> list[str]:
+    """How τ²-bench's NL assertions were scored (judged by whom, or not evaluated)."""
+    out: list[str] = []
+    judge = run.get("judge")
+    for label, s in (run.get("nl_assertions") or {}).items():
+        if not s.get("episodes"):
+            continue
+        if s.get("judged"):
+            err = f", {s['judge_errors']} with judge errors (scored not met)" if s.get("judge_errors") else ""
+            who = judge.get("identity") if isinstance(judge, dict) else ", ".join(s.get("judges", []))
+            out.append(f"NL assertions {label}: {s['judged']}/{s['episodes']} episodes judged by {who}{err}")
+        if s.get("not_evaluated"):
+            out.append(f"NL assertions {label}: {s['note']}")
+    return out
 
 
 def run_and_report(

@@ -25,17 +25,46 @@ class DB(BaseModel):
 
     @classmethod
     def load(cls: type[T], path: str | Path) -> T:
+        """Load a DB from JSON or TOML. Any problem (missing file, bad syntax, a field the
+        model refuses) is a :class:`~pytest_quantagent.errors.DataFileError` naming the file
+        and the location inside it."""
+        from pydantic import ValidationError
+
+        from pytest_quantagent.errors import DataFileError
+
         p = Path(path)
-        text = p.read_text(encoding="utf-8")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise DataFileError(p, "", f"{cls.__name__} file not found") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise DataFileError(p, "", f"cannot read {cls.__name__} file: {e}") from None
         if p.suffix == ".toml":
             try:
                 import tomllib
             except ModuleNotFoundError:  # pragma: no cover - python < 3.11
                 import tomli as tomllib  # type: ignore[no-redef]
-            data: Any = tomllib.loads(text)
+            try:
+                data: Any = tomllib.loads(text)
+            except tomllib.TOMLDecodeError as e:
+                raise DataFileError(p, "", f"invalid TOML: {e}") from None
         else:
-            data = json.loads(text)
-        return cls.model_validate(data)
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise DataFileError(
+                    p, f"line {e.lineno} column {e.colno}", f"invalid JSON: {e.msg}"
+                ) from None
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            first = e.errors()[0]
+            loc = ".".join(str(x) for x in first["loc"])
+            more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+            raise DataFileError(
+                p, f"field {loc!r}",
+                f"{first['msg']} (input: {first.get('input')!r:.80}){more}",
+            ) from None
 
     def dump(self, path: str | Path) -> None:
         Path(path).write_text(self.model_dump_json(indent=2), encoding="utf-8")

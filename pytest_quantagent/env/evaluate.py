@@ -11,8 +11,12 @@
   arguments); the component is the mean of the per-action results.
 - ``COMMUNICATE``: each info string must occur (case-insensitive, commas dropped from the
   message) in some agent text message.
-- ``NL_ASSERTION`` needs an LLM judge: it is **not evaluated**; the reward is computed on
-  the rest of the basis and ``info["not_evaluated"]`` says so.
+- ``NL_ASSERTION`` needs an LLM judge (:mod:`pytest_quantagent.runner.judge`); a task whose
+  basis lists it with no assertions scores 1 on it (τ²-bench). Without a judge it
+  is **not evaluated**: the reward is computed on the rest of the basis and
+  ``info.not_evaluated`` says so. With one, :func:`apply_nl_verdicts` adds the component: 1
+  when every assertion is met, else 0 (τ²-bench's rule); an assertion the judge could not
+  decide (a judge error) is not met — a judge error is never a pass.
 
 The final reward is the product of the components in the task's ``reward_basis``.
 """
@@ -50,6 +54,55 @@ class RewardInfo(BaseModel):
     not_evaluated: list[str] = Field(default_factory=list)
     """Basis components that were not evaluated (NL_ASSERTION: no LLM judge)."""
     note: str | None = None
+    nl_assertions: list[dict[str, Any]] = Field(default_factory=list)
+    """Per NL assertion: ``assertion``, ``met`` (None on a judge error), ``reason`` and, on a
+    judge error, ``judge_error``."""
+    judge: str | None = None
+    """Identity of the judge that decided ``nl_assertions`` (None: not judged)."""
+
+
+_NL_NOTE = "NL_ASSERTION not evaluated (needs an LLM judge); reward computed on the rest of the basis"
+
+
+def needs_judge(task: Task, info: RewardInfo) -> bool:
+    """True when the task's basis has NL_ASSERTION with assertions to judge and the episode
+    was scored (premature endings score 0 without evaluation, as in τ²-bench)."""
+    ec = task.evaluation_criteria
+    return (
+        ec is not None
+        and RewardType.NL_ASSERTION in ec.reward_basis
+        and RewardType.NL_ASSERTION.value in info.not_evaluated
+    )
+
+
+def _drop_note(note: str, part: str) -> str | None:
+    """``note`` (parts joined by "; ") without ``part``."""
+    rest = note.replace(f"; {part}", "").replace(f"{part}; ", "").replace(part, "")
+    return rest or None
+
+
+def apply_nl_verdicts(info: RewardInfo, verdicts: Sequence[dict[str, Any]], judge: str) -> RewardInfo:
+    """``info`` with the NL_ASSERTION component decided by ``verdicts`` (one per assertion,
+    from :meth:`pytest_quantagent.runner.judge.JudgeRuntime.judge`): 1.0 when every ``met``
+    is True, else 0.0 (a judge error, ``met`` None, is not met). No assertions: 1.0, as
+    τ²-bench. The reward is recomputed as the product of the breakdown."""
+    out = info.model_copy(deep=True)
+    out.not_evaluated = [c for c in out.not_evaluated if c != RewardType.NL_ASSERTION.value]
+    if out.note:
+        out.note = _drop_note(out.note, _NL_NOTE)
+    out.nl_assertions = [dict(v) for v in verdicts]
+    out.judge = judge
+    nl = 1.0 if all(v.get("met") is True for v in verdicts) else 0.0
+    out.reward_breakdown[RewardType.NL_ASSERTION.value] = nl
+    reward = 1.0
+    for v in out.reward_breakdown.values():
+        reward *= v
+    out.reward = reward
+    errors = sum(1 for v in verdicts if v.get("met") is None)
+    if errors:
+        msg = f"judge error on {errors} NL assertion(s): scored as not met"
+        out.note = f"{out.note}; {msg}" if out.note else msg
+    return out
 
 
 def _tool_calls(messages: Sequence[Message]) -> list[ToolCall]:
@@ -161,9 +214,11 @@ def evaluate(
         reward *= com_reward
 
     if RewardType.NL_ASSERTION in basis:
-        info.not_evaluated.append(RewardType.NL_ASSERTION.value)
-        nl = "NL_ASSERTION not evaluated (needs an LLM judge); reward computed on the rest of the basis"
-        info.note = f"{info.note}; {nl}" if info.note else nl
+        if ec.nl_assertions:
+            info.not_evaluated.append(RewardType.NL_ASSERTION.value)
+            info.note = f"{info.note}; {_NL_NOTE}" if info.note else _NL_NOTE
+        else:  # nothing to judge: the component is 1, as in τ²-bench
+            info.reward_breakdown[RewardType.NL_ASSERTION.value] = 1.0
 
     info.reward = reward
     return info

@@ -80,7 +80,9 @@ def get_domain(
         raise UnknownNameError("domain", name, known, hint=f"domains are looked up in {domains_dir()}")
     official = tau2_data is not None
     if official:
-        data_dir = Path(tau2_data) / "domains" / name  # type: ignore[arg-type]
+        from pytest_quantagent.env.tasksets import tau2_data_root
+
+        data_dir = tau2_data_root(Path(tau2_data)) / "domains" / name  # type: ignore[arg-type]
         if not data_dir.is_dir():
             raise DataFileError(
                 data_dir, "", f"no τ²-bench data for domain {name!r} (expected <tau2-data>/domains/{name}/)"
@@ -95,8 +97,39 @@ def get_domain(
             dom = mod.make_domain(data_dir, tasks_file, official)
             if not isinstance(dom, Domain):
                 raise TypeError(f"{name}/domain.py: make_domain returned {type(dom).__name__}, expected Domain")
+            _check_functions(dom, data_dir / (tasks_file or "tasks.json"))
             _cache[key] = dom
     return dom
+
+
+def get_domain_for_split(
+    name: str, tau2_data: Path | str | None = None, split: str | None = None
+) -> Domain:
+    """:func:`get_domain`, with τ²-bench data loading the task file that holds ``split``
+    (see :func:`pytest_quantagent.env.tasksets.tasks_file_for_split`)."""
+    tasks_file = None
+    if tau2_data is not None and name in list_domains():
+        from pytest_quantagent.env.tasksets import tau2_data_root
+
+        data_dir = tau2_data_root(Path(tau2_data)) / "domains" / name
+        if data_dir.is_dir():
+            from pytest_quantagent.env.tasksets import tasks_file_for_split
+
+            tasks_file = tasks_file_for_split(data_dir, split, name)
+    return get_domain(name, tau2_data=tau2_data, tasks_file=tasks_file)
+
+
+def _check_functions(dom: Domain, source: Path) -> None:
+    """Gold actions, initialization actions and environment assertions of every task must
+    name functions the domain's toolkits have (issue 28, finding 11)."""
+    from pytest_quantagent.env.tasks import check_task_functions, public_functions
+
+    check_task_functions(
+        dom.tasks, source,
+        agent_tools=dom.agent_tool_names, user_tools=dom.user_tool_names,
+        agent_functions=public_functions(dom.agent_toolkit),
+        user_functions=public_functions(dom.user_toolkit),
+    )
 
 
 def clear_cache() -> None:

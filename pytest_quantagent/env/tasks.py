@@ -17,6 +17,7 @@ naming the file, the task id and the field.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
@@ -163,6 +164,12 @@ def parse_tasks(raw: Any, source: str | Path) -> list[Task]:
     """Validate a decoded task list. ``source`` names the file in errors."""
     if not isinstance(raw, list):
         raise DataFileError(source, "", f"expected a JSON list of tasks, got {type(raw).__name__}")
+    return parse_task_items(raw, source)
+
+
+def parse_task_items(raw: Iterable[Any], source: str | Path) -> list[Task]:
+    """Validate task objects one at a time (a list, or a stream from
+    :func:`pytest_quantagent.env.tasksets.iter_task_items`)."""
     tasks: list[Task] = []
     seen: set[str] = set()
     for i, item in enumerate(raw):
@@ -184,9 +191,18 @@ def parse_tasks(raw: Any, source: str | Path) -> list[Task]:
     return tasks
 
 
+#: Task files larger than this are parsed one task at a time (ijson).
+STREAM_TASKS_ABOVE = 4 * 1024 * 1024
+
+
 def load_tasks(path: str | Path) -> list[Task]:
     """Load and validate a task file (τ²-bench's JSON format or ours)."""
     p = Path(path)
+    if p.is_file() and p.stat().st_size > STREAM_TASKS_ABOVE:
+        # Thousands of generated tasks (telecom's full set): never one decoded document.
+        from pytest_quantagent.env.tasksets import iter_task_items
+
+        return parse_task_items(iter_task_items(p), p)
     try:
         raw = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -232,3 +248,59 @@ def select_tasks(tasks: list[Task], ids: list[str]) -> list[Task]:
             raise UnknownNameError("task id", tid, by_id)
         out.append(by_id[tid])
     return out
+
+
+def check_task_functions(
+    tasks: list[Task],
+    source: str | Path,
+    *,
+    agent_tools: frozenset[str],
+    user_tools: frozenset[str],
+    agent_functions: frozenset[str],
+    user_functions: frozenset[str],
+) -> None:
+    """Refuse tasks whose gold actions name a tool the requestor's toolkit does not have, or
+    whose initialization actions / environment assertions name a function neither toolkit
+    side has. A gold action on an unknown tool would otherwise be skipped by the gold replay
+    and the oracle would report a task it never solved as solved.
+
+    ``agent_tools``/``user_tools`` are the tool names of each side; ``*_functions`` every
+    public callable of each side's toolkit (initialization and assertion functions need not
+    be tools). Raises :class:`~pytest_quantagent.errors.DataFileError` naming the file, the
+    task, the field and the allowed names (the closest ones first)."""
+    import difflib
+
+    def refuse(tid: str, field: str, name: str, allowed: frozenset[str], what: str) -> None:
+        close = difflib.get_close_matches(name, sorted(allowed), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        listing = ", ".join(sorted(allowed)) if len(allowed) <= 12 else f"{len(allowed)} names"
+        raise DataFileError(
+            source, f"task {tid!r}, field {field!r}",
+            f"{what} {name!r} does not exist (known: {listing}){hint}",
+        )
+
+    for t in tasks:
+        for i, a in enumerate(t.gold_actions):
+            allowed = agent_tools if a.requestor == "assistant" else user_tools
+            if a.name not in allowed:
+                refuse(t.id, f"evaluation_criteria.actions[{i}].name", a.name, allowed,
+                       f"gold action tool of the {a.requestor} side")
+        calls: list[tuple[str, EnvFunctionCall]] = []
+        if t.initial_state is not None:
+            calls += [(f"initial_state.initialization_actions[{i}].func_name", c)
+                      for i, c in enumerate(t.initial_state.initialization_actions or [])]
+        if t.evaluation_criteria is not None:
+            calls += [(f"evaluation_criteria.env_assertions[{i}].func_name", c)
+                      for i, c in enumerate(t.evaluation_criteria.env_assertions or [])]
+        for field, c in calls:
+            allowed = user_functions if c.env_type == "user" else agent_functions
+            if c.func_name not in allowed:
+                refuse(t.id, field, c.func_name, allowed, f"function of the {c.env_type} toolkit")
+
+
+def public_functions(kit: type | None) -> frozenset[str]:
+    """Names of the public callables of a toolkit class (what an initialization action or
+    an environment assertion may call)."""
+    if kit is None:
+        return frozenset()
+    return frozenset(n for n in dir(kit) if not n.startswith("_") and callable(getattr(kit, n, None)))

@@ -412,6 +412,23 @@ def _load_user_table(p: Path, data: Mapping[str, Any], name: str) -> UserModelCo
     return UserModelConfig(arm=arm, temperature=float(temperature), max_tokens=max_tokens)
 
 
+JUDGE_TABLE = "judge"
+
+
+def load_judge_config(path: str | Path) -> UserModelConfig | None:
+    """The ``[judge]`` table of an arms config (the NL-assertion judge), or None when the file
+    has none. Same keys and validation as ``[user]`` (:func:`load_user_config`), errors naming
+    ``judge.<key>``; the judge decodes at temperature 0 (pinned), so any other value is refused."""
+    p = Path(path)
+    cfg = load_user_config(p, table_name=JUDGE_TABLE)
+    if cfg is None:
+        return None
+    if cfg.temperature != 0:
+        raise DataFileError(p, f"{JUDGE_TABLE}.temperature",
+                            f"the judge decodes at temperature 0 (pinned), got {cfg.temperature!r}")
+    return cfg
+
+
 def parse_user_model(
     spec: str, *, temperature: float = 0.0, max_tokens: int = DEFAULT_USER_MAX_TOKENS
 ) -> UserModelConfig:

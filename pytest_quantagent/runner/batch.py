@@ -33,8 +33,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_quantagent.backends.wrapper import UsageCounter, bind_episode_usage, with_timeout
 from pytest_quantagent.env.channels import SCORABLE_TERMINATIONS, TerminationReason
+from pytest_quantagent.env.evaluate import RewardInfo
 from pytest_quantagent.errors import ConfigurationError, InfrastructureError
 from pytest_quantagent.runner.build import AgentPrompt, ArmRuntime, UserRuntime, make_agent
+from pytest_quantagent.runner.judge import JudgeRuntime, judge_record, judge_reward
 from pytest_quantagent.store.jsonl import EpisodeStore
 from pytest_quantagent.store.keys import episode_key
 from pytest_quantagent.store.records import EpisodeRecord
@@ -189,6 +191,7 @@ class ArmRunner:
         episode_fn: EpisodeFn | None = None,
         prompt: AgentPrompt | None = None,
         user: UserRuntime | None = None,
+        judge: JudgeRuntime | None = None,
     ) -> None:
         if user is None and settings.user_sim == "llm":
             raise ValueError(
@@ -197,6 +200,7 @@ class ArmRunner:
             )
         self.domain = domain
         self.user = user
+        self.judge = judge
         self.user_sim = user.identity if user is not None else settings.user_sim
         self.runtime = runtime
         self.settings = settings
@@ -271,11 +275,15 @@ class ArmRunner:
         else:
             user = self.domain.make_user(task, ep.seed)
         try:
-            return await with_timeout(
+            outcome = await with_timeout(
                 self.episode_fn(domain=self.domain, task=task, agent=agent, user=user,
                                 max_steps=self.settings.max_steps, max_errors=self.settings.max_errors),
                 self.settings.episode_timeout_s,
             )
+            if self.judge is not None and isinstance(outcome.reward_info, RewardInfo):
+                info = await judge_reward(self.judge, task, outcome.reward_info, outcome.messages)
+                outcome.reward_info, outcome.reward = info, info.reward
+            return outcome
         finally:
             if usage is not None and self.user is not None:
                 # The LLM user counts its calls apart (its tokens are not the agent's); its
@@ -345,6 +353,12 @@ class ArmRunner:
         else:
             results = [None] * len(keys)
         todo = [i for i, r in enumerate(results) if r is None]
+        if self.judge is not None:
+            # Stored episodes scored without this judge are judged from their messages (the
+            # verdict cache makes a re-run free); the agent's episode is never re-run for it.
+            for i, r in enumerate(results):
+                if r is not None and r.scored:
+                    results[i] = await judge_record(self.judge, self.domain.task(r.task_id), r)
         if self.progress is not None:
             self.progress.preload(len(plan) - len(todo))
         sem = asyncio.Semaphore(self.settings.concurrency)
@@ -365,10 +379,11 @@ async def run_arm(
     progress: ProgressSink | None = None,
     episode_fn: EpisodeFn | None = None,
     user: UserRuntime | None = None,
+    judge: JudgeRuntime | None = None,
 ) -> list[EpisodeRecord]:
     """Run or resume one arm's episodes (see :class:`ArmRunner`)."""
     runner = ArmRunner(domain=domain, runtime=runtime, settings=settings, store=store,
-                       progress=progress, episode_fn=episode_fn, user=user)
+                       progress=progress, episode_fn=episode_fn, user=user, judge=judge)
     return await runner.run(plan)
 
 
@@ -382,11 +397,13 @@ async def run_cell(
     progress: Callable[[str, int], ProgressSink] | None = None,
     episode_fn: EpisodeFn | None = None,
     user: UserRuntime | None = None,
+    judge: JudgeRuntime | None = None,
 ) -> dict[str, list[EpisodeRecord]]:
     """Run every arm on the same plan (paired design), arms concurrently.
 
     ``progress(label, total)`` returns the sink of one arm (e.g. ``RunProgress.arm``).
     ``user``: the run's one LLM user simulator (None = the domain's scripted user).
+    ``judge``: the NL-assertion judge (None = NL assertions not evaluated).
     """
     labels = [rt.arm.label for rt in runtimes]
     if len(set(labels)) != len(labels):
@@ -395,7 +412,7 @@ async def run_cell(
     runners = [
         ArmRunner(domain=domain, runtime=rt, settings=settings, store=store,
                   progress=progress(rt.arm.label, len(plan)) if progress else None,
-                  episode_fn=episode_fn, prompt=prompt, user=user)
+                  episode_fn=episode_fn, prompt=prompt, user=user, judge=judge)
         for rt in runtimes
     ]
     results = await asyncio.gather(*(r.run(plan) for r in runners))

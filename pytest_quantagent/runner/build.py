@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_quantagent.backends.base import Backend, BackendOptions
 from pytest_quantagent.backends.registry import create_backend
 from pytest_quantagent.backends.wrapper import ModelClient, RetryPolicy
-from pytest_quantagent.errors import UnknownNameError
+from pytest_quantagent.env.tasksets import check_split, check_task_ids
 from pytest_quantagent.quant.arms import (
     ArmSpec,
     UserModelConfig,
@@ -212,12 +212,11 @@ def select_tasks(
     if task_ids is not None:
         if not task_ids:
             raise ValueError("the list of task ids is empty")
-        for tid in task_ids:
-            domain.task(tid)  # raises UnknownNameError listing the known ids
+        # Names the few closest ids, not all of them.
+        check_task_ids(domain.name, task_ids, [t.id for t in domain.tasks])
         return list(dict.fromkeys(task_ids))
     if split is not None:
-        if split not in domain.splits:
-            raise UnknownNameError(f"{domain.name} split", split, domain.splits)
+        check_split(domain.name, split, domain.splits)
         ids = list(domain.splits[split])
     else:
         ids = [t.id for t in domain.tasks]

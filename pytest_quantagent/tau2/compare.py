@@ -12,7 +12,34 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_quantagent.errors import QuantAgentError
 from pytest_quantagent.tau2.reader import Tau2Run, default_label, read_results
+from pytest_quantagent.tau2.version import Provenance, accounting_conflict
+
+ALLOW_MIXED_FLAG = "--allow-mixed-tau2"
+
+
+class MixedTau2Error(QuantAgentError, ValueError):
+    """Two results files from τ²-bench versions that account for failures differently."""
+
+
+def check_accounting(reference: tuple[str, Provenance], candidate: tuple[str, Provenance],
+                     *, allow_mixed: bool = False, flag: str = ALLOW_MIXED_FLAG) -> str | None:
+    """None when the two files may be paired; with ``allow_mixed`` a note saying what
+    differs; else raises :class:`MixedTau2Error` naming both files and the difference."""
+    (ref_name, ref), (cand_name, cand) = reference, candidate
+    diff = accounting_conflict(ref, cand)
+    if diff is None:
+        return None
+    what = (f"{cand_name} ({cand.describe()}) vs {ref_name} ({ref.describe()}): different failure "
+            f"accounting — {diff}")
+    if not allow_mixed:
+        raise MixedTau2Error(
+            f"refusing to pair τ²-bench files whose versions account for failures differently: "
+            f"{what}. Their scores and error counts do not mean the same; compare files from one "
+            f"version, or pass {flag} to pair them anyway with this difference stated"
+        )
+    return f"mixed τ²-bench versions ({flag}): {what}"
 
 
 @dataclass
@@ -25,12 +52,14 @@ class DomainGroup:
 
 
 def read_comparison(
-    paths: Sequence[str | Path], labels: Sequence[str] | None = None
+    paths: Sequence[str | Path], labels: Sequence[str] | None = None, *, allow_mixed: bool = False
 ) -> list[DomainGroup]:
     """Read every file (the first is the reference) and group them by domain.
 
     Labels default to :func:`unique_labels` (file names, a repeated one suffixed ``#2``...).
-    Raises :class:`DataFileError` for the first bad file.
+    Raises :class:`DataFileError` for the first bad file and :class:`MixedTau2Error` for a
+    candidate whose version accounts for failures unlike its reference's (unless
+    ``allow_mixed``; the difference is then in the candidate's ``flags.notes``).
     """
     if len(paths) < 2:
         raise ValueError(
@@ -48,6 +77,11 @@ def read_comparison(
         if run.domain not in groups:
             groups[run.domain] = DomainGroup(run.domain, run)
         else:
+            ref = groups[run.domain].reference
+            note = check_accounting((str(ref.path), ref.provenance), (str(run.path), run.provenance),
+                                    allow_mixed=allow_mixed)
+            if note:
+                run.flags.notes.append(note)
             groups[run.domain].candidates.append(run)
     return list(groups.values())
 

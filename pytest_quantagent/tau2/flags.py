@@ -64,6 +64,13 @@ class Tau2Flags:
     """``domain`` (the registered domain's tool lists), ``file`` (names seen in the file),
     or ``domain+file``."""
     notes: list[str] = field(default_factory=list)
+    branch: str = "unknown"
+    """``main``, ``feature/gym`` or ``unknown`` (see :mod:`pytest_quantagent.tau2.version`)."""
+    accounting: str = "unknown"
+    """Failure-accounting family of the producing version (``pre-1.0``, ``1.0-drop``,
+    ``1.0``, ``1.0?``, ``gym``, ``unknown``)."""
+    evidence: list[str] = field(default_factory=list)
+    """What the version, branch and accounting were read from."""
 
     def count(self, termination: str, task_id: str, trial: int) -> None:
         """Account for one episode by its τ²-bench termination string."""
@@ -119,8 +126,8 @@ class Tau2Flags:
             )
         if self.tick_only:
             out.append(
-                f"{self.tick_only} full-duplex simulations store ticks, not messages: "
-                "their tool calls were not read"
+                f"{self.tick_only} voice (full-duplex) simulations store ticks, not messages: "
+                "read for their scores only; tool-call channels are unavailable for them"
             )
         if self.trimmed:
             out.append("trimmed file: tool errors read from the 'Error:' prefix")
@@ -143,6 +150,9 @@ class Tau2Flags:
             trimmed=bool(data.get("trimmed", False)),
             tool_names_source=str(data.get("tool_names_source", "domain")),
             notes=[str(n) for n in data.get("notes", [])],
+            branch=str(data.get("branch", "unknown")),
+            accounting=str(data.get("accounting", "unknown")),
+            evidence=[str(e) for e in data.get("evidence", [])],
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -160,6 +170,9 @@ class Tau2Flags:
             "trimmed": self.trimmed,
             "tool_names_source": self.tool_names_source,
             "notes": list(self.notes),
+            "branch": self.branch,
+            "accounting": self.accounting,
+            "evidence": list(self.evidence),
         }
 
 

@@ -44,6 +44,7 @@ from pytest_quantagent.tau2.classify import (
 from pytest_quantagent.tau2.flags import VERSION_KEYS, Tau2Flags
 from pytest_quantagent.tau2.messages import convert_messages
 from pytest_quantagent.tau2.source import RESULTS_FILE, SIMULATIONS_DIR, Format, open_results
+from pytest_quantagent.tau2.version import Provenance, Signals, detect, tools_of_version
 
 #: τ²-bench termination strings that our taxonomy names differently. Both are scored 0 by
 #: τ²-bench; ``context_window_exceeded`` is, like an infrastructure error, excluded from its
@@ -84,6 +85,14 @@ class Tau2Run:
     """``info`` without the long texts (policy, user guidelines, tool definitions)."""
     records: list[EpisodeRecord] = field(default_factory=list)
     flags: Tau2Flags = field(default_factory=Tau2Flags)
+    tools: ToolNames = field(default_factory=ToolNames)
+    """The tool names failed calls were classified against (the file's version's list)."""
+
+    @property
+    def provenance(self) -> Provenance:
+        """Producing version, branch and failure accounting (see :mod:`.version`)."""
+        f = self.flags
+        return Provenance(f.tau2_version, f.branch, f.accounting, tuple(f.evidence))
 
     @property
     def max_errors(self) -> int:
@@ -136,8 +145,12 @@ def read_results(
 
     domain = _domain_name(meta_path, info)
     flags = Tau2Flags()
-    flags.set_version(_version(info))
+    version = _version(info)
+    flags.set_version(version)
     names, source, note = _tool_names(domain, info, tools)
+    # Classify names against the tool list of the file's version (get_item_details: 1.0.0).
+    names = ToolNames.of(tools_of_version(domain, names.agent, version),
+                         tools_of_version(domain, names.user, version))
     flags.tool_names_source = source
     if note:
         flags.notes.append(note)
@@ -159,6 +172,9 @@ def read_results(
     records = [ctx.convert(loc, sim) for loc, sim in sims]
     if "file" in source:
         ctx.reclassify_tool_names(records)
+    ctx.signals.ok_tool_names = ctx.seen_agent | ctx.seen_user
+    prov = detect(version, info, ctx.signals, domain)
+    flags.branch, flags.accounting, flags.evidence = prov.branch, prov.accounting, list(prov.evidence)
     if not records:
         flags.notes.append("the file holds no simulations")
     return Tau2Run(
@@ -170,6 +186,7 @@ def read_results(
         info=_summary(info),
         records=records,
         flags=flags,
+        tools=ctx.tools,
     )
 
 
@@ -245,7 +262,13 @@ def _tool_names(
             f"domain {domain!r} tool lists unavailable ({reason}); unknown vs cross-role "
             "tool names judged from the tool names the file shows to exist",
         )
-    return names.union(from_info), "domain+file", None
+    # A file that lists its tools (info.environment_info.tool_defs) is the tool list of its
+    # own version: a name the registered domain has but the file's version lacked is a
+    # hallucination there.
+    if from_info.agent or from_info.user:
+        names = ToolNames(from_info.agent or names.agent, from_info.user or names.user)
+        return names, "tool_defs", None
+    return names, "domain+file", None
 
 
 # --------------------------------------------------------------------------- conversion
@@ -275,6 +298,7 @@ class _Context:
     seen_user: set[str] = field(default_factory=set)
     trials: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     keys: set[tuple[str, int]] = field(default_factory=set)
+    signals: Signals = field(default_factory=Signals)
 
     def convert(self, loc: str, sim: dict[str, Any]) -> EpisodeRecord:
         task_id = sim.get("task_id")
@@ -289,15 +313,28 @@ class _Context:
                 f"unknown value {raw_term!r}; known values: " + ", ".join(_KNOWN_TERMINATIONS),
             )
         termination = _EXTRA_TERMINATIONS.get(raw_term) or TerminationReason(raw_term)
+        self.signals.terminations.add(str(raw_term))
         trial = sim.get("trial")
         if trial is None:
             # Old files lack ``trial``: number repeats of a task in file order instead.
             trial = self.trials[task_id]
+        elif isinstance(trial, bool) or not isinstance(trial, int) or trial < 0:
+            raise DataFileError(
+                self.path, f"{loc}.trial", f"expected a whole number >= 0, got {trial!r:.60}"
+            )
         self.trials[task_id] += 1
         messages = sim.get("messages")
         if messages is None:
-            if sim.get("ticks"):
-                self.flags.tick_only += 1
+            if "ticks" not in sim:
+                # Reading this as an episode with no tool calls would count it as clean.
+                raise DataFileError(
+                    self.path,
+                    f"{loc}.messages",
+                    "missing (and no voice 'ticks'): a simulation without its messages has no "
+                    "tool calls to read; re-export the results with their trajectories",
+                )
+            self.flags.tick_only += 1
+            self.signals.ticks = True
             messages = []
         if not isinstance(messages, list):
             raise DataFileError(
@@ -310,7 +347,7 @@ class _Context:
                 f"{loc}.reward_info",
                 f"expected an object, got {type(reward_info).__name__}",
             )
-        reward = float((reward_info or {}).get("reward") or 0.0)
+        reward = _reward(self.path, loc, reward_info)
         messages = _flatten(messages)
         calls, n_errors = self._calls(loc, messages)
         self.flags.count(str(raw_term), task_id, int(trial))
@@ -318,6 +355,9 @@ class _Context:
             self.flags.duplicate_keys += 1
         self.keys.add((task_id, int(trial)))
         seed = sim.get("seed", self.info.get("seed"))
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            where = f"{loc}.seed" if "seed" in sim else "info.seed"
+            raise DataFileError(self.path, where, f"expected a whole number, got {seed!r:.60}")
         sim_id = str(sim.get("id") or f"{task_id}-{trial}")
         record = EpisodeRecord(
             key=_key(self.label, sim_id, task_id, int(trial)),
@@ -358,6 +398,8 @@ class _Context:
                     f"expected a message object, got {type(m).__name__}",
                 )
             role = m.get("role")
+            if "errors" in m:
+                self.signals.message_errors = True
             if role in ("assistant", "user"):
                 requestor: Requestor = role
                 for err in m.get("errors") or []:
@@ -523,6 +565,18 @@ def _key(label: str, sim_id: str, task_id: str, trial: int) -> str:
 
 def _clip(text: str) -> str:
     return text if len(text) <= MAX_DETAIL_CHARS else text[:MAX_DETAIL_CHARS] + " ..."
+
+
+def _reward(path: Path, loc: str, reward_info: dict[str, Any] | None) -> float:
+    """``reward_info.reward`` as a float in [0, 1] (absent or null: 0, as τ²-bench)."""
+    v = (reward_info or {}).get("reward")
+    if v is None:
+        return 0.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= float(v) <= 1.0:
+        raise DataFileError(
+            path, f"{loc}.reward_info.reward", f"expected a number from 0 to 1, got {v!r:.60}"
+        )
+    return float(v)
 
 
 def _float_or_none(v: Any) -> float | None:

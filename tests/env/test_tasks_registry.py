@@ -94,3 +94,70 @@ def test_official_tau2_task_files_load(tau2_data: Path) -> None:
     assert all(t.structured_instructions is not None for t in retail)
     splits = load_splits(tau2_data / "domains" / "retail" / "split_tasks.json", [t.id for t in retail])
     assert len(splits["test"]) == 40
+
+
+# Issue 28, finding 11: task files name real tools; DB errors name the file.
+
+
+def _official_toy(tmp_path: Path, tasks: list[dict[str, object]]) -> Path:
+    d = tmp_path / "domains" / "toy"
+    d.mkdir(parents=True)
+    (d / "tasks.json").write_text(json.dumps(tasks))
+    return tmp_path
+
+
+def _task(**criteria: object) -> dict[str, object]:
+    return {"id": "t1", "user_scenario": {"instructions": {"reason_for_call": "hi"}},
+            "evaluation_criteria": {"reward_basis": ["DB"], **criteria}}
+
+
+def test_gold_action_with_unknown_tool_is_refused(toy_domains_dir: Path, tmp_path: Path) -> None:
+    data = _official_toy(tmp_path, [_task(actions=[
+        {"action_id": "a0", "name": "get_account", "arguments": {"account_id": "a1"}},
+        {"action_id": "a1", "name": "deposti", "arguments": {"account_id": "a1", "amount": 1}},
+    ])])
+    with pytest.raises(DataFileError) as ei:
+        registry.get_domain("toy", tau2_data=data)
+    e = ei.value
+    assert e.path == str(data / "domains" / "toy" / "tasks.json")
+    assert e.location == "task 't1', field 'evaluation_criteria.actions[1].name'"
+    assert "'deposti' does not exist" in e.problem and "did you mean deposit" in e.problem
+
+
+def test_gold_action_of_the_wrong_side_is_refused(toy_domains_dir: Path, tmp_path: Path) -> None:
+    # toggle_wifi is a user (device) tool: the agent cannot call it.
+    data = _official_toy(tmp_path, [_task(actions=[
+        {"action_id": "a0", "requestor": "assistant", "name": "toggle_wifi", "arguments": {}},
+    ])])
+    with pytest.raises(DataFileError, match="gold action tool of the assistant side 'toggle_wifi'"):
+        registry.get_domain("toy", tau2_data=data)
+
+
+def test_unknown_initialization_function_is_refused(toy_domains_dir: Path, tmp_path: Path) -> None:
+    task = _task()
+    task["initial_state"] = {"initialization_actions": [
+        {"env_type": "user", "func_name": "no_such_function", "arguments": {}}]}
+    data = _official_toy(tmp_path, [task])
+    with pytest.raises(DataFileError) as ei:
+        registry.get_domain("toy", tau2_data=data)
+    assert ei.value.location == "task 't1', field 'initial_state.initialization_actions[0].func_name'"
+    assert "'no_such_function' does not exist" in ei.value.problem
+
+
+def test_bad_retail_db_names_the_file(tau2_data: Path, tmp_path: Path) -> None:
+    import shutil
+
+    registry.clear_cache()
+    d = tmp_path / "domains" / "retail"
+    d.mkdir(parents=True)
+    for name in ("tasks.json", "policy.md"):
+        shutil.copy(tau2_data / "domains" / "retail" / name, d / name)
+    (d / "db.json").write_text('{"products": {}, "users": {}, "orders": {}, "extra": 1}')
+    with pytest.raises(DataFileError) as ei:
+        registry.get_domain("retail", tau2_data=tmp_path)
+    assert ei.value.path == str(d / "db.json") and "extra" in ei.value.location
+    (d / "db.json").write_text('{"products": ')
+    registry.clear_cache()
+    with pytest.raises(DataFileError, match=r"db\.json at line 1 column \d+: invalid JSON"):
+        registry.get_domain("retail", tau2_data=tmp_path)
+    registry.clear_cache()

@@ -25,7 +25,7 @@ def test_ini_names_follow_one_rule() -> None:
     assert names["--domain"] == "quant_domain"
     assert names["--error-budget"] == "quant_error_budget"
     assert names["--quant-tau2-data"] == "quant_tau2_data"
-    assert len(set(names.values())) == len(OPTIONS) == 18
+    assert len(set(names.values())) == len(OPTIONS) == 20
 
 
 @pytest.mark.parametrize(
@@ -180,7 +180,16 @@ def test_task_selection(spec: str, ids: list[str], expected: list[str]) -> None:
 
 
 def test_task_selection_unknown_names_list_the_known_ones() -> None:
-    with pytest.raises(ValueError, match=r"unknown task split 'test'; known task splits: base, train"):
-        parse_tasks("split:test").select(["a"], {"base": ["a"], "train": []})
-    with pytest.raises(ValueError, match=r"unknown task id 'z'; known task ids: a, b"):
-        parse_tasks("ids:a,z").select(["a", "b"])
+    with pytest.raises(ValueError, match=r"unknown retail task split 'test'; known splits: base, train$"):
+        parse_tasks("split:test").select(["a"], {"base": ["a"], "train": []}, domain="retail")
+    # An unknown id names the few closest, never all of them (issue 26).
+    ids = [str(i) for i in range(160)]
+    with pytest.raises(ValueError) as ei:
+        parse_tasks("ids:3,1600").select(ids, domain="retail")
+    msg = str(ei.value)
+    # Reference for "closest": difflib's ratio ranking (stdlib), the five best.
+    import difflib
+
+    expected = ", ".join(difflib.get_close_matches("1600", ids, n=5, cutoff=0.5))
+    assert msg == f"unknown retail task id '1600' (closest: {expected}; 160 task ids in domain 'retail')"
+    assert msg.count(",") < 10

@@ -111,7 +111,7 @@ def test_unknown_domain_and_task_refused(arms_toml: Path, tmp_path: Path,
     assert main(["run", "--domain", "nope", "--arms", "bf16", "--config", str(arms_toml), "-q"]) == 2
     assert "unknown domain 'nope'; known domains: mini" in capsys.readouterr().err
     assert _run("--arms", "bf16", "--config", str(arms_toml), "--tasks", "t9", "--out", str(tmp_path)) == 2
-    assert "unknown mini task id 't9'; known mini task ids: t0, t1, t2, t3" in capsys.readouterr().err
+    assert "unknown mini task id 't9' (closest: t3, t2, t1, t0; 4 task ids in domain 'mini')" in capsys.readouterr().err
 
 
 def test_sigkill_mid_run_then_resume_gives_exactly_n(tmp_path: Path) -> None:

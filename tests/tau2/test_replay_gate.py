@@ -53,3 +53,32 @@ def test_replay_arms_gate_a_release(pytester: pytest.Pytester) -> None:
     )
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*1 channel(s) amplified above*", "*unknown_tool: *(60 vs 0)*"])
+
+
+def test_replay_arms_of_differently_accounting_versions_are_refused(pytester: pytest.Pytester) -> None:
+    # bf16 from τ²-bench 1.0.1 (malformed turns excluded as infrastructure errors), int4 from
+    # feature/gym (rejected turns kept as message errors): their counts mean different things.
+    bf16 = pytester.path / "bf16.json"
+    data = results([simulation(str(t), Conversation().call("get_order_details", "{}").messages)
+                    for t in range(3)], domain="retail", tau2_version="1.0.1")
+    write_json(bf16, data)
+    for sim in data["simulations"]:
+        sim["messages"][0]["errors"] = []
+    del data["info"]["tau2_version"]
+    int4 = write_json(pytester.path / "int4.json", data)
+    pytester.makefile(
+        ".toml",
+        arms=f'[arms.bf16]\nbackend = "replay"\npath = "{bf16}"\n\n'
+        f'[arms.int4]\nbackend = "replay"\npath = "{int4}"\n',
+    )
+    pytester.makepyfile(test_gate="def test_cell(episodes):\n    assert len(episodes) == 3\n")
+    args = ["--quant=int4", "--quant-reference=bf16", "--domain=retail", "--quant-config=arms.toml"]
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([
+        "*refusing to pair τ²-bench files whose versions account for failures differently*",
+        "*--quant-allow-mixed-tau2=yes*",
+    ])
+    result = pytester.runpytest(*args, "--quant-allow-mixed-tau2=yes", "-W", "always")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*mixed τ²-bench versions (--quant-allow-mixed-tau2=yes)*"])

@@ -166,3 +166,40 @@ def test_a_refused_file_leaves_the_next_read_intact(tmp_path: Path) -> None:
     with pytest.raises(DataFileError):
         read_results(bad)
     assert len(read_results(good).records) == 3
+
+
+# Issue 28, finding 8: a simulation without messages is not a clean episode; bad scalars
+# are refused naming the file and the JSON location.
+
+
+def test_simulation_without_messages_is_refused(tmp_path: Path) -> None:
+    data = _good()
+    del data["simulations"][1]["messages"]
+    e = _refused(write_json(tmp_path / "r.json", data))
+    assert e.location == "simulations[1].messages"
+    assert "missing" in e.problem
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "location"),
+    [
+        ("reward", "high", "simulations[2].reward_info.reward"),
+        ("reward", 3.5, "simulations[2].reward_info.reward"),
+        ("reward", True, "simulations[2].reward_info.reward"),
+        ("trial", "first", "simulations[2].trial"),
+        ("trial", -1, "simulations[2].trial"),
+        ("seed", "abc", "simulations[2].seed"),
+    ],
+)
+def test_bad_scalars_name_file_and_location(
+    tmp_path: Path, field: str, value: Any, location: str
+) -> None:
+    data = _good()
+    sim = data["simulations"][2]
+    if field == "reward":
+        sim["reward_info"]["reward"] = value
+    else:
+        sim[field] = value
+    e = _refused(write_json(tmp_path / "r.json", data))
+    assert e.location == location
+    assert repr(value)[:20] in e.problem

@@ -133,7 +133,7 @@ def test_every_channel(tmp_path: Path) -> None:
         if c.error
     )
     assert run.flags.hidden_malformed == 1
-    assert run.flags.tool_names_source in ("domain+file", "file")
+    assert run.flags.tool_names_source in ("domain+file", "file", "tool_defs")
 
 
 def test_trimmed_file_reads_the_same(tmp_path: Path) -> None:
