@@ -268,7 +268,7 @@ class QuantAgentSession:
         import hashlib
         import json
 
-        ident = json.dumps([self.qc.run_dict(), key.domain, key.arm, key.reference],
+        ident = json.dumps([self.qc.run_dict(), key.domain, key.arm, key.reference, "tasks-v2"],
                            sort_keys=True, default=str)
         digest = hashlib.sha256(ident.encode()).hexdigest()[:24]
         return self.qc.cache_dir / "cells" / f"{digest}.json"
@@ -333,7 +333,9 @@ class QuantAgentSession:
             return CellEpisodes(arm=replayed[cell.arm], reference=replayed[cell.reference])
 
         domain = get_domain(cell.domain, tau2_data=qc.tau2_data)
-        task_ids = qc.tasks.select([t.id for t in domain.tasks], domain.splits)
+        pool = ([t.id for t in domain.tasks] if qc.tasks.kind == "ids"
+                else _default_task_ids(domain, (ref_spec, arm_spec)))
+        task_ids = qc.tasks.select(pool, domain.splits)
         plan = plan_episodes(task_ids, qc.trials, qc.seed)
         concurrency = qc.concurrency or RunSettings().concurrency
         settings = RunSettings(max_errors=qc.error_budget, concurrency=concurrency,
@@ -533,3 +535,13 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="quantagent-run") as pool:
         return pool.submit(asyncio.run, coro).result()
 
+
+def _default_task_ids(domain: Any, specs: tuple[ArmSpec, ...]) -> list[str]:
+    """The task ids that ``all``, ``N`` and ``A:B`` select from: the domain's test split when
+    every arm is a bundled model (it was trained on the other splits), else every task."""
+    from pytest_quantagent.quant.bundled import BUNDLED_SPECS
+
+    test = domain.splits.get("test")
+    if test and all(s.backend == "transformers" and s.model in BUNDLED_SPECS for s in specs):
+        return list(test)
+    return [t.id for t in domain.tasks]
