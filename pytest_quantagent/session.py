@@ -139,6 +139,9 @@ class QuantAgentSession:
         """Cells some test used (from test reports, so xdist workers' cells count)."""
         self.report: dict[str, Any] | None = None
         self.report_error: str | None = None
+        self.test_outcomes: list[dict[str, Any]] = []
+        """Failed and skipped tests on the quant grid (the report's ``tests``; the xdist
+        controller sees every worker's reports)."""
 
     # ------------------------------------------------------------------ the grid
 
@@ -407,6 +410,16 @@ class QuantAgentSession:
         from pytest_quantagent import __version__
 
         info = self.qc.run_dict()
+        specs: dict[str, Any] = {}
+        for label in (self.qc.reference, *self.qc.arms):
+            try:
+                a = self.arm_spec(label)
+            except Exception:
+                continue
+            specs[label] = {k: v for k, v in (("backend", a.backend), ("model", a.model),
+                                              ("path", a.path), ("base_url", a.base_url),
+                                              ("quantization", a.quantization)) if v}
+        info["arm_specs"] = specs
         info["versions"] = {
             "pytest_quantagent": __version__,
             "pytest": pytest.__version__,
@@ -444,9 +457,16 @@ class QuantAgentSession:
         item.user_properties.extend((n, v) for n, v in props if v is not None)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        cell_id: str | None = None
         for name, value in report.user_properties:
             if name == CELL_PROPERTY and isinstance(value, str):
                 self.seen_cells.add(self._key_of(value))
+                cell_id = value
+        if report.failed or (report.skipped and report.when != "teardown"):
+            outcome = "failed" if report.failed else "skipped"
+            self.test_outcomes.append({"nodeid": report.nodeid, "cell": cell_id,
+                                       "outcome": outcome, "when": report.when,
+                                       "message": _why(report)})
 
     def _key_of(self, cell_id: str) -> CellKey:
         for d in sorted(self.domains(), key=len, reverse=True):
@@ -464,6 +484,9 @@ class QuantAgentSession:
                 loaded = None if k in self._episodes else self._load_from_manifest(k)
                 cells[k] = loaded if loaded is not None else self.episodes(k)
             report = self.analyze(cells)
+            cell_ids = {c.id for c in cells}
+            report["tests"] = [t for t in self.test_outcomes
+                               if t["cell"] in cell_ids or (t["cell"] is None and t["outcome"] == "failed")]
             self.config.hook.pytest_quantagent_report_ready(config=self.config, report=report)
             self.report = report
             self._write_outputs(report)
@@ -545,3 +568,13 @@ def _default_task_ids(domain: Any, specs: tuple[ArmSpec, ...]) -> list[str]:
     if test and all(s.backend == "transformers" and s.model in BUNDLED_SPECS for s in specs):
         return list(test)
     return [t.id for t in domain.tasks]
+
+
+def _why(report: pytest.TestReport, lines: int = 8) -> str:
+    """The first lines of why a test failed or was skipped (the assertion's message)."""
+    lr = report.longrepr
+    if isinstance(lr, tuple) and len(lr) == 3:  # a skip: (path, lineno, reason)
+        return str(lr[2]).removeprefix("Skipped: ")
+    crash = getattr(lr, "reprcrash", None)
+    text = str(getattr(crash, "message", "") or report.longreprtext or "")
+    return "\n".join(text.splitlines()[:lines])
