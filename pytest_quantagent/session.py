@@ -139,6 +139,7 @@ class QuantAgentSession:
         """Cells some test used (from test reports, so xdist workers' cells count)."""
         self.report: dict[str, Any] | None = None
         self.report_error: str | None = None
+        self._cell_of_node: dict[str, str] = {}
         self.test_outcomes: list[dict[str, Any]] = []
         """Failed and skipped tests on the quant grid (the report's ``tests``; the xdist
         controller sees every worker's reports)."""
@@ -462,6 +463,7 @@ class QuantAgentSession:
             if name == CELL_PROPERTY and isinstance(value, str):
                 self.seen_cells.add(self._key_of(value))
                 cell_id = value
+                self._cell_of_node[report.nodeid] = value  # set after the test: teardown
         if report.failed or (report.skipped and report.when != "teardown"):
             outcome = "failed" if report.failed else "skipped"
             self.test_outcomes.append({"nodeid": report.nodeid, "cell": cell_id,
@@ -485,6 +487,8 @@ class QuantAgentSession:
                 cells[k] = loaded if loaded is not None else self.episodes(k)
             report = self.analyze(cells)
             cell_ids = {c.id for c in cells}
+            for t in self.test_outcomes:
+                t["cell"] = t["cell"] or self._cell_of_node.get(t["nodeid"])
             report["tests"] = [t for t in self.test_outcomes
                                if t["cell"] in cell_ids or (t["cell"] is None and t["outcome"] == "failed")]
             self.config.hook.pytest_quantagent_report_ready(config=self.config, report=report)

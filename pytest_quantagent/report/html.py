@@ -40,7 +40,7 @@ figure svg{max-width:100%;height:auto}figcaption{font-size:.85rem;color:#555;max
 pre{background:#f8f8f8;padding:.5rem;overflow-x:auto;font-size:.8rem;white-space:pre-wrap}
 .legend span{display:inline-block;width:.8rem;height:.8rem;margin:0 .3rem 0 1rem;vertical-align:middle}
 .alias{background:#eef;border-radius:3px;padding:0 .2rem;font-style:italic}
-.failed{color:#b00020}.skipped{color:#666}
+td.why{min-width:22rem;width:60%}code{overflow-wrap:anywhere}.failed{color:#b00020}.skipped{color:#666}
 """
 
 # Alias tokens of the bundled tokenizer (reference/tokenizer.py: DEFAULT_ALIASES and the
@@ -61,7 +61,7 @@ def _name(value: Any) -> str:
     return _ALIAS_RE.sub(
         lambda m: (f'<span class="alias" title="alias token &lt;{m.group(1)}{m.group(2)}&gt; '
                    f'of the bundled tokenizer, bound to no id in the conversation">'
-                   f"{m.group(1)} #{m.group(2)} (no such id)</span>"),
+                   f"⟨{m.group(1)} {m.group(2)}⟩</span>"),
         _e(value),
     )
 
@@ -143,9 +143,13 @@ class _Plot:
         self.y0, self.y1 = y0, y1
         self.parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
                       f'viewBox="0 0 {w} {h}" role="img" aria-label="{_e(title)}">']
-        for t in _ticks(y0, y1):
+        ticks = _ticks(y0, y1)
+        if len(ticks) > 1 and round((ticks[1] - ticks[0]) * 100, 6) % 1:
+            y_fmt = y_fmt.replace(".0%", ".1%")  # 2.5-point steps: 82.5%, not 82%
+        for t in ticks:
             if not (y0 - 1e-9 <= t <= y1 + 1e-9):
                 continue
+            t = 0.0 if abs(t) < 1e-12 else t  # "0%", not "-0%"
             y = self.py(t)
             self.parts.append(f'<line x1="{self.left}" x2="{w - self.right}" y1="{y:.2f}" '
                               f'y2="{y:.2f}" stroke="#e4e4e4"/>')
@@ -168,7 +172,9 @@ class _Plot:
         if not pts:
             return
         path = " ".join(f"{self.px(x):.2f},{self.py(y):.2f}" for x, y in pts)
-        self.parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" '
+        # The reference is drawn wide and light, so a candidate on top of it stays visible.
+        width = "5\" stroke-opacity=\"0.45" if series == "reference" else "2"
+        self.parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="{width}" '
                           f'points="{path}"><title>{_e(name)}</title></polyline>')
         for x, y in pts:
             self.parts.append(f'<circle class="pt" data-series="{series}" data-k="{x:g}" '
@@ -445,22 +451,27 @@ def _block_failure_set(cell: dict[str, Any]) -> str:
         judged = "–" if j is None else (f'<span class="{jcls}">{_e(j)}</span>'
                                         f"<br><small>{_e(v.get('judgement_reason') or '')}</small>")
         rows.append(
-            f"<tr><td class=l>{_e(n)}</td><td>{_num(v.get('reference_total'), '{}')}</td>"
+            f"<tr><td class=l rowspan=2><b>{_e(n)}</b></td>"
+            f"<td>{_num(v.get('reference_total'), '{}')}</td>"
             f"<td>{_num(v.get('arm_total'), '{}')}</td>"
-            f"<td>{_num(v.get('spearman'), '{:.2f}')}</td>"
-            f"<td>{_num(v.get('kendall'), '{:.2f}')}</td><td>{_pct(v.get('novel_share'))}</td>"
-            f"<td>{_num(v.get('p_changed'), '{:.2g}')}</td><td class=l>{judged}</td>"
-            f"<td class=l>{_top_names(v.get('top_reference'))}</td>"
-            f"<td class=l>{_top_names(v.get('top_arm'))}</td></tr>")
+            f"<td>{_num(v.get('spearman'), '{:.2f}')} / {_num(v.get('kendall'), '{:.2f}')}</td>"
+            f"<td>{_pct(v.get('novel_share'))}</td>"
+            f"<td>{_num(v.get('p_changed'), '{:.2g}')}</td><td class=l>{judged}</td></tr>"
+            f"<tr><td class=l colspan=6>most frequent in {_e(ref)}: "
+            f"{_top_names(v.get('top_reference'))}<br>most frequent in {_e(arm)}: "
+            f"{_top_names(v.get('top_arm'))}</td></tr>")
     if not rows:
         return ""
     return (
         "<h3>Failure sets: does the candidate fail in the same ways?</h3>"
         f"<div class=wide><table><tr><th class=l>channel</th><th>{_e(ref)} failures</th>"
-        f"<th>{_e(arm)} failures</th><th>Spearman</th><th>Kendall</th><th>novel share</th>"
+        f"<th>{_e(arm)} failures</th><th>Spearman / Kendall</th><th>novel share</th>"
         "<th>permutation p</th><th class=l>gate (assert_failure_set_invariant)</th>"
-        f"<th class=l>most frequent ({_e(ref)})</th><th class=l>most frequent ({_e(arm)})</th>"
         "</tr>" + "".join(rows) + "</table></div>"
+        + ("<p><small><span class=alias>⟨zip 2⟩</span>: an alias token of the bundled model's "
+           "tokenizer (it writes ids as numbered slots, mapped back to the conversation's "
+           "ids) that stood for no id in the conversation: the model made the slot up."
+           "</small></p>" if "class=\"alias\"" in "".join(rows) else "")
     )
 
 
@@ -539,13 +550,12 @@ def _tests_block(tests: Any) -> str:
         cell = t.get("cell")
         link = (f'<a href="#{_e(cell)}">{_e(cell)}</a>' if cell else "–")
         rows.append(f'<tr><td class="l {_e(outcome)}">{_e(outcome)}</td>'
-                    f"<td class=l><code>{_e(t.get('nodeid', '?'))}</code></td>"
-                    f"<td class=l>{link}</td><td class=l><pre>{_name(t.get('message', ''))}"
-                    "</pre></td></tr>")
+                    f"<td class=l><code>{_e(t.get('nodeid', '?'))}</code><br>cell {link}</td>"
+                    f"<td class=\"l why\"><pre>{_name(t.get('message', ''))}</pre></td></tr>")
     n_failed = sum(1 for t in tests if isinstance(t, dict) and t.get("outcome") == "failed")
     return (f"<h2>Tests: {n_failed} failed, {len(rows) - n_failed} skipped</h2>"
             "<div class=wide><table><tr><th class=l>outcome</th><th class=l>test</th>"
-            "<th class=l>cell</th><th class=l>why</th></tr>" + "".join(rows) + "</table></div>")
+            "<th class=l>why</th></tr>" + "".join(rows) + "</table></div>")
 
 
 def render_html(report: dict[str, Any]) -> str:
