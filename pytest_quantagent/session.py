@@ -32,6 +32,7 @@ from pytest_quantagent.markers import MarkerArgs, MarkerError, parse_markers
 
 if TYPE_CHECKING:
     from pytest_quantagent.quant.arms import ArmSpec
+    from pytest_quantagent.runner.progress import CellProgress
     from pytest_quantagent.store.records import EpisodeRecord
 
 T = TypeVar("T")
@@ -358,10 +359,14 @@ class QuantAgentSession:
             # transcripts agree get the same replies, in this worker and in the others.
             user = None if user_config is None else build_user(
                 user_config, cache_path=qc.cache_dir / USER_TURNS_FILE, concurrency=concurrency)
+            progress = self._cell_progress(cell.id)
             try:
                 return await run_cell(domain=domain, runtimes=runtimes, plan=plan,
-                                      settings=settings, store=store, user=user)
+                                      settings=settings, store=store, user=user,
+                                      progress=None if progress is None else progress.arm)
             finally:
+                if progress is not None:
+                    progress.close()
                 for rt in runtimes:
                     await rt.aclose()
                 if user is not None:
@@ -376,6 +381,38 @@ class QuantAgentSession:
             result = run_sync(go())
         result.update(replayed)
         return CellEpisodes(arm=result[cell.arm], reference=result[cell.reference])
+
+    def _cell_progress(self, name: str) -> CellProgress | None:
+        """Live progress of one cell's episodes (None under ``-q``): a rich live display on
+        a terminal, else a line every ``$QUANTAGENT_PROGRESS_SECONDS`` (default 30) seconds;
+        an xdist worker writes its lines, prefixed with its id, to stderr (which reaches
+        the controller's terminal). Episodes run inside a test, so every write suspends
+        pytest's capture."""
+        import os
+        from contextlib import nullcontext
+        from typing import cast
+
+        from pytest_quantagent.runner.progress import CellProgress
+
+        if self.config.get_verbosity() < 0:
+            return None
+        raw = os.environ.get("QUANTAGENT_PROGRESS_SECONDS", "30")
+        try:
+            interval = float(raw)
+        except ValueError:
+            interval = 30.0
+        capman = self.config.pluginmanager.getplugin("capturemanager")
+        guard = nullcontext if capman is None else capman.global_and_fixture_disabled
+        if self.is_xdist_worker:
+            wid = os.environ.get("PYTEST_XDIST_WORKER", "worker")
+            return CellProgress(name, cast("Any", _StderrFile()), live=False,
+                                interval_s=interval, prefix=f"[{wid}] quantagent ", guard=guard)
+        tr = self.config.pluginmanager.getplugin("terminalreporter")
+        if tr is None:
+            return None
+        tw = self.config.get_terminal_writer()
+        return CellProgress(name, cast("Any", _TerminalFile(tw)), live=bool(tr.isatty),
+                            interval_s=interval, guard=guard, width=tw.fullwidth)
 
     # ------------------------------------------------------------------ analysis
 
@@ -582,3 +619,43 @@ def _why(report: pytest.TestReport, lines: int = 8) -> str:
     crash = getattr(lr, "reprcrash", None)
     text = str(getattr(crash, "message", "") or report.longreprtext or "")
     return "\n".join(text.splitlines()[:lines])
+
+
+class _TerminalFile:
+    """pytest's terminal writer as a file for the progress display; the first write starts
+    a fresh line when pytest is in the middle of one (``test_gate.py ..``)."""
+
+    def __init__(self, tw: Any) -> None:
+        self.tw = tw
+        self._first = True
+
+    def write(self, text: str) -> int:
+        if self._first and self.tw.width_of_current_line:
+            self.tw.write("\n")
+        self._first = False
+        self.tw.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.tw.flush()
+
+    def isatty(self) -> bool:
+        return True
+
+
+class _StderrFile:
+    """``sys.stderr`` looked up at each write (inside the capture-disabled guard it is the
+    real one; an xdist worker's stderr reaches the controller's terminal)."""
+
+    def write(self, text: str) -> int:
+        import sys
+
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        import sys
+
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return False
