@@ -63,6 +63,8 @@ class AnalysisConfig:
     ratio_method: Literal["sandwich", "bootstrap"] = "sandwich"
     n_boot: int = 2000
     margin_bins: tuple[float, ...] = DEFAULT_MARGIN_BINS
+    trials_flag: str = "--quant-trials"
+    """The option an INCONCLUSIVE reason names (``--trials`` for ``quantagent run``)."""
 
     def __post_init__(self) -> None:
         if not (0 < self.margin < 1):
@@ -637,7 +639,7 @@ def _decide(p: _Pending, adjusted: dict[str, float], cfg: AnalysisConfig) -> Non
         if need is not None:
             msg += f"; about {need} paired episodes needed"
             if cell.trials_needed is not None:
-                msg += f": run with --quant-trials {cell.trials_needed}"
+                msg += f": run with {cfg.trials_flag} {cell.trials_needed}"
         reasons.extend(nominal)
         reasons.append(msg)
     cell.reasons = reasons
