@@ -47,7 +47,8 @@ def add_episode_options(p: argparse.ArgumentParser) -> None:
     sel.add_argument("--num-tasks", type=_positive("--num-tasks"), metavar="N", default=None,
                      help="the first N tasks (of --split when given)")
     sel.add_argument("--tasks", metavar="IDS", default=None, help="comma-separated task ids")
-    p.add_argument("--split", default=None, help="task split (e.g. test)")
+    p.add_argument("--split", default=None,
+                   help="task split (e.g. test; default: test for the bundled models, else all tasks)")
     p.add_argument("--trials", type=_positive("--trials"), default=1, metavar="T",
                    help="trials per task and arm (paired seeds across arms; default 1)")
     p.add_argument("--seed", type=_positive("--seed", 0), default=0, metavar="S",
@@ -176,7 +177,7 @@ def run_specs(
         domain,
         num_tasks=args.num_tasks,
         task_ids=[t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None,
-        split=args.split,
+        split=args.split if args.split or args.tasks else _default_split(domain, specs),
     )
     plan = plan_episodes(task_ids, args.trials, args.seed)
     settings = RunSettings(max_errors=args.error_budget, max_steps=args.max_steps,
@@ -280,3 +281,15 @@ def _render(report: dict[str, Any]) -> None:
 
     print(_summary(report))
     render_terminal(report)
+
+
+def _default_split(domain: Any, specs: list[Any]) -> str | None:
+    """``test`` when every arm is a bundled model (it was trained on the other splits), as
+    in the pytest plugin; else None (every task)."""
+    from pytest_quantagent.quant.bundled import BUNDLED_SPECS
+
+    if "test" in domain.splits and all(
+        s.backend == "transformers" and s.model in BUNDLED_SPECS for s in specs
+    ):
+        return "test"
+    return None

@@ -570,17 +570,21 @@ def render_html(report: dict[str, Any]) -> str:
         if 2 in (b.get("K") or []):
             i = b["K"].index(2)
             k2 = f"{_pct(_at(b.get('reference'), i))} → {_pct(_at(b.get('arm'), i))}"
-        top = max(
-            ((n, ch.get("ratio")) for n, ch in (c.get("channels") or {}).items()
-             if _is_num(ch.get("ratio"))),
-            key=lambda t: t[1], default=None,
-        )
+        # A channel with failures in the candidate only has no finite ratio: it ranks first.
+        ranked = [(float("inf"), n, f"{ch.get('arm_count')} vs 0")
+                  for n, ch in (c.get("channels") or {}).items()
+                  if isinstance(ch, dict) and ch.get("ratio") is None and ch.get("arm_count")
+                  and not ch.get("reference_count")]
+        ranked += [(float(ch["ratio"]), n, "×" + _num(ch["ratio"], "{:.2f}"))
+                   for n, ch in (c.get("channels") or {}).items()
+                   if isinstance(ch, dict) and _is_num(ch.get("ratio"))]
+        top = max(ranked, key=lambda t: t[0], default=None)
         verdict = str(c.get("verdict", "?"))
         summary_rows.append(
             f'<tr><td class=l><a href="#{_e(_cell_id(c))}">{_e(c.get("domain"))}</a></td>'
             f"<td class=l>{_e(c.get('reference') or '–')} → {_e(c.get('arm'))}</td>"
             f"<td>{_pct(s.get('reference'))} → {_pct(s.get('arm'))}</td><td>{k2 or '–'}</td>"
-            f"<td class=l>{'–' if top is None else _e(top[0]) + ' ×' + _num(top[1], '{:.2f}')}</td>"
+            f"<td class=l>{'–' if top is None else _e(top[1]) + ' ' + _e(top[2])}</td>"
             f'<td class="l v-{_e(verdict)}">{_e(verdict)}</td></tr>'
         )
     run_rows = "".join(f"<tr><th class=l>{_e(k)}</th><td class=l>{_e(json.dumps(v, default=str))}</td></tr>"
@@ -594,11 +598,11 @@ def render_html(report: dict[str, Any]) -> str:
         "<h1>pytest-quantagent report</h1>"
         f"<p>schema_version {_e(report.get('schema_version'))}; {len(cells)} cell(s); "
         "everywhere the reference comes first, then the candidate.</p>"
-        + _run_block(run) + _tests_block(report.get("tests"))
         + "<h2>Cells</h2><div class=wide><table><tr><th class=l>domain</th>"
         "<th class=l>reference → candidate</th><th>success at run budget</th>"
         "<th>success at K=2</th><th class=l>largest channel ratio</th><th class=l>verdict</th>"
         "</tr>" + "".join(summary_rows) + "</table></div>"
+        + _tests_block(report.get("tests")) + _run_block(run)
         + "\n".join(_cell_section(c) for c in cells)
         + "<h2>Run settings (raw)</h2><div class=wide><table>" + run_rows + "</table></div>"
         "</body></html>\n"

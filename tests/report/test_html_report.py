@@ -119,6 +119,7 @@ def test_aliases_reference_order_what_was_run_and_failed_tests() -> None:
     assert "<zip2>" not in page
     # Reference first everywhere: summary row, failure-set columns, legend.
     assert "bf16 → int2-rtn" in page and "85.0% → 83.0%" in page
+    assert "<td class=l>unknown_tool 18 vs 0</td>" in page  # no finite ratio: ranked first
     head = page[page.index("Failure sets"):]
     assert head.index("most frequent in bf16") < head.index("most frequent in int2-rtn")
     assert "get_bill" in page  # the reference's failing names are shown
