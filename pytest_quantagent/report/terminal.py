@@ -167,7 +167,7 @@ def build_blocks(report: Report | dict[str, Any]) -> list[str]:
             run = f"{_pct(s.get('reference'))} → {_pct(s.get('arm'))} ({_pts_ci(s.get('diff'), s.get('ci'))})"
         k2 = _success_at(cell, 2).split("\n")
         k2_text = k2[0] + (f" ({k2[1]})" if len(k2) > 1 and k2[1] else "")
-        out.append(f"{head}: {verdict}")
+        out.append(f"{head}: verdict {verdict}")
         out.append(f"  {eps}")
         out.append(f"  success at run budget: {run}")
         out.append(f"  success at K=2: {k2_text}")

@@ -104,7 +104,7 @@ def test_json_round_trip_and_schema(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("{", "r.json at line 1: not valid JSON"),
+        ("{", "r.json at line 1 column 2: not valid JSON"),
         ('{"schema_version": 2, "run": {}, "cells": []}',
          "r.json at schema_version: unsupported report schema_version 2; this version reads 1"),
     ],

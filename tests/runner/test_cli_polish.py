@@ -47,7 +47,7 @@ def test_piped_run_prints_blocks_with_advice_in_its_own_flags(
     advice = [r for r in cell["reasons"] if "run with" in r]
     assert advice and all("--trials " in r and "--quant-trials" not in r for r in advice)
     # Captured output is not a terminal (80 columns): blocks, each reason on one whole line.
-    assert "┃" not in out and "mini / int4 vs bf16: INCONCLUSIVE" in out
+    assert "┃" not in out and "mini / int4 vs bf16: verdict INCONCLUSIVE" in out
     for reason in cell["reasons"]:
         assert f"  - {reason}" in out.splitlines()
 
