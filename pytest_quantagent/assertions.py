@@ -26,6 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_quantagent.env.channels import ALL_CHANNELS, NAMED_CHANNELS
 from pytest_quantagent.errors import UnknownNameError
+from pytest_quantagent.metrics.failure_sets import (
+    DEFAULT_MIN_FAILURES,
+    DEFAULT_MIN_RANK_CORR,
+    judge_failure_set,
+)
 
 if TYPE_CHECKING:
     from pytest_quantagent.session import QuantCell
@@ -337,21 +342,29 @@ def assert_budget_robust(
 
 def assert_failure_set_invariant(
     cell: QuantCell,
-    min_rank_corr: float = 0.9,
+    min_rank_corr: float = DEFAULT_MIN_RANK_CORR,
     channel: str | Iterable[str] | None = None,
-    min_failures: int = 20,
+    min_failures: int = DEFAULT_MIN_FAILURES,
+    alpha: float = 0.05,
 ) -> dict[str, dict[str, Any]]:
-    """Assert that the candidate fails in the same ways as the reference.
+    """Assert that the candidate fails in the same ways as the reference, on evidence.
 
     For each named channel (``unknown_tool``, ``cross_role_tool``, ``wrong_entity``, or the
-    ones given), the Spearman rank correlation of the per-name failure frequencies of the two
-    arms must be at least ``min_rank_corr``. A channel is judged only when each arm has at
-    least ``min_failures`` failures in it: a rank correlation over a handful of names is noise
-    (5 against 8 made-up tool names can give 0.05 or 0.9 by chance). Fails naming each channel
-    below the threshold with its Spearman, Kendall and the share of novel names; returns the
-    channels it judged.
+    ones given) with at least ``min_failures`` failures in each arm, the channel fails the
+    assertion when the Spearman rank correlation of the two arms' per-name failure counts is
+    below ``min_rank_corr`` **and** a one-sided permutation test says it is lower than the
+    same failures dealt to the arms at random would give (``p_changed < alpha``; see
+    :func:`pytest_quantagent.metrics.failure_sets.failure_set_change_pvalue`). A low rank
+    correlation over a few dozen failures is common by chance alone, so it is not evidence.
+
+    The report's cell carries the same judgement at the defaults (``failure_set.<channel>.
+    judgement``: ``same``, ``changed`` or ``cannot judge``). When no channel can be judged,
+    the test is *skipped* with "cannot judge: ..." and the failure counts. Returns the
+    channels it judged (their report entries).
     """
     __tracebackhide__ = True
+    import pytest
+
     if isinstance(min_rank_corr, bool) or not isinstance(min_rank_corr, (int, float)) or not (
         -1.0 <= min_rank_corr <= 1.0
     ):
@@ -362,30 +375,38 @@ def assert_failure_set_invariant(
         raise ValueError(
             f"min_failures={min_failures!r} is not allowed; it must be an integer >= 1"
         )
+    alpha = _check_fraction("alpha", alpha, 0.0, 0.5)
     names = [c.value for c in NAMED_CHANNELS] if channel is None else _channel_list(channel)
     fs: dict[str, dict[str, Any]] = cell.analysis().get("failure_set", {})
-    below: list[str] = []
+    changed: list[str] = []
+    unjudged: list[str] = []
     checked: dict[str, dict[str, Any]] = {}
     for name in names:
-        entry = fs.get(name)
-        if not entry or entry.get("spearman") is None:
-            continue
-        if min(entry.get("arm_total") or 0, entry.get("reference_total") or 0) < min_failures:
+        entry = fs.get(name) or {}
+        a_n, r_n = entry.get("arm_total") or 0, entry.get("reference_total") or 0
+        verdict, why = judge_failure_set(
+            entry.get("spearman"), entry.get("p_changed"), a_n, r_n,
+            min_rank_corr=float(min_rank_corr), min_failures=min_failures, alpha=alpha)
+        if verdict == "cannot judge":
+            unjudged.append(f"{name} {why}")
             continue
         checked[name] = entry
-        if entry["spearman"] < min_rank_corr:
+        if verdict == "changed":
             novel = entry.get("novel_share")
-            below.append(
+            changed.append(
                 f"  {name}: Spearman {entry['spearman']:.2f} (Kendall "
-                f"{_fmt_ratio(entry.get('kendall'))}) over {entry.get('arm_total')} vs "
-                f"{entry.get('reference_total')} failures, novel names "
+                f"{_fmt_ratio(entry.get('kendall'))}) over {a_n} vs {r_n} failures, permutation "
+                f"p={entry['p_changed']:.2g}, novel names "
                 f"{'n/a' if novel is None else f'{novel:.1%}'} of {cell.arm}'s failures"
             )
-    if below:
+    if changed:
         raise AssertionError(
-            f"{cell.id}: the failure set changed (rank correlation below {min_rank_corr:g}):\n"
-            + "\n".join(below)
+            f"{cell.id}: the failure set changed (rank correlation below {min_rank_corr:g}, "
+            f"significant at {alpha:g}):\n" + "\n".join(changed)
             + f"\n{cell.arm} fails in new ways, not just more often: compare the failing names "
             "in the HTML report (--quant-html)"
         )
+    if not checked:
+        pytest.skip(f"{cell.id}: cannot judge the failure set: " + "; ".join(unjudged)
+                    + " (run more tasks or trials: --quant-tasks, --quant-trials)")
     return checked

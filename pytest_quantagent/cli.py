@@ -53,7 +53,17 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+#: Third-party progress bars (tqdm in transformers, huggingface_hub, llm-compressor) would
+#: mix into this command's own output; these switch them off unless the user set them.
+QUIET_THIRD_PARTY_ENV: dict[str, str] = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+                                         "TRANSFORMERS_VERBOSITY": "error"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    import os
+
+    for key, value in QUIET_THIRD_PARTY_ENV.items():
+        os.environ.setdefault(key, value)
     args_list = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in args_list if not a.startswith("-")), None)
     parser = build_parser(only=first if first in COMMANDS else None)

@@ -251,11 +251,14 @@ def _check_arms(qc: QuantAgentConfig) -> None:
     else:
         name = qc.model or arms_mod.DEFAULT_MODEL_SPEC
         specs_known = arms_mod.list_model_specs()
-        if name not in specs_known:
-            # A free-form model (HF id, path) is resolved by the backend, not by a spec.
-            return
-        allowed = set(arms_mod.model_spec_arms(name))
-        source = f"model spec {name!r}"
+        if name in specs_known:
+            allowed = set(arms_mod.model_spec_arms(name))
+            source = f"model spec {name!r}"
+        else:  # an HF id or checkpoint folder (options.parse_model checked the form)
+            from pytest_quantagent.quant.checkpoint import CHECKPOINT_ARMS
+
+            allowed = set(CHECKPOINT_ARMS)
+            source = f"the checkpoint {name!r} (--quant-model)"
     for label in (qc.reference, *qc.arms):
         base = label.removesuffix(arms_mod.REPAIR_SUFFIX)
         if label not in allowed and base not in allowed:

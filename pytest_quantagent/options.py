@@ -129,6 +129,26 @@ def parse_spec(option: str) -> Callable[[str], str]:
     return parse
 
 
+def parse_model(option: str) -> Callable[[str], str]:
+    """Parser for ``--quant-model``: a registered model spec, an HF id ``ORG/NAME`` or a
+    local checkpoint folder (with ``config.json``); anything else is refused by name."""
+
+    def parse(value: str) -> str:
+        from pytest_quantagent.quant import arms as arms_mod
+        from pytest_quantagent.quant.checkpoint import checkpoint_kind, describe_problem
+
+        v = parse_spec(option)(value)
+        specs = arms_mod.list_model_specs()
+        if v in specs or checkpoint_kind(v) is not None:
+            return v
+        raise _bad(option, value, f"a bundled model ({', '.join(specs)}), an HF id ORG/NAME "
+                   f"(e.g. Qwen/Qwen3-8B) or a local checkpoint folder holding config.json "
+                   f"({describe_problem(v)})")
+
+    parse.__name__ = f"parse {option}"
+    return parse
+
+
 def parse_output_path(option: str, suffix: str) -> Callable[[str], Path]:
     """Parser for a report file path that must end in ``suffix``; its folder is created later."""
 
@@ -315,8 +335,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
        "reference arm every candidate is paired with (default: bf16)"),
     _o("--domain", parse_label_list("--domain"), "NAME[,NAME]",
        "domains to run, e.g. telecom or retail,telecom (default: every installed domain)"),
-    _o("--quant-model", parse_spec("--quant-model"), "SPEC",
-       "model under test: bundled name, HF id or local path (default: the bundled CPU model)"),
+    _o("--quant-model", parse_model("--quant-model"), "SPEC",
+       "model under test: a bundled model (tiny-agent, tiny-agent-prone), an HF id ORG/NAME "
+       "or a local checkpoint folder; a checkpoint runs on the transformers backend with "
+       "bf16 as stored and int4 (RTN W4A16 g128), int4-rtn, int3-rtn, int2-rtn and fp8 "
+       "(e4m3 cast) made on load; for AWQ/served checkpoints use --quant-config "
+       "(default: tiny-agent, bundled, CPU)"),
     _o("--quant-backend", parse_choice("--quant-backend", known_backends), "NAME",
        "serving backend: " + "|".join(BUILTIN_BACKENDS) + " (default: chosen per arm)"),
     _o("--quant-config", parse_existing_file("--quant-config", "TOML"), "PATH",

@@ -32,6 +32,7 @@ from pytest_quantagent.markers import MarkerArgs, MarkerError, parse_markers
 
 if TYPE_CHECKING:
     from pytest_quantagent.quant.arms import ArmSpec
+    from pytest_quantagent.runner.progress import CellProgress
     from pytest_quantagent.store.records import EpisodeRecord
 
 T = TypeVar("T")
@@ -143,6 +144,10 @@ class QuantAgentSession:
         """Extra pre-flight checks (callables returning ``PreflightProblem``s, see
         ``runner.preflight``): a plugin adds its own model (e.g. a judge) here in its
         ``pytest_configure``."""
+        self._cell_of_node: dict[str, str] = {}
+        self.test_outcomes: list[dict[str, Any]] = []
+        """Failed and skipped tests on the quant grid (the report's ``tests``; the xdist
+        controller sees every worker's reports)."""
 
     # ------------------------------------------------------------------ the grid
 
@@ -318,7 +323,7 @@ class QuantAgentSession:
         import hashlib
         import json
 
-        ident = json.dumps([self.qc.run_dict(), key.domain, key.arm, key.reference],
+        ident = json.dumps([self.qc.run_dict(), key.domain, key.arm, key.reference, "tasks-v2"],
                            sort_keys=True, default=str)
         digest = hashlib.sha256(ident.encode()).hexdigest()[:24]
         return self.qc.cache_dir / "cells" / f"{digest}.json"
@@ -384,7 +389,9 @@ class QuantAgentSession:
             return CellEpisodes(arm=replayed[cell.arm], reference=replayed[cell.reference])
 
         domain = get_domain_for_split(cell.domain, qc.tau2_data, qc.tasks.split)
-        task_ids = qc.tasks.select([t.id for t in domain.tasks], domain.splits, domain=cell.domain)
+        pool = ([t.id for t in domain.tasks] if qc.tasks.kind == "ids"
+                else _default_task_ids(domain, (ref_spec, arm_spec)))
+        task_ids = qc.tasks.select(pool, domain.splits, domain=cell.domain)
         plan = plan_episodes(task_ids, qc.trials, qc.seed)
         concurrency = qc.concurrency or RunSettings().concurrency
         settings = RunSettings(max_errors=qc.error_budget, concurrency=concurrency,
@@ -408,10 +415,14 @@ class QuantAgentSession:
                 user_config, cache_path=qc.cache_dir / USER_TURNS_FILE, concurrency=concurrency)
             judge = None if judge_config is None else build_judge(
                 judge_config, cache_path=qc.cache_dir / JUDGE_CACHE_FILE, concurrency=concurrency)
+            progress = self._cell_progress(cell.id)
             try:
                 return await run_cell(domain=domain, runtimes=runtimes, plan=plan,
-                                      settings=settings, store=store, user=user, judge=judge)
+                                      settings=settings, store=store, user=user, judge=judge,
+                                      progress=None if progress is None else progress.arm)
             finally:
+                if progress is not None:
+                    progress.close()
                 for rt in runtimes:
                     await rt.aclose()
                 if user is not None:
@@ -446,6 +457,38 @@ class QuantAgentSession:
                                         flag="--quant-allow-mixed-tau2=yes")
                 if note:
                     warnings.warn(note, stacklevel=1)
+
+    def _cell_progress(self, name: str) -> CellProgress | None:
+        """Live progress of one cell's episodes (None under ``-q``): a rich live display on
+        a terminal, else a line every ``$QUANTAGENT_PROGRESS_SECONDS`` (default 30) seconds;
+        an xdist worker writes its lines, prefixed with its id, to stderr (which reaches
+        the controller's terminal). Episodes run inside a test, so every write suspends
+        pytest's capture."""
+        import os
+        from contextlib import nullcontext
+        from typing import cast
+
+        from pytest_quantagent.runner.progress import CellProgress
+
+        if self.config.get_verbosity() < 0:
+            return None
+        raw = os.environ.get("QUANTAGENT_PROGRESS_SECONDS", "30")
+        try:
+            interval = float(raw)
+        except ValueError:
+            interval = 30.0
+        capman = self.config.pluginmanager.getplugin("capturemanager")
+        guard = nullcontext if capman is None else capman.global_and_fixture_disabled
+        if self.is_xdist_worker:
+            wid = os.environ.get("PYTEST_XDIST_WORKER", "worker")
+            return CellProgress(name, cast("Any", _StderrFile()), live=False,
+                                interval_s=interval, prefix=f"[{wid}] quantagent ", guard=guard)
+        tr = self.config.pluginmanager.getplugin("terminalreporter")
+        if tr is None:
+            return None
+        tw = self.config.get_terminal_writer()
+        return CellProgress(name, cast("Any", _TerminalFile(tw)), live=bool(tr.isatty),
+                            interval_s=interval, guard=guard, width=tw.fullwidth)
 
     # ------------------------------------------------------------------ analysis
 
@@ -495,6 +538,16 @@ class QuantAgentSession:
 
         info = self.qc.run_dict()
         info["judge"] = judge_identity(self.qc.judge_model, self.qc.config_path)
+        specs: dict[str, Any] = {}
+        for label in (self.qc.reference, *self.qc.arms):
+            try:
+                a = self.arm_spec(label)
+            except Exception:
+                continue
+            specs[label] = {k: v for k, v in (("backend", a.backend), ("model", a.model),
+                                              ("path", a.path), ("base_url", a.base_url),
+                                              ("quantization", a.quantization)) if v}
+        info["arm_specs"] = specs
         info["versions"] = {
             "pytest_quantagent": __version__,
             "pytest": pytest.__version__,
@@ -532,9 +585,17 @@ class QuantAgentSession:
         item.user_properties.extend((n, v) for n, v in props if v is not None)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        cell_id: str | None = None
         for name, value in report.user_properties:
             if name == CELL_PROPERTY and isinstance(value, str):
                 self.seen_cells.add(self._key_of(value))
+                cell_id = value
+                self._cell_of_node[report.nodeid] = value  # set after the test: teardown
+        if report.failed or (report.skipped and report.when != "teardown"):
+            outcome = "failed" if report.failed else "skipped"
+            self.test_outcomes.append({"nodeid": report.nodeid, "cell": cell_id,
+                                       "outcome": outcome, "when": report.when,
+                                       "message": _why(report)})
 
     def _key_of(self, cell_id: str) -> CellKey:
         for d in sorted(self.domains(), key=len, reverse=True):
@@ -552,6 +613,11 @@ class QuantAgentSession:
                 loaded = None if k in self._episodes else self._load_from_manifest(k)
                 cells[k] = loaded if loaded is not None else self.episodes(k)
             report = self.analyze(cells)
+            cell_ids = {c.id for c in cells}
+            for t in self.test_outcomes:
+                t["cell"] = t["cell"] or self._cell_of_node.get(t["nodeid"])
+            report["tests"] = [t for t in self.test_outcomes
+                               if t["cell"] in cell_ids or (t["cell"] is None and t["outcome"] == "failed")]
             self.config.hook.pytest_quantagent_report_ready(config=self.config, report=report)
             self.report = report
             self._write_outputs(report)
@@ -629,3 +695,63 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="quantagent-run") as pool:
         return pool.submit(asyncio.run, coro).result()
 
+
+def _default_task_ids(domain: Any, specs: tuple[ArmSpec, ...]) -> list[str]:
+    """The task ids that ``all``, ``N`` and ``A:B`` select from: the domain's test split when
+    every arm is a bundled model (it was trained on the other splits), else every task."""
+    from pytest_quantagent.quant.bundled import BUNDLED_SPECS
+
+    test = domain.splits.get("test")
+    if test and all(s.backend == "transformers" and s.model in BUNDLED_SPECS for s in specs):
+        return list(test)
+    return [t.id for t in domain.tasks]
+
+
+def _why(report: pytest.TestReport, lines: int = 8) -> str:
+    """The first lines of why a test failed or was skipped (the assertion's message)."""
+    lr = report.longrepr
+    if isinstance(lr, tuple) and len(lr) == 3:  # a skip: (path, lineno, reason)
+        return str(lr[2]).removeprefix("Skipped: ")
+    crash = getattr(lr, "reprcrash", None)
+    text = str(getattr(crash, "message", "") or report.longreprtext or "")
+    return "\n".join(text.splitlines()[:lines])
+
+
+class _TerminalFile:
+    """pytest's terminal writer as a file for the progress display; the first write starts
+    a fresh line when pytest is in the middle of one (``test_gate.py ..``)."""
+
+    def __init__(self, tw: Any) -> None:
+        self.tw = tw
+        self._first = True
+
+    def write(self, text: str) -> int:
+        if self._first and self.tw.width_of_current_line:
+            self.tw.write("\n")
+        self._first = False
+        self.tw.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.tw.flush()
+
+    def isatty(self) -> bool:
+        return True
+
+
+class _StderrFile:
+    """``sys.stderr`` looked up at each write (inside the capture-disabled guard it is the
+    real one; an xdist worker's stderr reaches the controller's terminal)."""
+
+    def write(self, text: str) -> int:
+        import sys
+
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        import sys
+
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return False

@@ -416,7 +416,8 @@ class TransformersBackend(Backend):
 
 
 #: Schemes applied to the loaded weights by this backend (bundled arms; no files needed).
-ON_LOAD_SCHEMES: tuple[str, ...] = ("bf16", "int4-rtn-g<N>", "w4a16-rtn-g<N>", "fp8-cast-<none|tensor|channel>")
+ON_LOAD_SCHEMES: tuple[str, ...] = (
+    "bf16", "int<2-8>-rtn-g<N>", "w4a16-rtn-g<N>", "fp8-cast-<none|tensor|channel>")
 #: Schemes that describe a checkpoint already quantized on disk (loaded as is).
 ON_DISK_SCHEMES: tuple[str, ...] = ("awq-w4a16-g128", "fp8-dynamic", "w4a16-g128")
 
@@ -434,10 +435,11 @@ def apply_on_load_quantization(model: Any, scheme: str | None) -> dict[str, Any]
             for p in model.parameters():
                 p.data.copy_(p.data.to(torch.bfloat16).to(p.dtype))
         return {"scheme": "bf16"}
-    m = re.fullmatch(r"(?:int4-rtn|w4a16-rtn)-g(-?\d+)", scheme)
+    m = re.fullmatch(r"(?:int([2-8])-rtn|w4a16-rtn)-g(-?\d+)", scheme)
     if m:
         # lm_head stays full precision, as in llm-compressor's W4A16 recipes and vLLM.
-        rep = fake_quantize_model(model, "int4-rtn", group_size=int(m.group(1)), include_lm_head=False)
+        rep = fake_quantize_model(model, "int4-rtn", bits=int(m.group(1) or 4),
+                                  group_size=int(m.group(2)), include_lm_head=False)
         return {"scheme": scheme, "mean_rel_error": rep.mean_rel_error, "layers": len(rep.layers)}
     m = re.fullmatch(r"fp8-cast-(none|tensor|channel)", scheme)
     if m:

@@ -72,10 +72,33 @@ def _store_files(paths: Sequence[Path]) -> list[Path]:
                 raise DataFileError(p, "", f"not a run directory: no {STORE_FILE} inside")
             files.append(f)
         elif p.is_file():
+            _refuse_non_store(p)
             files.append(p)
         else:
             raise DataFileError(p, "", "no such file or directory")
     return files
+
+
+def _refuse_non_store(p: Path) -> None:
+    """A report JSON or a τ²-bench results file given where an episode store is expected
+    is named as what it is, with the command that reads it."""
+    import json
+
+    with p.open("rb") as f:
+        head = f.read(4096).lstrip()
+    if not head.startswith(b"{"):
+        return
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return  # one record per line (a store) or broken: the store reader says which line
+    if isinstance(data, dict) and "schema_version" in data and "cells" in data:
+        raise DataFileError(p, "", "this is a quantagent report JSON, not an episode store; "
+                            f"show it with `quantagent report {p}`, or give analyze the run "
+                            f"directory (holding {STORE_FILE}) it was made from")
+    if isinstance(data, dict) and "simulations" in data:
+        raise DataFileError(p, "", "this is a tau2-bench results file, not an episode store; "
+                            f"analyze it with `quantagent analyze --tau2 REFERENCE.json {p}`")
 
 
 def iter_store(path: Path, warn: Any = None) -> Iterable[Any]:
@@ -109,7 +132,8 @@ def _config(args: argparse.Namespace) -> Any:
             f"--budgets={args.budgets!r} is not allowed; give comma-separated integers, e.g. 2,5,10"
         ) from None
     return AnalysisConfig(margin=args.margin, max_ratio=args.max_ratio, alpha=args.alpha,
-                          budgets=budgets, ratio_method=args.ratio_method)
+                          budgets=budgets, ratio_method=args.ratio_method,
+                          trials_flag="`quantagent run --trials`")
 
 
 def _pick_reference(arms: Sequence[str], wanted: str | None, domain: str) -> str:

@@ -22,9 +22,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--domain", required=True, help="retail or telecom (any domain with a test split)")
     p.add_argument("--arms", default="bf16,int4", help="comma-separated; the first is the reference")
     p.add_argument("--model", default=None, help="model spec (default tiny-agent)")
-    p.add_argument("--split", default="test")
+    p.add_argument("--split", default="test", help="task split whose gold transcripts are replayed (default test)")
     p.add_argument("--seeds", type=int, default=1, help="user seeds per task")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -47,9 +47,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--calibration", default=None,
                    help="domain(s), comma-separated, whose expert episodes (train tasks) calibrate AWQ")
-    p.add_argument("--calibration-samples", type=int, default=64)
+    p.add_argument("--calibration-samples", type=int, default=64,
+                   help="calibration episodes for AWQ (default 64)")
     p.add_argument("--group-size", type=int, default=128, help="int4-rtn group size (-1 = per row)")
-    p.add_argument("--fp8-scale", default="channel", choices=("channel", "tensor", "none"))
+    p.add_argument("--fp8-scale", default="channel", choices=("channel", "tensor", "none"),
+                   help="fp8-cast weight scale: per output channel, per tensor or none (default channel)")
     p.add_argument("--include-lm-head", action="store_true",
                    help="also quantize lm_head (int4-rtn/fp8-cast; the llm-compressor recipes never do)")
     p.add_argument("--dequantized", action="store_true",

@@ -48,12 +48,17 @@ def add_episode_options(p: argparse.ArgumentParser) -> None:
     sel.add_argument("--num-tasks", type=_positive("--num-tasks"), metavar="N", default=None,
                      help="the first N tasks (of --split when given)")
     sel.add_argument("--tasks", metavar="IDS", default=None, help="comma-separated task ids")
-    p.add_argument("--split", default=None, help="task split (e.g. test)")
-    p.add_argument("--trials", type=_positive("--trials"), default=1, metavar="T")
-    p.add_argument("--seed", type=_positive("--seed", 0), default=0, metavar="S")
+    p.add_argument("--split", default=None,
+                   help="task split (e.g. test; default: test for the bundled models, else all tasks)")
+    p.add_argument("--trials", type=_positive("--trials"), default=1, metavar="T",
+                   help="trials per task and arm (paired seeds across arms; default 1)")
+    p.add_argument("--seed", type=_positive("--seed", 0), default=0, metavar="S",
+                   help="run seed; each episode's seed derives from it, the task and the trial "
+                   "(default 0)")
     p.add_argument("--error-budget", type=_positive("--error-budget"), default=10, metavar="K",
                    help="end an episode at its K-th failed tool call (tau2-bench: 10)")
-    p.add_argument("--max-steps", type=_positive("--max-steps"), default=200, metavar="N")
+    p.add_argument("--max-steps", type=_positive("--max-steps"), default=200, metavar="N",
+                   help="message hops before an episode ends as max_steps (default 200)")
     p.add_argument("--concurrency", type=_positive("--concurrency"), default=8, metavar="C",
                    help="episodes in flight per arm")
     p.add_argument("--episode-timeout", type=float, default=900.0, metavar="SECONDS",
@@ -179,7 +184,7 @@ def run_specs(
         domain,
         num_tasks=args.num_tasks,
         task_ids=[t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None,
-        split=args.split,
+        split=args.split if args.split or args.tasks else _default_split(domain, specs),
     )
     plan = plan_episodes(task_ids, args.trials, args.seed)
     settings = RunSettings(max_errors=args.error_budget, max_steps=args.max_steps,
@@ -241,7 +246,7 @@ def run_specs(
 
 def execute(args: argparse.Namespace) -> dict[str, Any]:
     """Run or resume; returns the report JSON (a dict)."""
-    from pytest_quantagent.report.model import CellInput, analyze
+    from pytest_quantagent.report.model import AnalysisConfig, CellInput, analyze
     from pytest_quantagent.runner.build import resolve_arms
 
     specs = resolve_arms(with_repair_arms(args.arms, args.repair), model_spec=args.model,
@@ -269,7 +274,8 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
     for inp in inputs:
         sides = [inp.arm] + ([inp.reference] if inp.reference is not None else [])
         inp.extra["faults"] = {side: counts[side] for side in sides}
-    report: dict[str, Any] = analyze(inputs, run=run_info).model_dump(mode="json")
+    cfg = AnalysisConfig(trials_flag="--trials")  # advice names this command's flag
+    report: dict[str, Any] = analyze(inputs, cfg, run=run_info).model_dump(mode="json")
     return report
 
 
@@ -337,5 +343,25 @@ def run_and_report(
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_and_report(args, "run", execute, lambda report: report,
-                          lambda report: print(_summary(report)))
+    return run_and_report(args, "run", execute, lambda report: report, _render)
+
+
+def _render(report: dict[str, Any]) -> None:
+    """The one-line summary per cell, then the report's table (one block per cell when
+    the output is narrow or piped; see ``report.terminal.render_terminal``)."""
+    from pytest_quantagent.report.terminal import render_terminal
+
+    print(_summary(report))
+    render_terminal(report)
+
+
+def _default_split(domain: Any, specs: list[Any]) -> str | None:
+    """``test`` when every arm is a bundled model (it was trained on the other splits), as
+    in the pytest plugin; else None (every task)."""
+    from pytest_quantagent.quant.bundled import BUNDLED_SPECS
+
+    if "test" in domain.splits and all(
+        s.backend == "transformers" and s.model in BUNDLED_SPECS for s in specs
+    ):
+        return "test"
+    return None

@@ -338,7 +338,13 @@ def resolve_arm(
     name = model_spec or DEFAULT_MODEL_SPEC
     _load_bundled()
     if name not in _MODEL_SPECS:
-        raise UnknownNameError("model spec", name, _MODEL_SPECS)
+        from pytest_quantagent.quant.checkpoint import checkpoint_kind, resolve_checkpoint_arm
+
+        if checkpoint_kind(name) is None:
+            raise UnknownNameError("model spec", name, _MODEL_SPECS,
+                                   hint="or an HF id ORG/NAME, or a checkpoint folder")
+        spec = resolve_checkpoint_arm(name, label.removesuffix(REPAIR_SUFFIX))
+        return spec if spec.label == label else replace(spec, label=label, repair="reflexive")
     resolver, arms = _MODEL_SPECS[name]
     base = label.removesuffix(REPAIR_SUFFIX)
     if base not in arms:

@@ -28,7 +28,7 @@ from pytest_quantagent.quant.arms import ArmSpec, register_model_spec
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "reference" / "models"
 BUNDLED_SPECS: tuple[str, ...] = ("tiny-agent", "tiny-agent-prone")
-BUNDLED_ARMS: tuple[str, ...] = ("bf16", "fp8", "int4", "int4-rtn")
+BUNDLED_ARMS: tuple[str, ...] = ("bf16", "fp8", "int4", "int4-rtn", "int3-rtn", "int2-rtn")
 
 
 
@@ -44,6 +44,8 @@ def _resolver(name: str):  # type: ignore[no-untyped-def]
             return arm(folder, None)
         if label == "int4-rtn":
             return arm(folder, "int4-rtn-g128")
+        if label in ("int3-rtn", "int2-rtn"):
+            return arm(folder, f"{label}-g128")
         if label == "int4":
             awq = folder / "arms" / "awq-w4a16"
             if (awq / "config.json").is_file():

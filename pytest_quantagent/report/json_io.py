@@ -177,7 +177,14 @@ def read_report(path: str | Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise DataFileError(p, "", "report file not found") from None
     except json.JSONDecodeError as e:
-        raise DataFileError(p, f"line {e.lineno}", f"not valid JSON: {e.msg}") from None
+        size = p.stat().st_size
+        cut = not e.doc.rstrip().endswith(("}", "]"))  # a report always ends with "}"
+        raise DataFileError(
+            p, f"line {e.lineno} column {e.colno}",
+            f"not valid JSON: {e.msg} (char {e.pos} of {size} bytes)"
+            + ("; the file ends early: it looks truncated (an interrupted write or copy). "
+               "Re-create it (quantagent run/analyze --json, pytest --quant-report)" if cut else ""),
+        ) from None
     if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
         got = data.get("schema_version") if isinstance(data, dict) else type(data).__name__
         raise DataFileError(p, "schema_version",

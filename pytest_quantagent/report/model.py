@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pytest_quantagent.env.channels import ALL_CHANNELS, NAMED_CHANNELS
 from pytest_quantagent.metrics.budget import success_at_budgets
 from pytest_quantagent.metrics.episode import ArmData, summarize_arm
+from pytest_quantagent.metrics.failure_sets import failure_set_change_pvalue, judge_failure_set
 from pytest_quantagent.metrics.margins import DEFAULT_MARGIN_BINS, flip_rates, margin_histogram
 from pytest_quantagent.metrics.passk import pass_k_curve
 from pytest_quantagent.stats.intervals import wilson_interval
@@ -62,6 +63,8 @@ class AnalysisConfig:
     ratio_method: Literal["sandwich", "bootstrap"] = "sandwich"
     n_boot: int = 2000
     margin_bins: tuple[float, ...] = DEFAULT_MARGIN_BINS
+    trials_flag: str = "--quant-trials"
+    """The option an INCONCLUSIVE reason names (``--trials`` for ``quantagent run``)."""
 
     def __post_init__(self) -> None:
         if not (0 < self.margin < 1):
@@ -184,6 +187,12 @@ class FailureSetStats(_Model):
     arm_total: int
     reference_total: int
     top_arm: list[tuple[str, int]] = Field(default_factory=list)
+    top_reference: list[tuple[str, int]] = Field(default_factory=list)
+    p_changed: float | None = None
+    """Permutation p-value that the candidate fails with other names (low = evidence)."""
+    judgement: Literal["same", "changed", "cannot judge"] | None = None
+    """The failure-set gate at its defaults (``assert_failure_set_invariant``)."""
+    judgement_reason: str | None = None
 
 
 class CellReport(_Model):
@@ -490,10 +499,15 @@ def _analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig,
         if not pa and not pr:
             continue
         fs = failure_set_agreement(pa, pr)
+        p_changed = failure_set_change_pvalue(pa, pr)
+        judgement, why = judge_failure_set(_f(fs.spearman), p_changed, fs.arm_total,
+                                           fs.reference_total, alpha=cfg.alpha)
         failure_set[ch.value] = FailureSetStats(
             spearman=_f(fs.spearman), kendall=_f(fs.kendall), novel_share=_f(fs.novel_share),
             n_names=fs.n_names, arm_total=fs.arm_total, reference_total=fs.reference_total,
             top_arm=sorted(pa.items(), key=lambda kv: (-kv[1], kv[0]))[:5],
+            top_reference=sorted(pr.items(), key=lambda kv: (-kv[1], kv[0]))[:5],
+            p_changed=p_changed, judgement=judgement, judgement_reason=why,
         )
 
     # margins
@@ -625,7 +639,7 @@ def _decide(p: _Pending, adjusted: dict[str, float], cfg: AnalysisConfig) -> Non
         if need is not None:
             msg += f"; about {need} paired episodes needed"
             if cell.trials_needed is not None:
-                msg += f": run with --quant-trials {cell.trials_needed}"
+                msg += f": run with {cfg.trials_flag} {cell.trials_needed}"
         reasons.extend(nominal)
         reasons.append(msg)
     cell.reasons = reasons

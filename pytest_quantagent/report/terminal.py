@@ -155,10 +155,56 @@ def cell_notes(report: Report | dict[str, Any]) -> list[str]:
     return out
 
 
+#: Narrower consoles (a piped command gets 80 columns) get one block per cell instead of
+#: the table, whose six columns would wrap every reason over many lines.
+TABLE_MIN_WIDTH = 120
+
+
+def _plain_lines(text: str) -> str:
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def build_blocks(report: Report | dict[str, Any]) -> list[str]:
+    """The table's content as one block of plain lines per cell (no column wraps): for
+    narrow terminals and pipes. Same order and figures as :func:`build_table`."""
+    data = report.model_dump(mode="json") if isinstance(report, Report) else report
+    out: list[str] = []
+    run_k = None
+    for cell in data.get("cells", []):
+        ks = cell["budget"]["K"]
+        run_k = ks[-1] if ks else run_k
+        ref = cell.get("reference")
+        verdict = cell.get("verdict") or "arm only"
+        head = f"{cell['domain']} / {cell['arm']}" + (f" vs {ref}" if ref else "")
+        s = cell["success"]
+        eps = f"{cell['episodes']} episodes" + (f", {cell['paired']} paired" if ref else "")
+        if ref is None:
+            run = _pct(s.get("arm"))
+        else:
+            run = f"{_pct(s.get('reference'))} → {_pct(s.get('arm'))} ({_pts_ci(s.get('diff'), s.get('ci'))})"
+        k2 = _success_at(cell, 2).split("\n")
+        k2_text = k2[0] + (f" ({k2[1]})" if len(k2) > 1 and k2[1] else "")
+        out.append(f"{head}: verdict {verdict}")
+        out.append(f"  {eps}")
+        out.append(f"  success at run budget: {run}")
+        out.append(f"  success at K=2: {k2_text}")
+        out.append(f"  largest channel ratios: {'; '.join(_channels(cell).splitlines())}")
+        out.extend(f"  - {_plain_lines(r)}" for r in cell.get("reasons") or [])
+    if run_k is not None:
+        out.append(f"(run budget K={run_k}; gaps are candidate − reference with 95% CIs; "
+                   "p are Holm-adjusted)")
+    return out
+
+
 def render_terminal(report: Report | dict[str, Any], console: Console | None = None) -> None:
-    """Print the table to ``console`` (a new stdout console by default), then the notes of
+    """Print the table to ``console`` (a new stdout console by default), or one block per
+    cell when the console is narrower than :data:`TABLE_MIN_WIDTH`; then the notes of
     :func:`cell_notes`."""
     con = console or Console()
-    con.print(build_table(report))
+    if con.width < TABLE_MIN_WIDTH:
+        for line in build_blocks(report):
+            con.print(line, markup=False, highlight=False, soft_wrap=True)
+    else:
+        con.print(build_table(report))
     for line in cell_notes(report):
         con.print(plain_text(line), markup=False, highlight=False)

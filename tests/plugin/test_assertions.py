@@ -114,9 +114,14 @@ def test_same_names(quant_cell):
     assert checked["unknown_tool"]["spearman"] > 0.9
 
 def test_too_few_to_judge(quant_cell):
-    assert assert_failure_set_invariant(quant_cell, min_failures=21) == {}
-""", "--quant=int4")
-    result.assert_outcomes(passed=2)
+    assert_failure_set_invariant(quant_cell, min_failures=21)
+""", "--quant=int4", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines([
+        "SKIPPED * telecom-int4: cannot judge the failure set: unknown_tool 60 vs 20 failures "
+        "(needs 21 in each arm); cross_role_tool 0 vs 0 failures (needs 21 in each arm); "
+        "wrong_entity 0 vs 0 failures (needs 21 in each arm) (run more tasks or trials: *",
+    ])
 
 
 def test_failure_set_changed_names_every_channel(
@@ -129,9 +134,26 @@ def test_names(quant_cell):
 """, "--quant=int4")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "E       AssertionError: telecom-int4: the failure set changed (rank correlation below 0.9):",
-        "E         unknown_tool: Spearman -* over 60 vs 20 failures, novel names 100.0% of int4's failures",
+        "E       AssertionError: telecom-int4: the failure set changed (rank correlation below 0.9, "
+        "significant at 0.05):",
+        "E         unknown_tool: Spearman -* over 60 vs 20 failures, permutation p=0.0*, novel "
+        "names 100.0% of int4's failures",
     ])
+
+
+def test_failure_set_judgement_is_in_the_report(
+    fake: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_INT4_PREFIX", "made_up")
+    result = run(fake, """
+def test_names(quant_cell):
+    assert_failure_set_invariant(quant_cell)
+""", "--quant=int4", "--quant-report=report.json")
+    result.assert_outcomes(failed=1)
+    cell = json.loads((fake.path / "report.json").read_text())["cells"][0]
+    fs = cell["failure_set"]["unknown_tool"]
+    assert fs["judgement"] == "changed" and fs["p_changed"] < 0.05
+    assert fs["top_reference"] == [["get_thing_0", 20]]
 
 
 @pytest.mark.parametrize(

@@ -92,10 +92,11 @@ def test_mock_suite_end_to_end(toy: pytest.Pytester) -> None:
         "--quant-config=arms.toml", "--quant=int4,fp8", "--domain=toy", "--quant-trials=8",
         "--quant-report=out/report.json", "--quant-html=out/report.html", "--junitxml=out/junit.xml",
     )
-    # int4: unknown_tool 12 vs 0 (amplified). fp8 = bf16: no failure at all, so its failure
-    # set has no correlation to check (passes) and everything else passes; 12 pairs are too
+    # int4: unknown_tool 12 vs 0 (amplified). fp8 = bf16: no failure at all. Neither cell has
+    # the 20 failures per arm a failure set needs: both failure-set tests skip ("cannot
+    # judge"); everything else passes; 12 pairs are too
     # few for the report's ±7.5-point TOST (INCONCLUSIVE), enough for the test's ±50.
-    result.assert_outcomes(passed=9, failed=1)
+    result.assert_outcomes(passed=7, failed=1, skipped=2)  # failure sets: too few to judge
     result.stdout.fnmatch_lines([
         "*test_no_unknown_tools?toy-int4?*",
         "*unknown_tool: 50.0% of int4 tool calls vs 0.0% of bf16 (24 vs 0), ratio ×∞*",
@@ -115,7 +116,17 @@ def test_mock_suite_end_to_end(toy: pytest.Pytester) -> None:
     assert int4["paired"] == 24
     assert report["run"]["trials"] == 8 and report["run"]["budget"] == 10
 
+    # The failed and skipped tests, with their cells and why, are in the report and the page.
+    failed = [t for t in report["tests"] if t["outcome"] == "failed"]
+    assert [(t["nodeid"], t["cell"]) for t in failed] == [
+        ("test_gate.py::test_no_unknown_tools[toy-int4]", "toy-int4")]
+    assert "unknown_tool: 50.0% of int4 tool calls vs 0.0% of bf16" in failed[0]["message"]
+    skipped = sorted(t["cell"] for t in report["tests"] if t["outcome"] == "skipped")
+    assert skipped == ["toy-fp8", "toy-int4"]
+    assert all("cannot judge the failure set" in t["message"]
+               for t in report["tests"] if t["outcome"] == "skipped")
     page = (toy.path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "Tests: 1 failed, 2 skipped" in page
     assert "<script" not in page.lower()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<svg" in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
@@ -147,7 +158,7 @@ def test_xdist_gives_the_same_report_and_runs_episodes_once(toy: pytest.Pytester
     common = ["--quant-config=arms.toml", "--quant=int4,fp8", "--domain=toy", "--quant-trials=8",
               "-p", "no:randomly", "-p", "no:benchmark"]  # pytest-benchmark warns under xdist
     serial = toy.runpytest(*common, "-n", "0", "--quant-cache-dir=store0", "--quant-report=serial.json")
-    serial.assert_outcomes(passed=9, failed=1)
+    serial.assert_outcomes(passed=7, failed=1, skipped=2)
     # The controller loads the workers' cells by key from the store (cell manifests), never
     # through the run_cell hook (which would build backends, i.e. load models, again).
     toy.makeconftest("""
@@ -158,7 +169,7 @@ def pytest_quantagent_run_cell(config, cell):
     return None  # the default implementation runs or loads the cell
 """)
     dist = toy.runpytest(*common, "-n", "2", "--quant-cache-dir=store2", "--quant-report=dist.json")
-    dist.assert_outcomes(passed=9, failed=1)
+    dist.assert_outcomes(passed=7, failed=1, skipped=2)
     assert not (toy.path / "controller_ran_cells.txt").exists()
     assert len(list((toy.path / "store2" / "cells").glob("*.json"))) == 2
 

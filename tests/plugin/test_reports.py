@@ -50,7 +50,11 @@ def _cell(name: str = "unknown_tool", evil: str = EVIL) -> dict[str, Any]:
         "steps": {"arm": 31.2, "reference": 28.0},
         "terminations": {"arm": {"user_stop": 40}, "reference": {"user_stop": 40}},
         "pass_k": {"arm": {"1": 0.72}, "reference": {"1": 0.71}},
-        "margins": {"arm": [0.1, 2.0, 3.5, float("nan")], "reference": [1.0, 2.5, 4.0]},
+        "margins": {"bins": [0.0, 0.5, 1.0, 2.0, 4.0, 8.0],
+                    "arm": {"count": 4, "hist": [1, 0, 1, 2, 0, 0], "p10": 0.1, "median": 2.5,
+                            "p90": 3.5},
+                    "reference": {"count": 3, "hist": [0, 0, 1, 1, 1, 0], "p10": 1.0,
+                                  "median": 2.5, "p90": 4.0}},
         "verdict": "MASKED_DAMAGE",
         "reasons": [f"unknown_tool ×2.6 (Holm p=1e-8), e.g. {evil}"],
     }
@@ -69,7 +73,7 @@ def test_html_escapes_every_model_string_and_is_self_contained() -> None:
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
     # No external resources: the only URL is the SVG namespace.
     assert set(re.findall(r"https?://[^\s\"'<>]+", page)) == {"http://www.w3.org/2000/svg"}
-    assert page.count("<svg") == 3  # budget curve, channel bars, margin histograms
+    assert page.count("<svg") == 4  # budget curve, gap with CI band, channel bars, margins
     assert "Content-Security-Policy" in page
 
 
@@ -100,7 +104,7 @@ def test_json_round_trip_and_schema(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("{", "r.json at line 1: not valid JSON"),
+        ("{", "r.json at line 1 column 2: not valid JSON"),
         ('{"schema_version": 2, "run": {}, "cells": []}',
          "r.json at schema_version: unsupported report schema_version 2; this version reads 1"),
     ],
