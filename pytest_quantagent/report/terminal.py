@@ -203,7 +203,7 @@ def render_terminal(report: Report | dict[str, Any], console: Console | None = N
     con = console or Console()
     if con.width < TABLE_MIN_WIDTH:
         for line in build_blocks(report):
-            con.print(line, markup=False, highlight=False, soft_wrap=True)
+            con.print(plain_text(line), markup=False, highlight=False, soft_wrap=True)
     else:
         con.print(build_table(report))
     for line in cell_notes(report):
