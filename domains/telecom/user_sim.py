@@ -344,6 +344,8 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("enable", "permission"),
         ("give", "access"),
         ("allow", "access"),
+        ("allow", "storage"),
+        ("allow", "sms"),
         extract=_extract_permission,
         defaults={"app_name": "messaging", "permission": "storage"},
     ),
@@ -477,6 +479,7 @@ _STATES: tuple[tuple[re.Pattern[str], str, str, str | None], ...] = (
 )
 # Nouns a pronoun in the next request refers to ("Data saver is on. Please turn it off.").
 _NOUNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"payment request", re.I), "the payment request"),
     (re.compile(r"airplane mode|flight mode|airplane", re.I), "airplane mode"),
     (re.compile(r"wi-?fi calling", re.I), "Wi-Fi calling"),
     (re.compile(r"data saver", re.I), "data saver"),
@@ -619,7 +622,9 @@ class TelecomUser(ScriptedUser):
                 continue
             if seg.asks and not seg.negated and not seg.past and seg.act != Act.OFFER:
                 sentence = seg.text
-                if seg.act == Act.REQUEST and not seg.check and not seg.conditional:
+                if seg.act == Act.REQUEST and seg.conditional:
+                    found, said = self._conditional(seg, prev, last_noun, bool(names or self._already), names)
+                elif seg.act == Act.REQUEST and not seg.check and not seg.conditional:
                     found = self._sentence_calls(sentence)
                     if not found and not self._already and prev is not None and _DO_THAT.search(sentence):
                         # "Turning it off should help — can you do that?"
@@ -630,6 +635,11 @@ class TelecomUser(ScriptedUser):
                         found = self._sentence_calls(_PRONOUN.sub(last_noun, sentence, count=1))
                 elif seg.act in (Act.QUESTION, Act.REQUEST) and not seg.conditional:
                     found, said = self._state_reading(sentence, seg.check)
+                    if not found and not said and last_noun and _PRONOUN.search(sentence):
+                        # "The payment request is on its way. Could you check that you got it?"
+                        found, said = self._state_reading(
+                            _PRONOUN.sub(last_noun, sentence, count=1), seg.check
+                        )
             if found or said:
                 used.add(i)
                 if not seg.header:
@@ -650,6 +660,46 @@ class TelecomUser(ScriptedUser):
             seen.add(name)
             calls.append(self._tool_call(name, args))
         return calls, list(dict.fromkeys(words)), used
+
+    def _conditional(
+        self, seg: Segment, prev: Segment | None, last_noun: str | None, acted: bool,
+        planned: Sequence[tuple[str, dict[str, Any]]],
+    ) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+        """A request under a condition the user can judge now: a switch state ("if Data
+        Saver is on, turn it off"; "if so, ..." takes the state the question before asked
+        about), read from the phone as this message's earlier actions leave it, or the
+        completion of an action this message asks for ("once that's set, run a speed test").
+        Any other condition (the user's situation, an outcome to come) is not acted on."""
+        parts = dialogue.condition(seg.text)
+        if parts is None:
+            return [], []
+        word, cond, then = parts
+        noun = _noun_of(cond) or last_noun
+        if acted and word in dialogue.SEQUENCE_WORDS:
+            holds, said = True, []
+        else:
+            subject = cond if _noun_of(cond) else f"{noun or ''} {cond}"
+            state = next(
+                ((attr, label) for pat, attr, label, _ in _STATES if pat.search(subject.lower())), None
+            )
+            want = wanted_state(cond)
+            if want is None and prev is not None:
+                want = wanted_state(prev.text)  # "whether X is on? If it is, ..."
+            if state is None or want is None:
+                return [], []
+            attr, label = state
+            now = self._state(attr)
+            if now is None:
+                return [], []
+            toggles = sum(1 for name, _ in planned if _SWITCHES.get(name, ("",))[0] == attr)
+            now = now != (toggles % 2 == 1)
+            holds = now == want
+            said = [] if toggles else [f"{label} is {'ON' if now else 'OFF'} on my phone."]
+        if not holds:
+            return [], said
+        if noun and _PRONOUN.search(then):
+            then = _PRONOUN.sub(noun, then, count=1)
+        return self._sentence_calls(then), said
 
     def _tool_call(self, name: str, args: dict[str, Any]) -> ToolCall:
         self._n_calls += 1

@@ -130,6 +130,7 @@ _FACT_TOPICS: dict[str, Keywords] = {
     "location": (
         ("where", "are", "you"), ("location",), ("abroad",), ("travel",), ("outside", "the"),
         ("overseas",), ("which", "country"), ("another", "country"), ("where", "you", "are"),
+        ("back", "home"), ("back", "in", "the"), ("at", "home"), ("in", "the", "us"),
     ),
 }
 _DONE: Keywords = (
@@ -463,7 +464,9 @@ class ScriptedUser:
     def answer_offer(self, seg: Segment) -> str:
         """Yes or no to an offer or confirmation request, as the scenario says."""
         if _TRANSFER_OFFER.search(seg.text):
-            agree = self.script.end == "transfer"
+            if self.script.end == "transfer":
+                return "Yes, please transfer me to a human agent."
+            agree = False
         else:
             agree = self.script.confirm
         if agree:
