@@ -392,6 +392,7 @@ _EXCLUSIVE = {
     "check_network_mode_preference": "set_network_mode_preference",
     "check_data_restriction_status": "toggle_data_saver_mode",
     "check_wifi_calling_status": "toggle_wifi_calling",
+    "check_vpn_status": "disconnect_vpn",
     "check_app_permissions": "grant_app_permission",
     "check_app_status": "grant_app_permission",
     "toggle_wifi": "toggle_wifi_calling",
@@ -490,6 +491,7 @@ _NOUNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bsim\b", re.I), "the SIM card"),
     (re.compile(r"wi-?fi", re.I), "Wi-Fi"),
 )
+_PHONE = re.compile(r"\b(?:phone|device|handset)\b", re.I)
 _MMS_WORDS = re.compile(r"\bmms\b|picture|multimedia|photo", re.I)
 # "I think you should switch data on. Would you mind doing that now?"
 _DO_THAT = re.compile(r"\b(?:do|doing|try|trying) (?:that|it|this)\b", re.I)
@@ -497,6 +499,11 @@ _PRONOUN = re.compile(r"\b(?:it|that|this one|them)\b", re.I)
 _SENT_REQUEST = re.compile(r"\b(?:i(?:'ve| have)? (?:just )?sent|request (?:that )?i (?:just )?sent|sent (?:you|to your))",
                            re.I)
 _NO_REQUEST = "No payment request"
+# An offer to change the line's plan ("would you like me to upgrade you to Unlimited?").
+_PLAN_CHANGE = re.compile(
+    r"\b(?:upgrade|change|switch|move|migrate)\b(?:\s+\S+){0,6}?\s+(?:plan|unlimited|premium)\b|"
+    r"\bnew plan\b|\bplan (?:change|upgrade)\b", re.I
+)
 
 
 def _noun_of(text: str) -> str | None:
@@ -572,6 +579,15 @@ class TelecomUser(ScriptedUser):
             return UserMessage(content=join_answers(words + answers))
         return UserMessage(content=self.respond_text(text))
 
+    def answer_offer(self, seg: Segment) -> str:
+        """As :meth:`ScriptedUser.answer_offer`, except that a plan change the user did not
+        come for is declined (τ²-bench telecom users refuel data rather than change plans)."""
+        if _PLAN_CHANGE.search(seg.text) and not any(
+            re.search(r"\bplan\b", r, re.I) for r in self.script.requests
+        ):
+            return self.script.refusal
+        return super().answer_offer(seg)
+
     def respond_text(self, text: str) -> str:
         """As :meth:`ScriptedUser.respond_text`; when asked for name and date of birth
         together, both are given in one answer."""
@@ -633,6 +649,9 @@ class TelecomUser(ScriptedUser):
                             found = self._sentence_calls(_PRONOUN.sub(last_noun, prev.text, count=1))
                     if not found and not self._already and last_noun and _PRONOUN.search(sentence):
                         found = self._sentence_calls(_PRONOUN.sub(last_noun, sentence, count=1))
+                    if not found and not self._already and _PRONOUN.search(sentence) and _PHONE.search(sentence):
+                        # "To get your phone on the network, please turn it off and back on."
+                        found = self._sentence_calls(_PRONOUN.sub("your phone", sentence, count=1))
                 elif seg.act in (Act.QUESTION, Act.REQUEST) and not seg.conditional:
                     found, said = self._state_reading(sentence, seg.check)
                     if not found and not said and last_noun and _PRONOUN.search(sentence):
@@ -682,9 +701,12 @@ class TelecomUser(ScriptedUser):
             state = next(
                 ((attr, label) for pat, attr, label, _ in _STATES if pat.search(subject.lower())), None
             )
-            want = wanted_state(cond)
+            bare = dialogue.BARE_CONDITIONS.get(cond.strip().lower())
+            want = None if bare is not None else wanted_state(cond)
             if want is None and prev is not None:
-                want = wanted_state(prev.text)  # "whether X is on? If it is, ..."
+                # "whether X is on? If it is / if so / if not, ..."
+                asked = wanted_state(prev.text)
+                want = asked if asked is None or bare is not False else not asked
             if state is None or want is None:
                 return [], []
             attr, label = state

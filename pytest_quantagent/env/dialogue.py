@@ -84,6 +84,10 @@ _CLAUSE_END = re.compile(
 )
 
 
+_REASON = re.compile(r"^(?:and |so )?(?:since|because|as|given that|now that)\b", re.IGNORECASE)
+_REASON_THEN_PLEASE = re.compile(r",\s+(?=please\b)", re.IGNORECASE)
+
+
 def strip_markdown(text: str) -> str:
     """``text`` without emphasis, headings, quotes and link syntax."""
     for pattern, repl in _MARKDOWN:
@@ -110,6 +114,11 @@ def segments(text: str) -> list[tuple[str, str]]:
         line = raw_line.strip()
         if not line:
             continue
+        if line.startswith("|"):
+            # A markdown table row: its cells, as a list item of the header above.
+            if re.fullmatch(r"[|:\-\s]+", line):
+                continue
+            line = "- " + " ".join(c.strip() for c in line.strip("|").split("|") if c.strip())
         is_item = bool(_ITEM.match(line))
         if is_item:
             line = _ITEM.sub("", line, count=1)
@@ -117,7 +126,13 @@ def segments(text: str) -> list[tuple[str, str]]:
             header = ""
         parts: list[str] = []
         for p in _SENTENCE_END.split(line):
-            clauses = [c.strip(" ,") for c in _CLAUSE_END.split(p) if c.strip(" ,")]
+            clauses = [
+                d.strip(" ,")
+                for c in _CLAUSE_END.split(p)
+                # "Since the SIM isn't detected, please reseat it": the reason apart.
+                for d in (_REASON_THEN_PLEASE.split(c, maxsplit=1) if _REASON.match(c) else [c])
+                if d.strip(" ,")
+            ]
             if p.rstrip().endswith("?"):
                 # "Before I check, what's the reason — A or B?": the question mark ends
                 # the whole sentence, so a wh-clause before the split asks too.
@@ -143,7 +158,9 @@ def _rx(*alternatives: str) -> re.Pattern[str]:
 _TRANSFER = _rx(
     r"(?<!can )(?<!could )(?<!may )(?<!might )(?<!able to )(?<!happy to )(?<!option to )\btransfer(?:ring)? (?:you|your (?:call|case|chat)|this)\b",
     r"\b(?:being|been|get|be) transferred\b",
-    r"\bconnect(?:ing)? you (?:with|to) (?:a |an |our )?(?:human|live|real|specialist|technical)",
+    r"\bconnect(?:ing)? you (?:with|to) (?:\w+ ){0,3}?(?:human|live|real|specialist|technical)",
+    r"\bget(?:ting)? you (?:over |through )?to (?:a |an |our |one of our )?(?:human|live|real|specialist)",
+    r"\bput(?:ting)? you through to\b", r"\bpass(?:ing)? you (?:on |over )?to (?:a |an |our )?(?:human|specialist|colleague)",
     r"\bhand(?:ing)? (?:you|this|your case) (?:over|off) to\b",
     r"\bescalat(?:e|ing) (?:this|your case|you) to (?:a |an |our )?(?:human|specialist|team)",
 )
@@ -160,7 +177,7 @@ _TRANSFER_OPTION = _rx(
     r"\b(?:transfer|connect) you\b.*\bif you(?:'d| would) (?:prefer|like|rather)\b",
 )
 _CLOSING = _rx(
-    r"\banything else\b", r"\bsomething else (?:i|we) can\b", r"\banything more\b",
+    r"(?<!before )\banything else\b", r"\bsomething else (?:i|we) can\b", r"\banything more\b",
     r"\bany other (?:questions|issues|concerns|way)\b", r"\bfurther assistance\b",
     r"\belse (?:i|we) can (?:help|do|assist)\b",
 )
@@ -185,6 +202,8 @@ _OFFER = _rx(
     r"\b(?:would|do) you (?:like|want|wish) to (?!know\b|tell\b)",
     r"\b(?:are|r) you (?:ok|okay|fine|happy) with\b",
     r"\bwould you be (?:ok|okay|alright|fine|happy|comfortable) (?:with|if)\b",
+    r"\b(?:would|do) you (?:still )?(?:prefer|rather) (?:that )?(?:i|we)\b",
+    r"\b(?:would|do) you still (?:like|want) (?:me|us) to\b", r"\btype [\"']?yes\b",
     r"\b(?:reply|respond|answer|say) (?:with )?[\"']?yes\b", r"\bplease confirm (?:the|this|that) (?:cancellation|return|exchange|change|update|modification|"
     r"order details|details|above|request)\b",
     r"\b(?:does|do) (?:that|this|everything|these details) (?:look|sound|seem) (?:right|correct|good|ok|okay)\b",
@@ -281,6 +300,7 @@ _RECAP_HEADER = _rx(
     r"followed)|here'?s what (?:we|i|you)(?:'ve| have)? (?:did|done|tried|checked|covered|changed|"
     r"fixed)|what was done|so far)\b",
 )
+_REVIEW_HEADER = _rx(r"\b(?:review|look over|go over|double-check)\b(?! (?:your|the) (?:order|account) (?:and|to))")
 _NOTE = _rx(r"^(?:\W*)(?:please )?(?:note|keep in mind|be aware|remember)\b(?! to\b)", r"^(?:fyi|heads up)\b")
 _EMPATHY = _rx(
     r"^(?:i'm|i am|i’m) (?:so |very |really |truly )?(?:sorry|afraid|glad|happy|sad)\b",
@@ -324,7 +344,7 @@ def classify(text: str, header: str = "") -> Segment:
         head = classify(last_sentence(header))
         if wh and not question and not (_RECAP_HEADER.search(header) or head.past):
             return seg(Act.QUESTION)
-        if _RECAP_HEADER.search(header) or head.past:
+        if _RECAP_HEADER.search(header) or head.past or _REVIEW_HEADER.search(header):
             return seg(Act.STATEMENT, past=True)
         if head.act in (Act.REQUEST, Act.QUESTION) and not head.conditional:
             # "Could you tell me:" / "Please do the following:" — each item is asked.
@@ -385,6 +405,9 @@ _SITUATION = _rx(
     r"can't|cannot|not|ready)\b",
 )
 SEQUENCE_WORDS = frozenset({"once", "after", "as soon as", "when", "whenever"})
+#: "if so / if yes" and "if not / if no": the state the question before asked about, or not.
+BARE_CONDITIONS = {"so": True, "yes": True, "it is": True, "not": False, "no": False, "it isn't": False,
+                   "it's not": False, "it is not": False}
 
 
 def condition(text: str) -> tuple[str, str, str] | None:
@@ -395,12 +418,14 @@ def condition(text: str) -> tuple[str, str, str] | None:
     if m is None:
         return None
     word, cond, then = m.group(1).lower(), m.group(2), m.group(3)
-    if _SITUATION.search(cond):
+    if _SITUATION.search(cond) and cond.strip().lower() not in BARE_CONDITIONS:
         return None
     return word, cond, then
 
 
 _CONTINUATION = re.compile(r"^(?:also\s+|then\s+)?\w+ing\b")
+# What to do instead, after a negated request ("don't send the old one — just the new one").
+_CONTRAST = _rx(r"^(?:but |and )?(?:just|only|instead|rather)\b")
 # A bare choice question asks to choose among the options just told ("Which would you like?").
 _CHOICE = _rx(
     r"^(?:so,? |or,? )?(?:which|what)(?: one| option)? (?:would|do) you (?:like|prefer|want)\b",
@@ -417,6 +442,12 @@ def read(text: str) -> list[Segment]:
     for s, h in segments(text):
         seg = classify(s, h)
         prev = out[-1] if out else None
+        if (
+            prev is not None and prev.act == Act.REQUEST and prev.negated
+            and seg.act == Act.STATEMENT and _CONTRAST.match(seg.text) and not seg.past
+        ):
+            seg = Segment(seg.text, Act.REQUEST, seg.header, False, seg.conditional, False,
+                          seg.check, seg.either_or)
         if (
             prev is not None and prev.act == Act.STATEMENT and seg.act == Act.QUESTION
             and _CHOICE.search(seg.text) and _TRANSFER_OPTION.search(prev.text)

@@ -93,3 +93,22 @@ def test_conditions_the_user_can_judge_now() -> None:
 def test_a_wh_clause_before_a_dash_asks_too() -> None:
     parts = read("Before I check the order, what's the reason for cancelling — no longer needed or ordered by mistake?")
     assert parts[0].act == Act.QUESTION and parts[0].text.endswith("?")
+
+
+def test_tables_reasons_contrasts_and_more_ways_to_transfer() -> None:
+    # Table rows are items of the header above them; the separator row goes.
+    parts = read("Please verify with:\n\n| Option | What |\n|---|---|\n| A | Email address |")
+    assert [s.text for s in parts] == ["Please verify with:", "Option What", "A Email address"]
+    assert parts[2].asks
+    # A reason before ", please" is not part of the request (its negation does not negate it).
+    parts = read("Since your SIM isn't detected, please take the SIM out and put it back in.")
+    assert [(s.act, s.negated) for s in parts] == [(Act.STATEMENT, True), (Act.REQUEST, False)]
+    # What to do instead after a negated request is asked.
+    parts = read("Please don't include your old address — just the new one.")
+    assert parts[0].negated and parts[1].act == Act.REQUEST and not parts[1].negated
+    assert classify("Before anything else, do you see a payment request?").act == Act.QUESTION
+    assert classify("Would you still prefer that I transfer you to a human agent?").act == Act.OFFER
+    assert classify("I'll get you over to a human agent right away.").act == Act.TRANSFER
+    assert classify("I'll connect you with one of our human agents.").act == Act.TRANSFER
+    # The items under "Please review:" are shown, not asked.
+    assert read("Please review:\n- Webcam 4K → Webcam 1080p")[1].act == Act.STATEMENT
