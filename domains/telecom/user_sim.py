@@ -344,6 +344,8 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("enable", "permission"),
         ("give", "access"),
         ("allow", "access"),
+        ("allow", "storage"),
+        ("allow", "sms"),
         extract=_extract_permission,
         defaults={"app_name": "messaging", "permission": "storage"},
     ),
@@ -390,6 +392,7 @@ _EXCLUSIVE = {
     "check_network_mode_preference": "set_network_mode_preference",
     "check_data_restriction_status": "toggle_data_saver_mode",
     "check_wifi_calling_status": "toggle_wifi_calling",
+    "check_vpn_status": "disconnect_vpn",
     "check_app_permissions": "grant_app_permission",
     "check_app_status": "grant_app_permission",
     "toggle_wifi": "toggle_wifi_calling",
@@ -477,6 +480,7 @@ _STATES: tuple[tuple[re.Pattern[str], str, str, str | None], ...] = (
 )
 # Nouns a pronoun in the next request refers to ("Data saver is on. Please turn it off.").
 _NOUNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"payment request", re.I), "the payment request"),
     (re.compile(r"airplane mode|flight mode|airplane", re.I), "airplane mode"),
     (re.compile(r"wi-?fi calling", re.I), "Wi-Fi calling"),
     (re.compile(r"data saver", re.I), "data saver"),
@@ -487,6 +491,7 @@ _NOUNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bsim\b", re.I), "the SIM card"),
     (re.compile(r"wi-?fi", re.I), "Wi-Fi"),
 )
+_PHONE = re.compile(r"\b(?:phone|device|handset)\b", re.I)
 _MMS_WORDS = re.compile(r"\bmms\b|picture|multimedia|photo", re.I)
 # "I think you should switch data on. Would you mind doing that now?"
 _DO_THAT = re.compile(r"\b(?:do|doing|try|trying) (?:that|it|this)\b", re.I)
@@ -494,6 +499,11 @@ _PRONOUN = re.compile(r"\b(?:it|that|this one|them)\b", re.I)
 _SENT_REQUEST = re.compile(r"\b(?:i(?:'ve| have)? (?:just )?sent|request (?:that )?i (?:just )?sent|sent (?:you|to your))",
                            re.I)
 _NO_REQUEST = "No payment request"
+# An offer to change the line's plan ("would you like me to upgrade you to Unlimited?").
+_PLAN_CHANGE = re.compile(
+    r"\b(?:upgrade|change|switch|move|migrate)\b(?:\s+\S+){0,6}?\s+(?:plan|unlimited|premium)\b|"
+    r"\bnew plan\b|\bplan (?:change|upgrade)\b", re.I
+)
 
 
 def _noun_of(text: str) -> str | None:
@@ -569,6 +579,15 @@ class TelecomUser(ScriptedUser):
             return UserMessage(content=join_answers(words + answers))
         return UserMessage(content=self.respond_text(text))
 
+    def answer_offer(self, seg: Segment) -> str:
+        """As :meth:`ScriptedUser.answer_offer`, except that a plan change the user did not
+        come for is declined (τ²-bench telecom users refuel data rather than change plans)."""
+        if _PLAN_CHANGE.search(seg.text) and not any(
+            re.search(r"\bplan\b", r, re.I) for r in self.script.requests
+        ):
+            return self.script.refusal
+        return super().answer_offer(seg)
+
     def respond_text(self, text: str) -> str:
         """As :meth:`ScriptedUser.respond_text`; when asked for name and date of birth
         together, both are given in one answer."""
@@ -619,7 +638,9 @@ class TelecomUser(ScriptedUser):
                 continue
             if seg.asks and not seg.negated and not seg.past and seg.act != Act.OFFER:
                 sentence = seg.text
-                if seg.act == Act.REQUEST and not seg.check and not seg.conditional:
+                if seg.act == Act.REQUEST and seg.conditional:
+                    found, said = self._conditional(seg, prev, last_noun, bool(names or self._already), names)
+                elif seg.act == Act.REQUEST and not seg.check and not seg.conditional:
                     found = self._sentence_calls(sentence)
                     if not found and not self._already and prev is not None and _DO_THAT.search(sentence):
                         # "Turning it off should help — can you do that?"
@@ -628,8 +649,16 @@ class TelecomUser(ScriptedUser):
                             found = self._sentence_calls(_PRONOUN.sub(last_noun, prev.text, count=1))
                     if not found and not self._already and last_noun and _PRONOUN.search(sentence):
                         found = self._sentence_calls(_PRONOUN.sub(last_noun, sentence, count=1))
+                    if not found and not self._already and _PRONOUN.search(sentence) and _PHONE.search(sentence):
+                        # "To get your phone on the network, please turn it off and back on."
+                        found = self._sentence_calls(_PRONOUN.sub("your phone", sentence, count=1))
                 elif seg.act in (Act.QUESTION, Act.REQUEST) and not seg.conditional:
                     found, said = self._state_reading(sentence, seg.check)
+                    if not found and not said and last_noun and _PRONOUN.search(sentence):
+                        # "The payment request is on its way. Could you check that you got it?"
+                        found, said = self._state_reading(
+                            _PRONOUN.sub(last_noun, sentence, count=1), seg.check
+                        )
             if found or said:
                 used.add(i)
                 if not seg.header:
@@ -650,6 +679,49 @@ class TelecomUser(ScriptedUser):
             seen.add(name)
             calls.append(self._tool_call(name, args))
         return calls, list(dict.fromkeys(words)), used
+
+    def _conditional(
+        self, seg: Segment, prev: Segment | None, last_noun: str | None, acted: bool,
+        planned: Sequence[tuple[str, dict[str, Any]]],
+    ) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+        """A request under a condition the user can judge now: a switch state ("if Data
+        Saver is on, turn it off"; "if so, ..." takes the state the question before asked
+        about), read from the phone as this message's earlier actions leave it, or the
+        completion of an action this message asks for ("once that's set, run a speed test").
+        Any other condition (the user's situation, an outcome to come) is not acted on."""
+        parts = dialogue.condition(seg.text)
+        if parts is None:
+            return [], []
+        word, cond, then = parts
+        noun = _noun_of(cond) or last_noun
+        if acted and word in dialogue.SEQUENCE_WORDS:
+            holds, said = True, []
+        else:
+            subject = cond if _noun_of(cond) else f"{noun or ''} {cond}"
+            state = next(
+                ((attr, label) for pat, attr, label, _ in _STATES if pat.search(subject.lower())), None
+            )
+            bare = dialogue.BARE_CONDITIONS.get(cond.strip().lower())
+            want = None if bare is not None else wanted_state(cond)
+            if want is None and prev is not None:
+                # "whether X is on? If it is / if so / if not, ..."
+                asked = wanted_state(prev.text)
+                want = asked if asked is None or bare is not False else not asked
+            if state is None or want is None:
+                return [], []
+            attr, label = state
+            now = self._state(attr)
+            if now is None:
+                return [], []
+            toggles = sum(1 for name, _ in planned if _SWITCHES.get(name, ("",))[0] == attr)
+            now = now != (toggles % 2 == 1)
+            holds = now == want
+            said = [] if toggles else [f"{label} is {'ON' if now else 'OFF'} on my phone."]
+        if not holds:
+            return [], said
+        if noun and _PRONOUN.search(then):
+            then = _PRONOUN.sub(noun, then, count=1)
+        return self._sentence_calls(then), said
 
     def _tool_call(self, name: str, args: dict[str, Any]) -> ToolCall:
         self._n_calls += 1

@@ -84,6 +84,10 @@ _CLAUSE_END = re.compile(
 )
 
 
+_REASON = re.compile(r"^(?:and |so )?(?:since|because|as|given that|now that)\b", re.IGNORECASE)
+_REASON_THEN_PLEASE = re.compile(r",\s+(?=please\b)", re.IGNORECASE)
+
+
 def strip_markdown(text: str) -> str:
     """``text`` without emphasis, headings, quotes and link syntax."""
     for pattern, repl in _MARKDOWN:
@@ -110,17 +114,33 @@ def segments(text: str) -> list[tuple[str, str]]:
         line = raw_line.strip()
         if not line:
             continue
+        if line.startswith("|"):
+            # A markdown table row: its cells, as a list item of the header above.
+            if re.fullmatch(r"[|:\-\s]+", line):
+                continue
+            line = "- " + " ".join(c.strip() for c in line.strip("|").split("|") if c.strip())
         is_item = bool(_ITEM.match(line))
         if is_item:
             line = _ITEM.sub("", line, count=1)
         else:
             header = ""
-        parts = [
-            c.strip(" ,")
-            for p in _SENTENCE_END.split(line)
-            for c in _CLAUSE_END.split(p)
-            if c.strip(" ,")
-        ]
+        parts: list[str] = []
+        for p in _SENTENCE_END.split(line):
+            clauses = [
+                d.strip(" ,")
+                for c in _CLAUSE_END.split(p)
+                # "Since the SIM isn't detected, please reseat it": the reason apart.
+                for d in (_REASON_THEN_PLEASE.split(c, maxsplit=1) if _REASON.match(c) else [c])
+                if d.strip(" ,")
+            ]
+            if p.rstrip().endswith("?"):
+                # "Before I check, what's the reason — A or B?": the question mark ends
+                # the whole sentence, so a wh-clause before the split asks too.
+                clauses = [
+                    c + "?" if i < len(clauses) - 1 and _WH.search(c) and not c.endswith("?") else c
+                    for i, c in enumerate(clauses)
+                ]
+            parts.extend(clauses)
         for p in parts:
             out.append((p, header if is_item else ""))
         if not is_item and parts and parts[-1].endswith(":"):
@@ -138,18 +158,32 @@ def _rx(*alternatives: str) -> re.Pattern[str]:
 _TRANSFER = _rx(
     r"(?<!can )(?<!could )(?<!may )(?<!might )(?<!able to )(?<!happy to )(?<!option to )\btransfer(?:ring)? (?:you|your (?:call|case|chat)|this)\b",
     r"\b(?:being|been|get|be) transferred\b",
-    r"\bconnect(?:ing)? you (?:with|to) (?:a |an |our )?(?:human|live|real|specialist|technical)",
+    r"\bconnect(?:ing)? you (?:with|to) (?:\w+ ){0,3}?(?:human|live|real|specialist|technical)",
+    r"\bget(?:ting)? you (?:over |through )?to (?:a |an |our |one of our )?(?:human|live|real|specialist)",
+    r"\bput(?:ting)? you through to\b", r"\bpass(?:ing)? you (?:on |over )?to (?:a |an |our )?(?:human|specialist|colleague)",
     r"\bhand(?:ing)? (?:you|this|your case) (?:over|off) to\b",
     r"\bescalat(?:e|ing) (?:this|your case|you) to (?:a |an |our )?(?:human|specialist|team)",
 )
+# Not a transfer now: negated ("I don't want to transfer you yet"), later ("before I
+# transfer you, ...") or one option among others ("..., or transfer you if you'd prefer").
+_NOT_TRANSFER = _rx(
+    r"\b(?:don't|do not|won't|will not|not going to|no need to|rather not|wouldn't|never|not)"
+    r"(?:\s+\w+){0,3}?\s+(?:transfer|connect|hand)",
+    r"\b(?:before|until|unless) (?:i|we) (?:can |could )?(?:transfer|connect|hand)",
+)
+_TRANSFER_OPTION = _rx(
+    r"\bor (?:i|we) (?:can|could) (?:also )?(?:transfer|connect) you\b",
+    r"\bor (?:transfer|connect) you\b", r"\b(?:can|could) (?:also )?(?:transfer|connect) you\b",
+    r"\b(?:transfer|connect) you\b.*\bif you(?:'d| would) (?:prefer|like|rather)\b",
+)
 _CLOSING = _rx(
-    r"\banything else\b", r"\bsomething else (?:i|we) can\b", r"\banything more\b",
+    r"(?<!before )\banything else\b", r"\bsomething else (?:i|we) can\b", r"\banything more\b",
     r"\bany other (?:questions|issues|concerns|way)\b", r"\bfurther assistance\b",
     r"\belse (?:i|we) can (?:help|do|assist)\b",
 )
 _FAREWELL = _rx(
     r"\bhave a (?:great|good|nice|wonderful|lovely|fantastic) (?:day|evening|weekend|one)\b",
-    r"^take care\b", r"\bfeel free to (?:reach out|contact us|get in touch)\b",
+    r"^take care\b", r"\benjoy (?:the rest of )?your (?:day|evening|weekend|afternoon)\b", r"\bfeel free to (?:reach out|contact us|get in touch)\b",
     r"\bdon't hesitate to (?:reach out|contact us)\b", r"^(?:goodbye|bye)\b",
 )
 _GREETING = _rx(r"\bhow (?:can|may) i (?:help|assist)\b", r"\bwhat can i do for you\b")
@@ -167,6 +201,9 @@ _OFFER = _rx(
     r"\bwould it be (?:ok|okay|alright) (?:if|to)\b",
     r"\b(?:would|do) you (?:like|want|wish) to (?!know\b|tell\b)",
     r"\b(?:are|r) you (?:ok|okay|fine|happy) with\b",
+    r"\bwould you be (?:ok|okay|alright|fine|happy|comfortable) (?:with|if)\b",
+    r"\b(?:would|do) you (?:still )?(?:prefer|rather) (?:that )?(?:i|we)\b",
+    r"\b(?:would|do) you still (?:like|want) (?:me|us) to\b", r"\btype [\"']?yes\b",
     r"\b(?:reply|respond|answer|say) (?:with )?[\"']?yes\b", r"\bplease confirm (?:the|this|that) (?:cancellation|return|exchange|change|update|modification|"
     r"order details|details|above|request)\b",
     r"\b(?:does|do) (?:that|this|everything|these details) (?:look|sound|seem) (?:right|correct|good|ok|okay)\b",
@@ -190,6 +227,7 @@ _REQUEST = _rx(
     r"\b(?:i|we)(?:'d| would) (?:like|need|ask) (?:you|for you) to\b",
     r"\b(?:i|we) (?:need|want) you to\b", r"\bi(?:'ll| will) need you to\b",
     r"\b(?:i|we)(?:'ll| will)? need (?:a few|some|the following|two|three|these|a couple|your)\b",
+    r"\b(?:i|we)(?:'ll| will|'d| would)? (?:need|require)(?: from you)?:",
     r"^(?:i|we)(?:'d| would)? (?:recommend|suggest|advise)\b",
     r"\byou(?:'ll| will)? (?:need|have|want) to\b", r"\byou (?:should|must|may want to|might want to)\b",
     r"\blet(?:'s| us)\b(?! me\b)",
@@ -238,6 +276,8 @@ _CONDITIONAL = _rx(
 _NOT_A_CONDITION = _rx(
     r"\b(?:if|when|whenever|once) you(?:'re| are)? (?:ready|able)\b", r"\bwhen you have (?:it|that|one|a moment|a minute) ?(?:ready)?\b",
     r"\bif (?:you can|possible|you don't mind|you could|that's ok(?:ay)?)\b",
+    # "tell me if you're connected" asks about what is, it sets no condition.
+    r"\b(?:tell me|check|see|verify|find out|confirm|look)\s+if\b",
 )
 _PAST = _rx(
     r"^(?:(?:great|good|perfect|okay|ok|alright|thanks|thank you|so|and|also|earlier|already|"
@@ -260,6 +300,7 @@ _RECAP_HEADER = _rx(
     r"followed)|here'?s what (?:we|i|you)(?:'ve| have)? (?:did|done|tried|checked|covered|changed|"
     r"fixed)|what was done|so far)\b",
 )
+_REVIEW_HEADER = _rx(r"\b(?:review|look over|go over|double-check)\b(?! (?:your|the) (?:order|account) (?:and|to))")
 _NOTE = _rx(r"^(?:\W*)(?:please )?(?:note|keep in mind|be aware|remember)\b(?! to\b)", r"^(?:fyi|heads up)\b")
 _EMPATHY = _rx(
     r"^(?:i'm|i am|i’m) (?:so |very |really |truly )?(?:sorry|afraid|glad|happy|sad)\b",
@@ -303,7 +344,7 @@ def classify(text: str, header: str = "") -> Segment:
         head = classify(last_sentence(header))
         if wh and not question and not (_RECAP_HEADER.search(header) or head.past):
             return seg(Act.QUESTION)
-        if _RECAP_HEADER.search(header) or head.past:
+        if _RECAP_HEADER.search(header) or head.past or _REVIEW_HEADER.search(header):
             return seg(Act.STATEMENT, past=True)
         if head.act in (Act.REQUEST, Act.QUESTION) and not head.conditional:
             # "Could you tell me:" / "Please do the following:" — each item is asked.
@@ -311,7 +352,11 @@ def classify(text: str, header: str = "") -> Segment:
                 return seg(Act.QUESTION if head.act == Act.QUESTION or head.check else Act.REQUEST,
                            check=check or head.check)
             return seg(Act.REQUEST)
-    if _TRANSFER.search(low) and not cond and not _OFFER.search(low):
+    if _TRANSFER_OPTION.search(low) and not neg:
+        # "I can do X, or transfer you to a human agent?" offers; without a question it
+        # only tells what is possible (see :func:`read` for a choice question after it).
+        return seg(Act.OFFER if question else Act.STATEMENT)
+    if _TRANSFER.search(low) and not cond and not _OFFER.search(low) and not _NOT_TRANSFER.search(low):
         return seg(Act.TRANSFER)
     if (_CLOSING.search(low) and (question or low.startswith(("is there", "let me know")))) or (
         _FAREWELL.search(low) and not question
@@ -347,7 +392,46 @@ def classify(text: str, header: str = "") -> Segment:
     return seg(Act.STATEMENT)
 
 
+_CONDITION = re.compile(
+    r"^(?:and |but |so |also |then )?(if|when|whenever|once|as soon as|after)\s+(.+?),\s*(.+)$",
+    re.IGNORECASE | re.DOTALL,
+)
+# Conditions about the user's situation or an outcome still to come ("when you're back
+# home", "if the problem persists", "if that doesn't work"): nothing the user can see now.
+_SITUATION = _rx(
+    r"\b(?:back|home|return|returning|travel|travelling|traveling|abroad|arrive|trip|ever|"
+    r"again|future|next time|later|chance|need|want|decide|prefer|notice|still|persists?|"
+    r"continues?|work|works|worked|fails?|failed|problem|issue|have|don't|doesn't|didn't|"
+    r"can't|cannot|not|ready)\b",
+)
+SEQUENCE_WORDS = frozenset({"once", "after", "as soon as", "when", "whenever"})
+#: "if so / if yes" and "if not / if no": the state the question before asked about, or not.
+BARE_CONDITIONS = {"so": True, "yes": True, "it is": True, "not": False, "no": False, "it isn't": False,
+                   "it's not": False, "it is not": False}
+
+
+def condition(text: str) -> tuple[str, str, str] | None:
+    """``(word, condition, consequence)`` of "if/once/when X, do Y" ("if so, ..." gives the
+    condition "so"); None when the segment is not of that form or the condition is about
+    the user's situation or an outcome still to come (those are never acted on)."""
+    m = _CONDITION.match(text.strip())
+    if m is None:
+        return None
+    word, cond, then = m.group(1).lower(), m.group(2), m.group(3)
+    if _SITUATION.search(cond) and cond.strip().lower() not in BARE_CONDITIONS:
+        return None
+    return word, cond, then
+
+
 _CONTINUATION = re.compile(r"^(?:also\s+|then\s+)?\w+ing\b")
+# What to do instead, after a negated request ("don't send the old one — just the new one").
+_CONTRAST = _rx(r"^(?:but |and )?(?:just|only|instead|rather)\b")
+# A bare choice question asks to choose among the options just told ("Which would you like?").
+_CHOICE = _rx(
+    r"^(?:so,? |or,? )?(?:which|what)(?: one| option)? (?:would|do) you (?:like|prefer|want)\b",
+    r"^(?:which|what) do you prefer\b", r"^what would you (?:like|prefer) (?:me )?to do\b",
+    r"^(?:how|what) (?:does that sound|do you think)\b",
+)
 
 
 def read(text: str) -> list[Segment]:
@@ -358,6 +442,19 @@ def read(text: str) -> list[Segment]:
     for s, h in segments(text):
         seg = classify(s, h)
         prev = out[-1] if out else None
+        if (
+            prev is not None and prev.act == Act.REQUEST and prev.negated
+            and seg.act == Act.STATEMENT and _CONTRAST.match(seg.text) and not seg.past
+        ):
+            seg = Segment(seg.text, Act.REQUEST, seg.header, False, seg.conditional, False,
+                          seg.check, seg.either_or)
+        if (
+            prev is not None and prev.act == Act.STATEMENT and seg.act == Act.QUESTION
+            and _CHOICE.search(seg.text) and _TRANSFER_OPTION.search(prev.text)
+        ):
+            # "I can change the plan myself, or transfer you to a human. Which would you like?"
+            out[-1] = Segment(prev.text, Act.OFFER, prev.header, prev.negated, prev.conditional,
+                              prev.past, prev.check, True)
         if (
             prev is not None and prev.act == Act.REQUEST and seg.act == Act.STATEMENT
             and not prev.text.rstrip().endswith((".", "!", "?", ":"))

@@ -52,7 +52,7 @@ import json
 import random
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_quantagent.env import dialogue
@@ -122,7 +122,7 @@ _IDENTITY: dict[str, Keywords] = {
 }
 _FACT_TOPICS: dict[str, Keywords] = {
     "order_id": (("order", "id"), ("order", "number"), ("which", "order")),
-    "reason": (("reason",), ("why",)),
+    "reason": (("reason",), ("why",), ("because",)),
     "payment_method": (("payment",), ("refund", "to"), ("pay",), ("card",), ("gift", "card")),
     "address": (("address",), ("ship", "to")),
     "item": (("which", "item"), ("item",), ("product",)),
@@ -130,6 +130,7 @@ _FACT_TOPICS: dict[str, Keywords] = {
     "location": (
         ("where", "are", "you"), ("location",), ("abroad",), ("travel",), ("outside", "the"),
         ("overseas",), ("which", "country"), ("another", "country"), ("where", "you", "are"),
+        ("back", "home"), ("back", "in", "the"), ("at", "home"), ("in", "the", "us"),
     ),
 }
 _DONE: Keywords = (
@@ -449,12 +450,15 @@ class ScriptedUser:
             if not seg.asks or (seg.negated and seg.act == Act.REQUEST):
                 continue
             if seg.act == Act.OFFER:
+                if before is not None and not before.asks and _REFERS_BACK.search(seg.text):
+                    # "Another option is a plan change. Would you like me to do that?"
+                    seg = replace(seg, text=f"{before.text} {seg.text}")
                 if not offered:
                     offered = True
                     said.append(self.answer_offer(seg))
                 continue
             context = f"{seg.header} {seg.text}".strip()
-            if before is not None and not before.asks and _REFERS_BACK.search(seg.text):
+            if before is not None and (not before.asks or before.negated) and _REFERS_BACK.search(seg.text):
                 # "I see two payment methods ... Which one would you like to use?"
                 context = f"{before.text} {context}"
             said.extend(self.answer_question(context, seg))
@@ -463,7 +467,9 @@ class ScriptedUser:
     def answer_offer(self, seg: Segment) -> str:
         """Yes or no to an offer or confirmation request, as the scenario says."""
         if _TRANSFER_OFFER.search(seg.text):
-            agree = self.script.end == "transfer"
+            if self.script.end == "transfer":
+                return "Yes, please transfer me to a human agent."
+            agree = False
         else:
             agree = self.script.confirm
         if agree:
@@ -507,8 +513,8 @@ _YES_NO_QUESTION = re.compile(
     r"(?:^|:\s*)(?:\w+[,:]?\s+){0,4}?(?:is|are|was|do|does|did|have|has|can|will)\b", re.IGNORECASE
 )
 _REFERS_BACK = re.compile(
-    r"\bwhich one\b|\b(?:it|them|those|these|one of them)\b|"
-    r"\bthat (?:code|one|number|item|order|card|address|method)\b",
+    r"\bwhich one\b|\bthe (?:new|other|same|old) one\b|\b(?:it|them|those|these|one of them)\b|"
+    r"\bthat (?:code|one|number|item|order|card|address|method)\b|\bdo (?:that|this)\b",
     re.IGNORECASE,
 )
 

@@ -66,3 +66,50 @@ def test_modifiers() -> None:
     assert classify("Could you check whether Wi-Fi calling is turned on?").check
     assert not classify("Please turn Wi-Fi on and tell me if it connects.").check
     assert classify("Is your phone set to 2G, 3G or 4G?").either_or
+
+
+def test_transfers_that_are_not_happening_now() -> None:
+    assert classify("I don't want to transfer you before we've tried the basics.").act != Act.TRANSFER
+    assert classify("Before I transfer you, I'll need to verify your identity.").act != Act.TRANSFER
+    assert classify("Unfortunately I can't fix this here, so I'm transferring you now.").act == Act.TRANSFER
+    # An option followed by a choice question is an offer.
+    parts = read("I can change the plan myself, or transfer you to a human agent. Which would you like?")
+    assert parts[0].act == Act.OFFER and parts[0].either_or
+
+
+def test_conditions_the_user_can_judge_now() -> None:
+    from pytest_quantagent.env.dialogue import condition
+
+    assert condition("If it is, switch it off") == ("if", "it is", "switch it off")
+    assert condition("Once that's set, run a speed test") == ("once", "that's set", "run a speed test")
+    # The user's situation or an outcome to come: never acted on.
+    assert condition("When you're back home, turn data roaming off") is None
+    assert condition("If that doesn't work, reset the APN settings") is None
+    assert condition("Please restart your phone") is None
+    # "tell me if" asks about what is; it is not a condition.
+    assert not classify("Could you tell me if you're connected to a VPN?").conditional
+
+
+def test_a_wh_clause_before_a_dash_asks_too() -> None:
+    parts = read("Before I check the order, what's the reason for cancelling — no longer needed or ordered by mistake?")
+    assert parts[0].act == Act.QUESTION and parts[0].text.endswith("?")
+
+
+def test_tables_reasons_contrasts_and_more_ways_to_transfer() -> None:
+    # Table rows are items of the header above them; the separator row goes.
+    parts = read("Please verify with:\n\n| Option | What |\n|---|---|\n| A | Email address |")
+    assert [s.text for s in parts] == ["Please verify with:", "Option What", "A Email address"]
+    assert parts[2].asks
+    # A reason before ", please" is not part of the request (its negation does not negate it).
+    parts = read("Since your SIM isn't detected, please take the SIM out and put it back in.")
+    assert [(s.act, s.negated) for s in parts] == [(Act.STATEMENT, True), (Act.REQUEST, False)]
+    # What to do instead after a negated request is asked.
+    parts = read("Please don't include your old address — just the new one.")
+    assert parts[0].negated and parts[1].act == Act.REQUEST and not parts[1].negated
+    opening = classify("Before anything else, do you see a payment request?")
+    assert opening.act != Act.CLOSING and opening.asks
+    assert classify("Would you still prefer that I transfer you to a human agent?").act == Act.OFFER
+    assert classify("I'll get you over to a human agent right away.").act == Act.TRANSFER
+    assert classify("I'll connect you with one of our human agents.").act == Act.TRANSFER
+    # The items under "Please review:" are shown, not asked.
+    assert read("Please review:\n- Webcam 4K → Webcam 1080p")[1].act == Act.STATEMENT

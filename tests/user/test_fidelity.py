@@ -2,8 +2,8 @@
 instruction-tuned chat models, each with its expected reaction (see ``fidelity_harness``).
 
 Reported: the exact-reaction rate overall, per domain and on the held-out batches (``*_b``, ``*_c``,
-written after the classifier worked on ``*_a``), and the number of spurious state-changing
-device calls. Run ``python3 -m pytest tests/user/test_fidelity.py -s`` to see the figures,
+written after the classifier worked on ``*_a``; ``*_d`` and later, written by another hand
+before reading the classifier's rules), and the number of spurious state-changing device calls. Run ``python3 -m pytest tests/user/test_fidelity.py -s`` to see the figures,
 or ``PYTHONPATH=. python3 tests/user/fidelity_harness.py [GLOB]`` for every miss.
 """
 
