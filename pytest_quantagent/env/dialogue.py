@@ -88,6 +88,16 @@ _REASON = re.compile(r"^(?:and |so )?(?:since|because|as|given that|now that)\b"
 _REASON_THEN_PLEASE = re.compile(r",\s+(?=please\b)", re.IGNORECASE)
 
 
+_REASONING = re.compile(r"<(think|thinking|reasoning)>.*?(?:</\1>|\Z)", re.IGNORECASE | re.DOTALL)
+
+
+def strip_reasoning(text: str) -> str:
+    """``text`` without the reasoning blocks some chat models leak into their reply
+    (Qwen3's ``<think>…</think>``, an unclosed one to the end): what the agent thinks is not
+    said to the user, so an imperative inside it asks for nothing."""
+    return _REASONING.sub(" ", text)
+
+
 def strip_markdown(text: str) -> str:
     """``text`` without emphasis, headings, quotes and link syntax."""
     for pattern, repl in _MARKDOWN:
@@ -110,7 +120,7 @@ def segments(text: str) -> list[tuple[str, str]]:
     """
     out: list[tuple[str, str]] = []
     header = ""
-    for raw_line in strip_markdown(text).splitlines():
+    for raw_line in strip_markdown(strip_reasoning(text)).splitlines():
         line = raw_line.strip()
         if not line:
             continue

@@ -113,3 +113,16 @@ def test_tables_reasons_contrasts_and_more_ways_to_transfer() -> None:
     assert classify("I'll connect you with one of our human agents.").act == Act.TRANSFER
     # The items under "Please review:" are shown, not asked.
     assert read("Please review:\n- Webcam 4K → Webcam 1080p")[1].act == Act.STATEMENT
+
+
+def test_a_leaked_reasoning_block_asks_for_nothing() -> None:
+    # Qwen3 without a reasoning parser leaks "<think>…</think>" into the content; an
+    # imperative inside it is the model talking to itself, not a request to the user.
+    msg = ("<think>The user can't get data. I'll ask them: please turn on airplane mode "
+           "and restart your phone.</think>\n\nThanks for waiting! Could you tell me the phone "
+           "number on your account?")
+    acts = [(s.text, s.act) for s in read(msg)]
+    assert acts == [("Thanks for waiting!", Act.STATEMENT),
+                    ("Could you tell me the phone number on your account?", Act.QUESTION)]
+    # Unclosed (the reply was cut inside the block): nothing after "<think>" is said.
+    assert [s.act for s in read("Sure.<think>Please reset the APN settings")] == [Act.STATEMENT]
