@@ -369,9 +369,21 @@ class Endpoint:
     in, backoff reset) or fails (out again, for twice as long).
     """
 
-    __slots__ = ("url", "shown", "weight", "transport", "inflight", "failures_in_row",
-                 "ejections", "ejected_until", "probation", "requests", "failures",
-                 "ejected_count", "latencies")
+    __slots__ = (
+        "ejected_count",
+        "ejected_until",
+        "ejections",
+        "failures",
+        "failures_in_row",
+        "inflight",
+        "latencies",
+        "probation",
+        "requests",
+        "shown",
+        "transport",
+        "url",
+        "weight",
+    )
 
     def __init__(self, url: str, weight: float, transport: NativeHTTPClient | httpx.AsyncClient) -> None:
         self.url = url
@@ -407,6 +419,8 @@ class Endpoint:
         self.requests += 1
         self.failures += 1
         self.failures_in_row += 1
+        if now < self.ejected_until:
+            return  # a request sent before the ejection: it is out already
         if refused or self.probation or self.failures_in_row >= EJECT_AFTER:
             self.ejections += 1
             self.ejected_count += 1
@@ -493,6 +507,8 @@ class OpenAICompatBackend(Backend):
             for url, weight in pairs
         ]
         self._single = self.endpoints[0] if len(self.endpoints) == 1 else None
+        self._failed_on: dict[int, Endpoint] = {}
+        """Request (by id) → the endpoint it last failed on, for its retry to go elsewhere."""
         ep0 = self.endpoints[0]
         self._native = ep0.transport if isinstance(ep0.transport, NativeHTTPClient) else None
         self._client = ep0.transport if isinstance(ep0.transport, httpx.AsyncClient) else None
@@ -643,7 +659,7 @@ class OpenAICompatBackend(Backend):
 
     async def generate(self, request: GenerateRequest) -> Generation:
         payload = self.encode_body(request)
-        ep = self._single or self._pick()
+        ep = self._single or self._pick(self._failed_on.pop(id(request), None))
         loop = asyncio.get_running_loop()
         ep.inflight += 1
         t0 = loop.time()
@@ -664,27 +680,33 @@ class OpenAICompatBackend(Backend):
                 ep.failed(loop.time(), refused=_refused(exc))
                 if self._single is None and any(e is not ep and e.available(loop.time())
                                                 for e in self.endpoints):
-                    # The wrapper retries this at once (no backoff): another endpoint is up.
+                    # The wrapper retries this at once (no backoff) and the retry goes to
+                    # another endpoint (the wrapper retries the same request object).
                     exc.failover = True  # type: ignore[attr-defined]
+                    if len(self._failed_on) >= 4096:
+                        self._failed_on.clear()
+                    self._failed_on[id(request)] = ep
             raise
         ep.inflight -= 1
         ep.succeeded(loop.time() - t0)
         return gen
 
-    def _pick(self) -> Endpoint:
-        """The healthy endpoint with the least load per weight; an endpoint that failed its
-        last request comes after every one that did not; with all of them ejected, the one
-        whose ejection ends first."""
+    def _pick(self, avoid: Endpoint | None = None) -> Endpoint:
+        """The healthy endpoint with the least load per weight (ties: fewer failures in a
+        row, then the order given), other than ``avoid`` (where this request just failed)
+        when another is up; with all of them ejected, the one whose ejection ends first."""
         now = asyncio.get_running_loop().time()
         best: Endpoint | None = None
-        best_key: tuple[bool, float] | None = None
+        best_key: tuple[float, int] | None = None
         for e in self.endpoints:
-            if not e.available(now):
+            if e is avoid or not e.available(now):
                 continue
-            key = (e.failures_in_row > 0, (e.inflight + 1) / e.weight)
+            key = ((e.inflight + 1) / e.weight, e.failures_in_row)
             if best_key is None or key < best_key:
                 best, best_key = e, key
         if best is None:
+            if avoid is not None and avoid.available(now):
+                return avoid
             best = min(self.endpoints, key=lambda e: e.ejected_until)
         return best
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_quantagent.errors import QuantAgentError
+from pytest_quantagent.runner import endpoints as _endpoints
 
 DEFAULT_OUT = ".quantagent"
 
@@ -117,6 +118,7 @@ def _run_info(args: argparse.Namespace, specs: list[Any], runtimes: list[Any],
         "store": str(args.out),
         "user_sim": user.identity if user is not None else "scripted",
         "user": user.describe() if user is not None else {"identity": "scripted"},
+        "endpoints": _endpoints.collect(runtimes),
     }
 
 
@@ -264,6 +266,7 @@ def _summary(report: dict[str, Any]) -> str:
         lines.append(f"{c['domain']}: {arm}{ref}  episodes {c.get('episodes')}  verdict {c.get('verdict')}")
     faults = report.get("run", {}).get("faults") or {}
     lines += summary_lines(faults)
+    lines += _endpoints.endpoint_lines(report.get("run", {}).get("endpoints") or {})
     return plain_text("\n".join(lines))
 
 

@@ -56,16 +56,16 @@ def _backend(urls: list[tuple[str, float]], **kw: Any) -> OpenAICompatBackend:
                                timeout_s=5.0, **kw)
 
 
-def test_least_loaded_per_weight_and_failed_last() -> None:
+def test_least_loaded_per_weight_then_fewer_failures() -> None:
     b = _backend([("http://127.0.0.1:1/v1", 1.0), ("http://127.0.0.1:2/v1", 2.0),
                   ("http://127.0.0.1:3/v1", 1.0)])
     a, w2, c = b.endpoints
 
-    async def pick() -> Endpoint:
-        return b._pick()
+    async def pick(avoid: Endpoint | None) -> Endpoint:
+        return b._pick(avoid)
 
-    def picked() -> Endpoint:
-        return asyncio.run(pick())
+    def picked(avoid: Endpoint | None = None) -> Endpoint:
+        return asyncio.run(pick(avoid))
 
     assert picked() is w2  # (0+1)/2 beats (0+1)/1
     w2.inflight = 3  # 4/2 = 2 > 1
@@ -74,8 +74,11 @@ def test_least_loaded_per_weight_and_failed_last() -> None:
     assert picked() is c
     c.inflight, a.inflight = 5, 5
     assert picked() is w2
-    w2.failures_in_row = 1  # failed its last request: after every one that did not
-    assert picked() is a
+    assert picked(avoid=w2) is a  # a retry goes elsewhere: a and c tie, a comes first
+    a.failures_in_row = 1  # a tie goes to the one with fewer failures in a row
+    assert picked(avoid=w2) is c
+    c.ejected_until = a.ejected_until = 1e12  # nothing else up: the avoided one after all
+    assert picked(avoid=w2) is w2
     b2 = _backend([("http://127.0.0.1:1/v1", 1.0)])
     assert b2._single is b2.endpoints[0]
     asyncio.run(b.aclose())
