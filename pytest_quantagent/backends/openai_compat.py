@@ -65,8 +65,51 @@ _CONTEXT_RE = re.compile(r"(?i)(maximum context length|context length|context wi
 _MAX_RETRY_AFTER_S = 120.0
 
 
-def _dumps(obj: Any) -> bytes:
+def _std_dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+_std_loads = json.loads
+
+_orjson: Any = None
+try:  # optional (extra "fast"): less harness CPU per model call, see docs/GPU.md
+    import importlib
+
+    _orjson = importlib.import_module("orjson")
+except ImportError:  # pragma: no cover - depends on the environment
+    pass
+
+
+def _fast_dumps(obj: Any) -> bytes:
+    try:
+        return cast(bytes, _orjson.dumps(obj))
+    except TypeError:  # a lone surrogate, a non-string key, a huge int: json's rules
+        return _std_dumps(obj)
+
+
+def _fast_loads(data: bytes) -> Any:
+    try:
+        return _orjson.loads(data)
+    except ValueError:  # e.g. a lone surrogate escape, which json reads (and we flag)
+        return json.loads(data)
+
+
+def use_json(name: str) -> None:
+    """Pick the request/response JSON codec: ``"orjson"`` (when installed) or ``"std"``.
+    The default is orjson when it imports; ``QUANTAGENT_JSON=std`` in the environment keeps
+    the standard library's. Both produce the same JSON text up to float formatting."""
+    global _dumps, _loads
+    if name not in ("orjson", "std"):
+        raise ValueError(f"JSON codec {name!r} must be 'orjson' or 'std'")
+    if name == "orjson" and _orjson is not None:
+        _dumps, _loads = _fast_dumps, _fast_loads
+    else:
+        _dumps, _loads = _std_dumps, _std_loads
+
+
+_dumps = _std_dumps
+_loads: Any = _std_loads
+use_json(os.environ.get("QUANTAGENT_JSON", "orjson"))
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -712,7 +755,7 @@ class OpenAICompatBackend(Backend):
 
     def _parse(self, content: bytes, ep: Endpoint) -> Generation:
         try:
-            data = json.loads(content)
+            data = _loads(content)
             choice = data["choices"][0]
             message = choice["message"]
             if not isinstance(message, dict):
