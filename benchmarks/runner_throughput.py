@@ -25,10 +25,11 @@ prints the per-endpoint figures. ``--baseline`` runs each level twice in one pro
 first with the standard library's JSON codec and then with the default (orjson when
 installed), so before/after are measured side by side under the same load.
 
-Run it from the worktree root with ``PYTHONPATH=.`` (so this checkout's package is imported)::
+It imports the package of the checkout it lives in (not an installed copy)::
 
-    PYTHONPATH=. python benchmarks/runner_throughput.py [--json] [--domain retail] [--latency 0.05]
-        [--concurrency 64] [--waves 10] [--endpoints 4] [--failover] [--baseline]
+    python benchmarks/runner_throughput.py [--json] [--domain retail] [--latency 0.05]
+                                         [--concurrency 64] [--waves 10] [--endpoints 4]
+                                         [--failover] [--baseline]
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# This checkout's package, not whichever one is installed (an editable install of another
+# worktree would otherwise be measured).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_quantagent.env.db import DB
 from pytest_quantagent.env.domain import Domain
