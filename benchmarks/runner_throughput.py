@@ -234,6 +234,10 @@ async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency:
             e.latencies.clear()
         # Kill/restart events run in a thread (a blocking process start must not stall the loop).
         timers = [loop.call_later(at, lambda fn=fn: loop.run_in_executor(None, fn)) for at, fn in events]
+        at_restart: list[int] = []
+        if events:  # endpoint 0's requests when its restart begins: those after it show its return
+            eps0 = rt.backend.endpoints[0]  # type: ignore[attr-defined]
+            timers.append(loop.call_later(events[-1][0], lambda: at_restart.append(eps0.requests)))
         ru0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         recs = await run_arm(domain=domain, runtime=rt, plan=plan, settings=settings, store=store)
         wall, ru1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
@@ -242,6 +246,7 @@ async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency:
         user, sys_ = ru1.ru_utime - ru0.ru_utime, ru1.ru_stime - ru0.ru_stime
         cpu = user + sys_
         endpoint_stats = rt.backend.endpoint_stats()
+        after_restart = endpoint_stats[0]["requests"] - at_restart[0] if at_restart else None
     finally:
         await rt.aclose()
     bad = [r for r in recs if not r.scored or r.n_errors]
@@ -256,7 +261,8 @@ async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency:
             "cpu_s": round(cpu, 3), "cpu_user_s": round(user, 3), "cpu_sys_s": round(sys_, 3),
             "cpu_ms_per_call": round(1000 * cpu / calls, 4),
             "stored": len(stored), "stored_unique": len(set(stored)),
-            "endpoints": endpoint_stats if len(urls) > 1 else []}
+            "endpoints": endpoint_stats if len(urls) > 1 else [],
+            "restarted_endpoint_requests_after_restart": after_restart}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -343,7 +349,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['load_avg_1m_before']:>5}")
         if r["failover"]:
             print(f"      failover: {r['episodes']} episodes, {r['stored_unique']} stored once each, "
-                  f"{r['retries']} requests retried, 0 infrastructure or agent failures")
+                  f"{r['retries']} requests retried, 0 infrastructure or agent failures; the killed "
+                  f"endpoint served {r['restarted_endpoint_requests_after_restart']} requests after "
+                  "its restart")
         for e in r["endpoints"]:
             print(f"      {e['url']}: {e['requests']} requests, {e['failures']} failed, "
                   f"{e['ejections']} ejection(s), p50 {e['p50_ms']} ms, p95 {e['p95_ms']} ms")
