@@ -4,6 +4,7 @@ cache identity, and the config forms. Loopback fake servers only; no timing thre
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -227,3 +228,32 @@ def test_config_base_url_list_and_endpoints_table(tmp_path: Path) -> None:
                  'base_url = ["http://127.0.0.1:3/v1", "ftp://x"]\n')
     with pytest.raises(DataFileError, match=r"'ftp://x' is not an http"):
         load_arms_config(p)
+
+
+def test_both_json_codecs_send_the_same_request_and_read_the_same_reply() -> None:
+    from pytest_quantagent.backends import openai_compat as oc
+
+    if oc._orjson is None:
+        pytest.skip("orjson is not installed")
+    msgs = [{"role": "system", "content": "Règles: «ok» ✓"}, {"role": "user", "content": "émoji 😀 and \\u escapes"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c0", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]},
+            {"role": "tool", "tool_call_id": "c0", "content": "{\"x\": [1, 2.5, null]}"}]
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    req = GenerateRequest(messages=msgs, tools=tools, seed=3, temperature=0.0)
+    reply = b'{"choices":[{"message":{"role":"assistant","content":"x \\ud83d y"}}]}'
+    bodies, replies = [], []
+    try:
+        for codec in ("std", "orjson"):
+            oc.use_json(codec)
+            b = _backend([("http://127.0.0.1:1/v1", 1.0)])
+            bodies.append(json.loads(b.encode_body(req)))
+            replies.append(b._parse(reply, b.endpoints[0]).content)
+            asyncio.run(b.aclose())
+    finally:
+        oc.use_json("orjson")
+    assert bodies[0] == bodies[1] == json.loads(json.dumps(_backend([("http://127.0.0.1:1/v1", 1.0)])
+                                                          .build_body(req)))
+    assert replies[0] == replies[1] == "x \ud83d y"  # a lone surrogate is read, not refused
+    with pytest.raises(ValueError, match="must be 'orjson' or 'std'"):
+        oc.use_json("ujson")
