@@ -96,3 +96,24 @@ def test_failover_keeps_every_episode_and_shows_endpoints(tmp_path: Path, mini_d
     assert faults["int4"]["retried_requests"] == eps[refused]["failures"]
     assert f"bf16 endpoint {u_drop}: {dropping.requests} requests, {dropping.requests} failed" in text
     assert f"int4 endpoint {u2}: {good2.requests} requests, 0 failed, p50 " in text
+
+
+def test_pytest_summary_shows_each_endpoint(pytester: pytest.Pytester, mini_domains_dir: Path) -> None:
+    servers = [FaultServer() for _ in range(3)]
+    a, b, c = (s.start_in_thread() for s in servers)
+    try:
+        pytester.makefile(".toml", arms=(
+            f'[arms.bf16]\nbackend = "openai"\nmodel = "m"\nbase_url = "{a}"\n'
+            f'[arms.int4]\nbackend = "openai"\nmodel = "m"\nbase_url = ["{b}", "{c}"]\n'))
+        pytester.makepyfile("def test_gate(quant_cell):\n    assert quant_cell.episodes\n")
+        result = pytester.runpytest("--quant-config=arms.toml", "--domain=mini", "--quant=int4",
+                                    "--quant-tasks=4", "--quant-concurrency=2", "--quant-cache-dir=cache")
+    finally:
+        for s in servers:
+            s.stop()
+    result.assert_outcomes(passed=1)
+    text = result.stdout.str()
+    for url, server in ((b, servers[1]), (c, servers[2])):
+        assert server.requests >= 1
+        assert f"quantagent mini-int4 endpoint {url}: {server.requests} requests, 0 failed, p50 " in text
+    assert f"endpoint {a}" not in text  # one endpoint: nothing to add to the run's own figures
