@@ -230,8 +230,7 @@ async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency:
         await run_arm(domain=domain, runtime=rt, plan=[PlannedEpisode(task_id, -1, 0)], settings=settings)
         rt.client.total.calls = rt.client.total.retries = 0
         for e in getattr(rt.backend, "endpoints", []):
-            e.requests = e.failures = e.ejected_count = 0
-            e.latencies.clear()
+            e.reset_figures()
         # Kill/restart events run in a thread (a blocking process start must not stall the loop).
         timers = [loop.call_later(at, lambda fn=fn: loop.run_in_executor(None, fn)) for at, fn in events]
         at_restart: list[int] = []

@@ -25,6 +25,7 @@ import math
 import os
 import re
 import socket
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -442,8 +443,13 @@ class Endpoint:
         self.requests = 0
         self.failures = 0
         self.ejected_count = 0
-        self.latencies: list[float] = []
-        """Seconds of each successful request."""
+        self.latencies = array("d")
+        """Seconds of each successful request (8 bytes each)."""
+
+    def reset_figures(self) -> None:
+        """Zero the figures (requests, failures, ejections, latencies); health is kept."""
+        self.requests = self.failures = self.ejected_count = 0
+        self.latencies = array("d")
 
     def available(self, now: float) -> bool:
         if now < self.ejected_until:
