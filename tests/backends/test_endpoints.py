@@ -127,7 +127,11 @@ def test_ejection_backoff_probation_and_return() -> None:
     assert e.stats()["ejections"] == 3 and e.stats()["failures"] == 5 and e.stats()["requests"] == 6
 
 
-def test_a_dead_endpoint_is_ejected_and_requests_fail_over_without_backoff(serve: Any) -> None:
+def test_a_dead_endpoint_is_ejected_and_requests_fail_over_without_backoff(
+        serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_quantagent.backends import openai_compat
+
+    monkeypatch.setattr(openai_compat, "EJECT_BASE_S", 600.0)  # no probe back within the test
     dead_url = f"http://127.0.0.1:{_closed_port()}/v1"  # connections refused
     live, live_url = serve()
     b = _backend([(dead_url, 1.0), (live_url, 1.0)])
