@@ -15,7 +15,21 @@ the kernel's share of talking to the server.
 registered domain) uses that domain's first task and its read-only gold calls, so it also
 measures that domain's per-episode DB copy and hashing.
 
+``--endpoints N`` serves the arm from N fake servers (one process each) through the backend's
+endpoint pool; ``--waves W`` (default 10) runs W × concurrency episodes per level, so the
+highest level sees at least W waves (steady state, not one burst and its tail).
+``--failover`` (needs ``--endpoints`` >= 2) SIGKILLs endpoint 0's server a third of the way
+into the highest level and restarts it on the same port at two thirds; it checks that every
+episode is stored exactly once and none ended as an infrastructure or agent failure, and
+prints the per-endpoint figures. ``--baseline`` runs each level twice in one process,
+first with the standard library's JSON codec and then with the default (orjson when
+installed), so before/after are measured side by side under the same load.
+
+It imports the package of the checkout it lives in (not an installed copy)::
+
     python benchmarks/runner_throughput.py [--json] [--domain retail] [--latency 0.05]
+                                         [--concurrency 64] [--waves 10] [--endpoints 4]
+                                         [--failover] [--baseline]
 """
 
 from __future__ import annotations
@@ -26,6 +40,7 @@ import json
 import multiprocessing as mp
 import os
 import resource
+import signal
 import sys
 import tempfile
 import time
@@ -33,6 +48,9 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# This checkout's package, not whichever one is installed (an editable install of another
+# worktree would otherwise be measured).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_quantagent.env.db import DB
 from pytest_quantagent.env.domain import Domain
@@ -133,15 +151,16 @@ def domain_script(domain: Domain, n_calls: int) -> tuple[str, list[dict[str, Any
     raise SystemExit(f"domain {domain.name!r}: no task with valid read-only agent calls to script")
 
 
-# -- the server process ---------------------------------------------------------------------
+# -- the server processes --------------------------------------------------------------------
 
-def _serve(responses: list[dict[str, Any]], latency_s: float, lifetime_s: float, q: Any) -> None:
+def _serve(responses: list[dict[str, Any]], latency_s: float, lifetime_s: float, q: Any,
+           port: int = 0) -> None:
     from pytest_quantagent.backends.mock import FakeOpenAIServer
 
     server = FakeOpenAIServer(responses, latency_s=latency_s, lifetime_s=lifetime_s)
 
     async def main() -> None:
-        task = asyncio.ensure_future(server.serve())
+        task = asyncio.ensure_future(server.serve(port=port))
         while not server.port and not task.done():
             await asyncio.sleep(0.005)
         q.put(server.port)
@@ -150,42 +169,99 @@ def _serve(responses: list[dict[str, Any]], latency_s: float, lifetime_s: float,
     asyncio.run(main())
 
 
+class Servers:
+    """N fake servers, one process each (so one can be killed and restarted)."""
+
+    def __init__(self, script: list[dict[str, Any]], latency_s: float, lifetime_s: float, n: int) -> None:
+        self.ctx = mp.get_context("spawn")
+        self.args = (script, latency_s, lifetime_s)
+        self.procs: list[Any] = []
+        self.ports: list[int] = []
+        for _ in range(n):
+            proc, port = self._start(0)
+            self.procs.append(proc)
+            self.ports.append(port)
+
+    def _start(self, port: int) -> tuple[Any, int]:
+        q = self.ctx.Queue()
+        proc = self.ctx.Process(target=_serve, args=(*self.args, q, port), daemon=True)
+        proc.start()
+        return proc, int(q.get(timeout=30))
+
+    @property
+    def urls(self) -> list[str]:
+        return [f"http://127.0.0.1:{p}/v1" for p in self.ports]
+
+    def kill(self, i: int) -> None:
+        os.kill(self.procs[i].pid, signal.SIGKILL)
+        self.procs[i].join(5)
+
+    def restart(self, i: int) -> None:
+        self.procs[i], _ = self._start(self.ports[i])
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.terminate()
+            p.join(5)
+
+
 # -- the measurement ------------------------------------------------------------------------
 
-async def _run_level(domain: Domain, task_id: str, url: str, concurrency: int, episodes: int,
-                     store_dir: Path) -> dict[str, Any]:
+async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency: int, episodes: int,
+                     store_dir: Path, *, tag: str = "", events: list[tuple[float, Any]] = ()
+                     ) -> dict[str, Any]:
     from pytest_quantagent.quant.arms import ArmSpec
     from pytest_quantagent.runner.batch import PlannedEpisode, RunSettings, run_arm
     from pytest_quantagent.runner.build import build_arm
     from pytest_quantagent.store.jsonl import EpisodeStore
 
-    arm = ArmSpec(label=f"c{concurrency}", backend="openai", model="fake", base_url=url,
-                  options={"logprobs": False})
+    options: dict[str, Any] = {"logprobs": False}
+    if len(urls) > 1:
+        options["endpoints"] = list(urls)
+    arm = ArmSpec(label=f"c{concurrency}{tag}", backend="openai", model="fake", base_url=urls[0],
+                  options=options)
     rt = build_arm(arm, concurrency=concurrency)
     plan = [PlannedEpisode(task_id, trial, trial) for trial in range(episodes)]
     settings = RunSettings(concurrency=concurrency, max_steps=400, episode_timeout_s=120)
-    store = EpisodeStore(store_dir / f"c{concurrency}")
+    store = EpisodeStore(store_dir / f"c{concurrency}{tag}")
+    loop = asyncio.get_running_loop()
     try:
         # One untimed episode first: lazy imports and first connections are not steady state.
         await run_arm(domain=domain, runtime=rt, plan=[PlannedEpisode(task_id, -1, 0)], settings=settings)
-        rt.client.total.calls = 0
+        rt.client.total.calls = rt.client.total.retries = 0
+        for e in getattr(rt.backend, "endpoints", []):
+            e.reset_figures()
+        # Kill/restart events run in a thread (a blocking process start must not stall the loop).
+        timers = [loop.call_later(at, lambda fn=fn: loop.run_in_executor(None, fn)) for at, fn in events]
+        at_restart: list[int] = []
+        if events:  # endpoint 0's requests when its restart begins: those after it show its return
+            eps0 = rt.backend.endpoints[0]  # type: ignore[attr-defined]
+            timers.append(loop.call_later(events[-1][0], lambda: at_restart.append(eps0.requests)))
         ru0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         recs = await run_arm(domain=domain, runtime=rt, plan=plan, settings=settings, store=store)
         wall, ru1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
+        for t in timers:
+            t.cancel()
         user, sys_ = ru1.ru_utime - ru0.ru_utime, ru1.ru_stime - ru0.ru_stime
         cpu = user + sys_
+        endpoint_stats = rt.backend.endpoint_stats()
+        after_restart = endpoint_stats[0]["requests"] - at_restart[0] if at_restart else None
     finally:
         await rt.aclose()
     bad = [r for r in recs if not r.scored or r.n_errors]
     if bad:
         raise SystemExit(f"benchmark episode went wrong: {bad[0].termination} {bad[0].error_message} "
                          f"{[c.detail for c in bad[0].calls if c.error][:2]}")
+    stored = [r.key for r in store.records()]
     steps = sum(r.steps for r in recs)
     calls = rt.client.total.calls
     return {"concurrency": concurrency, "episodes": len(recs), "wall_s": round(wall, 3),
-            "model_calls": calls, "steps": steps, "cpu_s": round(cpu, 3),
-            "cpu_user_s": round(user, 3), "cpu_sys_s": round(sys_, 3),
-            "cpu_ms_per_call": round(1000 * cpu / calls, 4)}
+            "model_calls": calls, "retries": rt.client.total.retries, "steps": steps,
+            "cpu_s": round(cpu, 3), "cpu_user_s": round(user, 3), "cpu_sys_s": round(sys_, 3),
+            "cpu_ms_per_call": round(1000 * cpu / calls, 4),
+            "stored": len(stored), "stored_unique": len(set(stored)),
+            "endpoints": endpoint_stats if len(urls) > 1 else [],
+            "restarted_endpoint_requests_after_restart": after_restart}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,11 +271,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency", type=float, default=0.05, help="server latency per request (s)")
     ap.add_argument("--calls", type=int, default=16, help="model calls per episode")
     ap.add_argument("--concurrency", default="1,8,64", help="comma-separated levels")
-    ap.add_argument("--rounds", type=int, default=3, help="episodes per level = rounds × concurrency (min 4)")
+    ap.add_argument("--waves", "--rounds", dest="waves", type=int, default=10,
+                    help="episodes per level = waves × concurrency (min 4); default 10")
+    ap.add_argument("--endpoints", type=int, default=1, help="fake servers serving the arm (default 1)")
+    ap.add_argument("--failover", action="store_true",
+                    help="kill endpoint 0 a third into the highest level, restart it at two thirds")
+    ap.add_argument("--baseline", action="store_true",
+                    help="also run each level with the standard library JSON codec, side by side")
     args = ap.parse_args(argv)
     levels = [int(x) for x in args.concurrency.split(",")]
-    if args.calls < 2 or args.latency <= 0 or args.rounds < 1 or min(levels) < 1:
-        ap.error("--calls >= 2, --latency > 0, --rounds >= 1 and concurrency levels >= 1")
+    if args.calls < 2 or args.latency <= 0 or args.waves < 1 or min(levels) < 1 or args.endpoints < 1:
+        ap.error("--calls >= 2, --latency > 0, --waves >= 1, --endpoints >= 1 and concurrency levels >= 1")
+    if args.failover and args.endpoints < 2:
+        ap.error("--failover needs --endpoints >= 2")
+
+    from pytest_quantagent.backends import openai_compat
 
     if args.domain == "synthetic":
         domain, task_id, script = synthetic_domain(), "bench-0", synthetic_script(args.calls)
@@ -209,44 +295,65 @@ def main(argv: list[str] | None = None) -> int:
         domain = get_domain(args.domain)
         task_id, script = domain_script(domain, args.calls)
 
-    episodes = {c: max(4, args.rounds * c) for c in levels}
-    budget = sum(episodes[c] * args.calls * args.latency / c for c in levels)
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    server = ctx.Process(target=_serve, args=(script, args.latency, 60 + 10 * budget, q), daemon=True)
-    server.start()
+    episodes = {c: max(4, args.waves * c) for c in levels}
+    budget = sum(episodes[c] * args.calls * args.latency / c for c in levels) * (2 if args.baseline else 1)
+    servers = Servers(script, args.latency, 60 + 10 * budget, args.endpoints)
+    codecs = ["std", "orjson"] if args.baseline else [None]
     try:
-        port = q.get(timeout=30)
-        url = f"http://127.0.0.1:{port}/v1"
         results = []
         with tempfile.TemporaryDirectory(prefix="qa-bench-") as tmp:
             for c in levels:
-                r = asyncio.run(_run_level(domain, task_id, url, c, episodes[c], Path(tmp)))
-                calls_per_ep = r["model_calls"] / r["episodes"]
-                eps = r["episodes"] / r["wall_s"]
-                ideal = c / (calls_per_ep * args.latency)
-                r.update(episodes_per_s=round(eps, 3), ideal_per_s=round(ideal, 3),
-                         efficiency=round(eps / ideal, 3),
-                         cpu_ms_per_step=round(1000 * r["cpu_s"] / r["steps"], 4))
-                results.append(r)
+                for codec in codecs:
+                    if codec is not None:
+                        openai_compat.use_json(codec)
+                    events: list[tuple[float, Any]] = []
+                    if args.failover and c == max(levels):
+                        expect = episodes[c] * args.calls * args.latency / c
+                        events = [(expect / 3, lambda: servers.kill(0)), (2 * expect / 3, lambda: servers.restart(0))]
+                    load = round(os.getloadavg()[0], 2)
+                    r = asyncio.run(_run_level(domain, task_id, servers.urls, c, episodes[c], Path(tmp),
+                                               tag=f"-{codec}" if codec else "", events=events))
+                    calls_per_ep = r["model_calls"] / r["episodes"]
+                    eps = r["episodes"] / r["wall_s"]
+                    ideal = c / (calls_per_ep * args.latency)
+                    r.update(json_codec=codec or ("orjson" if openai_compat._dumps is openai_compat._fast_dumps
+                                                  else "std"),
+                             failover=bool(events), load_avg_1m_before=load,
+                             waves=round(r["episodes"] / c, 1),
+                             episodes_per_s=round(eps, 3), ideal_per_s=round(ideal, 3),
+                             efficiency=round(eps / ideal, 3), calls_per_s=round(r["model_calls"] / r["wall_s"], 1),
+                             cpu_ms_per_step=round(1000 * r["cpu_s"] / r["steps"], 4))
+                    if events and (r["stored"] != r["episodes"] or r["stored_unique"] != r["episodes"]):
+                        raise SystemExit(f"failover: {r['episodes']} episodes, {r['stored']} stored, "
+                                         f"{r['stored_unique']} unique")
+                    results.append(r)
     finally:
-        server.terminate()
-        server.join(5)
+        servers.close()
 
     out = {"latency_s": args.latency, "domain": domain.name, "model_calls_per_episode": args.calls,
-           "cpu_count": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2),
-           "results": results}
+           "endpoints": args.endpoints, "cpu_count": os.cpu_count(),
+           "load_avg_1m": round(os.getloadavg()[0], 2), "results": results}
     if args.json:
         print(json.dumps(out, indent=2))
-    else:
-        print(f"domain {domain.name}, latency {args.latency * 1000:.0f} ms, {args.calls} model calls/episode, "
-              f"load avg {out['load_avg_1m']} on {out['cpu_count']} CPUs")
-        print(f"{'conc':>5} {'episodes':>8} {'eps/s':>8} {'ideal':>8} {'eff':>6} {'cpu ms/step':>12} "
-              f"{'(user+sys)':>14} {'cpu ms/call':>12}")
-        for r in results:
-            us = f"{1000 * r['cpu_user_s'] / r['steps']:.3f}+{1000 * r['cpu_sys_s'] / r['steps']:.3f}"
-            print(f"{r['concurrency']:>5} {r['episodes']:>8} {r['episodes_per_s']:>8.2f} {r['ideal_per_s']:>8.2f} "
-                  f"{r['efficiency']:>6.2f} {r['cpu_ms_per_step']:>12.3f} {us:>14} {r['cpu_ms_per_call']:>12.3f}")
+        return 0
+    print(f"domain {domain.name}, latency {args.latency * 1000:.0f} ms, {args.calls} model calls/episode, "
+          f"{args.endpoints} endpoint(s), load avg {out['load_avg_1m']} on {out['cpu_count']} CPUs")
+    print(f"{'conc':>5} {'json':>6} {'episodes':>8} {'waves':>5} {'eps/s':>8} {'ideal':>8} {'eff':>6} "
+          f"{'calls/s':>8} {'cpu ms/step':>12} {'(user+sys)':>14} {'cpu ms/call':>12} {'load':>5}")
+    for r in results:
+        us = f"{1000 * r['cpu_user_s'] / r['steps']:.3f}+{1000 * r['cpu_sys_s'] / r['steps']:.3f}"
+        print(f"{r['concurrency']:>5} {r['json_codec']:>6} {r['episodes']:>8} {r['waves']:>5} "
+              f"{r['episodes_per_s']:>8.2f} {r['ideal_per_s']:>8.2f} {r['efficiency']:>6.2f} "
+              f"{r['calls_per_s']:>8.0f} {r['cpu_ms_per_step']:>12.3f} {us:>14} {r['cpu_ms_per_call']:>12.3f} "
+              f"{r['load_avg_1m_before']:>5}")
+        if r["failover"]:
+            print(f"      failover: {r['episodes']} episodes, {r['stored_unique']} stored once each, "
+                  f"{r['retries']} requests retried, 0 infrastructure or agent failures; the killed "
+                  f"endpoint served {r['restarted_endpoint_requests_after_restart']} requests after "
+                  "its restart")
+        for e in r["endpoints"]:
+            print(f"      {e['url']}: {e['requests']} requests, {e['failures']} failed, "
+                  f"{e['ejections']} ejection(s), p50 {e['p50_ms']} ms, p95 {e['p95_ms']} ms")
     return 0
 
 

@@ -130,6 +130,8 @@ class QuantAgentSession:
         self.config = config
         self.qc = qc
         self._episodes: dict[CellKey, CellEpisodes] = {}
+        self._endpoint_stats: dict[str, list[dict[str, Any]]] = {}
+        """Per-endpoint figures of arms served by several endpoints ("<domain>-<arm>" →)."""
         self._analysis: dict[CellKey, dict[str, Any]] = {}
         self._arms: dict[str, ArmSpec] = {}
         self._domains: tuple[str, ...] | None = None
@@ -423,6 +425,10 @@ class QuantAgentSession:
             finally:
                 if progress is not None:
                     progress.close()
+                from pytest_quantagent.runner.endpoints import collect
+
+                for label, stats in collect(runtimes).items():
+                    self._endpoint_stats[f"{cell.domain}-{label}"] = stats
                 for rt in runtimes:
                     await rt.aclose()
                 if user is not None:
@@ -676,6 +682,10 @@ class QuantAgentSession:
         for c in self.report["cells"]:
             for line in summary_lines((c.get("extra") or {}).get("faults") or {}):
                 tr.write_line(plain_text(f"quantagent {c['domain']}-{c['arm']}: {line}"))
+        from pytest_quantagent.runner.endpoints import endpoint_lines
+
+        for line in endpoint_lines(self._endpoint_stats):
+            tr.write_line(plain_text(f"quantagent {line}"))
         if verbosity >= 0:
             for flag, path in (("JSON", self.qc.report_path), ("HTML", self.qc.html_path)):
                 if path is not None:

@@ -104,6 +104,11 @@ class Backend(ABC):
         model id; never a key). Empty for in-process backends: their arm fields suffice."""
         return {}
 
+    def endpoint_stats(self) -> list[dict[str, Any]]:
+        """Per-endpoint figures of a served backend (``url``, ``weight``, ``requests``,
+        ``failures``, ``ejections``, ``p50_ms``, ``p95_ms``); empty for in-process backends."""
+        return []
+
     def describe(self) -> dict[str, Any]:
         """Non-secret facts about this backend for run metadata (never an API key)."""
         return {"backend": self.name, "version": self.version()}

@@ -25,6 +25,8 @@ import math
 import os
 import re
 import socket
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -64,8 +66,51 @@ _CONTEXT_RE = re.compile(r"(?i)(maximum context length|context length|context wi
 _MAX_RETRY_AFTER_S = 120.0
 
 
-def _dumps(obj: Any) -> bytes:
+def _std_dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+_std_loads = json.loads
+
+_orjson: Any = None
+try:  # optional (extra "fast"): less harness CPU per model call, see docs/GPU.md
+    import importlib
+
+    _orjson = importlib.import_module("orjson")
+except ImportError:  # pragma: no cover - depends on the environment
+    pass
+
+
+def _fast_dumps(obj: Any) -> bytes:
+    try:
+        return cast(bytes, _orjson.dumps(obj))
+    except TypeError:  # a lone surrogate, a non-string key, a huge int: json's rules
+        return _std_dumps(obj)
+
+
+def _fast_loads(data: bytes) -> Any:
+    try:
+        return _orjson.loads(data)
+    except ValueError:  # e.g. a lone surrogate escape, which json reads (and we flag)
+        return json.loads(data)
+
+
+def use_json(name: str) -> None:
+    """Pick the request/response JSON codec: ``"orjson"`` (when installed) or ``"std"``.
+    The default is orjson when it imports; ``QUANTAGENT_JSON=std`` in the environment keeps
+    the standard library's. Both produce the same JSON text up to float formatting."""
+    global _dumps, _loads
+    if name not in ("orjson", "std"):
+        raise ValueError(f"JSON codec {name!r} must be 'orjson' or 'std'")
+    if name == "orjson" and _orjson is not None:
+        _dumps, _loads = _fast_dumps, _fast_loads
+    else:
+        _dumps, _loads = _std_dumps, _std_loads
+
+
+_dumps = _std_dumps
+_loads: Any = _std_loads
+use_json(os.environ.get("QUANTAGENT_JSON", "orjson"))
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -339,6 +384,113 @@ class _Prefix:
     """Encoded messages with ``b","`` between them."""
 
 
+#: Consecutive infrastructure failures after which an endpoint is taken out (a refused
+#: connection takes it out at once).
+EJECT_AFTER = 3
+EJECT_BASE_S = 1.0
+EJECT_MAX_S = 30.0
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is a refused or failed connection attempt."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            return False
+        if isinstance(seen, (ConnectionRefusedError, httpx.ConnectError)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+class Endpoint:
+    """One server of an arm: its transport, load, health and figures.
+
+    Health is passive (outlier ejection): :data:`EJECT_AFTER` infrastructure failures in a
+    row, or one refused connection, take the endpoint out for ``EJECT_BASE_S * 2**(n-1)``
+    seconds (n-th ejection in a row, at most :data:`EJECT_MAX_S`). When that time is over
+    the endpoint is probed back in: it gets one request at a time until one succeeds (back
+    in, backoff reset) or fails (out again, for twice as long).
+    """
+
+    __slots__ = (
+        "ejected_count",
+        "ejected_until",
+        "ejections",
+        "failures",
+        "failures_in_row",
+        "inflight",
+        "latencies",
+        "probation",
+        "requests",
+        "shown",
+        "transport",
+        "url",
+        "weight",
+    )
+
+    def __init__(self, url: str, weight: float, transport: NativeHTTPClient | httpx.AsyncClient) -> None:
+        self.url = url
+        self.shown = without_userinfo(url)
+        self.weight = weight
+        self.transport = transport
+        self.inflight = 0
+        self.failures_in_row = 0
+        self.ejections = 0
+        """Ejections since the last success (the backoff exponent)."""
+        self.ejected_until = 0.0
+        self.probation = False
+        self.requests = 0
+        self.failures = 0
+        self.ejected_count = 0
+        self.latencies = array("d")
+        """Seconds of each successful request (8 bytes each)."""
+
+    def reset_figures(self) -> None:
+        """Zero the figures (requests, failures, ejections, latencies); health is kept."""
+        self.requests = self.failures = self.ejected_count = 0
+        self.latencies = array("d")
+
+    def available(self, now: float) -> bool:
+        if now < self.ejected_until:
+            return False
+        return not (self.probation and self.inflight > 0)
+
+    def succeeded(self, seconds: float) -> None:
+        self.requests += 1
+        self.latencies.append(seconds)
+        if self.failures_in_row or self.probation:
+            self.failures_in_row = 0
+            self.ejections = 0
+            self.probation = False
+
+    def failed(self, now: float, *, refused: bool = False) -> None:
+        self.requests += 1
+        self.failures += 1
+        self.failures_in_row += 1
+        if now < self.ejected_until:
+            return  # a request sent before the ejection: it is out already
+        if refused or self.probation or self.failures_in_row >= EJECT_AFTER:
+            self.ejections += 1
+            self.ejected_count += 1
+            self.ejected_until = now + min(EJECT_MAX_S, EJECT_BASE_S * 2 ** (self.ejections - 1))
+            self.probation = True
+
+    def stats(self) -> dict[str, Any]:
+        """Requests (attempts), failures, ejections and latency p50/p95 (ms, successful
+        requests; nearest-rank percentiles)."""
+        lat = sorted(self.latencies)
+
+        def pct(q: float) -> float | None:
+            if not lat:
+                return None
+            return round(1000 * lat[min(len(lat) - 1, max(0, math.ceil(q * len(lat)) - 1))], 2)
+
+        return {"url": self.shown, "weight": self.weight, "requests": self.requests,
+                "failures": self.failures, "ejections": self.ejected_count,
+                "p50_ms": pct(0.5), "p95_ms": pct(0.95)}
+
+
 class OpenAICompatBackend(Backend):
     """Chat completions against ``base_url``."""
 
@@ -357,6 +509,7 @@ class OpenAICompatBackend(Backend):
         extra_body: dict[str, Any] | None = None,
         http_client: str = "auto",
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        endpoints: Sequence[tuple[str, float]] | None = None,
     ) -> None:
         # Everything that can fail is checked before the key is touched, and the key is
         # revealed only inside the client's set_key/header update (never a local here).
@@ -371,14 +524,20 @@ class OpenAICompatBackend(Backend):
             raise ValueError(f"timeout_s ({timeout_s!r}) must be a finite number of seconds > 0")
         if max_output_chars < 1:
             raise ValueError(f"max_output_chars ({max_output_chars!r}) must be >= 1")
-        shown = without_userinfo(base_url)
-        scheme = urlsplit(base_url).scheme if "://" in base_url else ""
-        if scheme not in ("http", "https") or not urlsplit(base_url).hostname:
-            raise ConfigurationError(
-                f"base_url {shown!r} must be an http:// or https:// URL with a host "
-                "(e.g. http://127.0.0.1:8000/v1)")
+        pairs = list(endpoints) if endpoints else [(base_url, 1.0)]
+        for url, weight in pairs:
+            shown = without_userinfo(url)
+            scheme = urlsplit(url).scheme if "://" in url else ""
+            if scheme not in ("http", "https") or not urlsplit(url).hostname:
+                raise ConfigurationError(
+                    f"base_url {shown!r} must be an http:// or https:// URL with a host "
+                    "(e.g. http://127.0.0.1:8000/v1)")
+            if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight > 0):
+                raise ValueError(f"endpoint {shown!r}: weight ({weight!r}) must be a number > 0")
+        if len({u.rstrip("/") for u, _ in pairs}) != len(pairs):
+            raise ValueError("endpoints: the same URL is listed twice")
         self.model = model
-        self.base_url = base_url.rstrip("/")
+        self.base_url = pairs[0][0].rstrip("/")
         self.shown_url = without_userinfo(self.base_url)
         self.constrained = constrained
         self.logprobs = logprobs
@@ -388,31 +547,43 @@ class OpenAICompatBackend(Backend):
         """The model id the server reported in pre-flight (``GET /models``), when known."""
         self._api_key = api_key
         use_native = http_client == "native" or (
-            http_client == "auto" and self.base_url.startswith("http://")
+            http_client == "auto" and all(u.startswith("http://") for u, _ in pairs)
         )
         self.http_client = "native" if use_native else "httpx"
-        self._native: NativeHTTPClient | None = None
-        self._client: httpx.AsyncClient | None = None
-        if use_native:
-            self._native = NativeHTTPClient(self.base_url, {}, max_connections=concurrency,
-                                            timeout_s=timeout_s)
-            if api_key is not None:
-                self._native.set_key(api_key)
-        else:
-            limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-            self._client = httpx.AsyncClient(
-                base_url=self.base_url,
-                headers={"Content-Type": "application/json"},
-                timeout=httpx.Timeout(timeout_s),
-                limits=limits,
-            )
-            if api_key is not None:
-                _set_bearer(self._client.headers, api_key)
+        self.endpoints = [
+            Endpoint(url.rstrip("/"), float(weight),
+                     self._transport(url.rstrip("/"), use_native, concurrency, timeout_s, api_key))
+            for url, weight in pairs
+        ]
+        self._single = self.endpoints[0] if len(self.endpoints) == 1 else None
+        self._failed_on: dict[int, Endpoint] = {}
+        """Request (by id) → the endpoint it last failed on, for its retry to go elsewhere."""
+        ep0 = self.endpoints[0]
+        self._native = ep0.transport if isinstance(ep0.transport, NativeHTTPClient) else None
+        self._client = ep0.transport if isinstance(ep0.transport, httpx.AsyncClient) else None
         self._strict_tools_cache: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None
         self._enc_cache: dict[int, tuple[Any, bytes]] = {}
         self._prefix_cache: dict[int, _Prefix] = {}
 
+    @staticmethod
+    def _transport(url: str, native: bool, concurrency: int, timeout_s: float,
+                   api_key: SecretStr | None) -> NativeHTTPClient | httpx.AsyncClient:
+        if native:
+            client = NativeHTTPClient(url, {}, max_connections=concurrency, timeout_s=timeout_s)
+            if api_key is not None:
+                client.set_key(api_key)
+            return client
+        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        hx = httpx.AsyncClient(base_url=url, headers={"Content-Type": "application/json"},
+                               timeout=httpx.Timeout(timeout_s), limits=limits)
+        if api_key is not None:
+            _set_bearer(hx.headers, api_key)
+        return hx
+
     def __repr__(self) -> str:
+        if self._single is None:
+            return (f"OpenAICompatBackend(endpoints={[e.shown for e in self.endpoints]!r}, "
+                    f"model={self.model!r})")
         return f"OpenAICompatBackend(base_url={self.shown_url!r}, model={self.model!r})"
 
     def redact(self, text: str) -> str:
@@ -420,9 +591,16 @@ class OpenAICompatBackend(Backend):
         return redact(text, (self._api_key,))
 
     def identity(self) -> dict[str, Any]:
-        """The endpoint's identity for the cache key: URL (without credentials) and the
-        served model id; never the key."""
-        return {"url": self.shown_url, "served_model": self.served_model or self.model}
+        """The arm's serving identity for the cache key: the served model id and where it is
+        served (URL without credentials; with several endpoints the sorted set of them, so the
+        key never depends on which endpoint answered a request, nor on weights); never the key."""
+        served = self.served_model or self.model
+        if self._single is not None:
+            return {"url": self.shown_url, "served_model": served}
+        return {"urls": sorted(e.shown for e in self.endpoints), "served_model": served}
+
+    def endpoint_stats(self) -> list[dict[str, Any]]:
+        return [e.stats() for e in self.endpoints]
 
     def is_retryable(self, exc: BaseException) -> bool:
         if isinstance(exc, BackendHTTPError):
@@ -437,6 +615,7 @@ class OpenAICompatBackend(Backend):
             "version": self.version(),
             "model": self.model,
             "base_url": self.shown_url,
+            **({} if self._single is not None else {"endpoints": [e.shown for e in self.endpoints]}),
             "served_model": self.served_model,
             "constrained": self.constrained,
             "http_client": self.http_client,
@@ -529,24 +708,67 @@ class OpenAICompatBackend(Backend):
 
     async def generate(self, request: GenerateRequest) -> Generation:
         payload = self.encode_body(request)
-        if self._native is not None:
-            status, content, retry_after = await self._native.post("/chat/completions", payload)
-        else:
-            assert self._client is not None
-            resp = await self._client.post("/chat/completions", content=payload)
-            status, content = resp.status_code, resp.content
-            retry_after = resp.headers.get("retry-after")
-        if status >= 400:
-            self._raise_for_status(status, content, retry_after)
+        ep = self._single or self._pick(self._failed_on.pop(id(request), None))
+        loop = asyncio.get_running_loop()
+        ep.inflight += 1
+        t0 = loop.time()
         try:
-            data = json.loads(content)
+            transport = ep.transport
+            if isinstance(transport, NativeHTTPClient):
+                status, content, retry_after = await transport.post("/chat/completions", payload)
+            else:
+                resp = await transport.post("/chat/completions", content=payload)
+                status, content = resp.status_code, resp.content
+                retry_after = resp.headers.get("retry-after")
+            if status >= 400:
+                self._raise_for_status(status, content, retry_after, ep)
+            gen = self._parse(content, ep)
+        except Exception as exc:
+            ep.inflight -= 1
+            if self.is_retryable(exc):
+                ep.failed(loop.time(), refused=_refused(exc))
+                if self._single is None and any(e is not ep and e.available(loop.time())
+                                                for e in self.endpoints):
+                    # The wrapper retries this at once (no backoff) and the retry goes to
+                    # another endpoint (the wrapper retries the same request object).
+                    exc.failover = True  # type: ignore[attr-defined]
+                    if len(self._failed_on) >= 4096:
+                        self._failed_on.clear()
+                    self._failed_on[id(request)] = ep
+            raise
+        ep.inflight -= 1
+        ep.succeeded(loop.time() - t0)
+        return gen
+
+    def _pick(self, avoid: Endpoint | None = None) -> Endpoint:
+        """The healthy endpoint with the least load per weight (ties: fewer failures in a
+        row, then the order given), other than ``avoid`` (where this request just failed)
+        when another is up; with all of them ejected, the one whose ejection ends first."""
+        now = asyncio.get_running_loop().time()
+        best: Endpoint | None = None
+        best_key: tuple[float, int] | None = None
+        for e in self.endpoints:
+            if e is avoid or not e.available(now):
+                continue
+            key = ((e.inflight + 1) / e.weight, e.failures_in_row)
+            if best_key is None or key < best_key:
+                best, best_key = e, key
+        if best is None:
+            if avoid is not None and avoid.available(now):
+                return avoid
+            best = min(self.endpoints, key=lambda e: e.ejected_until)
+        return best
+
+    def _parse(self, content: bytes, ep: Endpoint) -> Generation:
+        try:
+            data = _loads(content)
             choice = data["choices"][0]
             message = choice["message"]
             if not isinstance(message, dict):
                 raise TypeError("message is not an object")
         except (ValueError, KeyError, IndexError, TypeError) as e:
             raise BadResponseError(
-                f"not a chat completion from {self.shown_url}: {self.redact(repr(content[:200]))}"
+                f"not a chat completion from {ep.shown}: {self.redact(repr(content[:200]))}"
             ) from e
         logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
         usage = data.get("usage") if isinstance(data, dict) else None
@@ -554,29 +776,29 @@ class OpenAICompatBackend(Backend):
                                 usage if isinstance(usage, dict) else None,
                                 max_chars=self.max_output_chars)
 
-    def _raise_for_status(self, status: int, content: bytes, retry_after: str | None) -> None:
+    def _raise_for_status(self, status: int, content: bytes, retry_after: str | None,
+                          ep: Endpoint | None = None) -> None:
         """Map an error status onto the failure taxonomy: 5xx/408/429 → retried
         (:class:`BackendHTTPError`); a 400 about the context → :class:`ContextOverflowError`;
         any other 4xx → :class:`ConfigurationError` (the run stops; never an episode)."""
         body = self.redact(content.decode("utf-8", "replace"))
-        err = BackendHTTPError(status, body, parse_retry_after(retry_after), url=self.shown_url)
+        shown_url = ep.shown if ep is not None else self.shown_url
+        err = BackendHTTPError(status, body, parse_retry_after(retry_after), url=shown_url)
         if err.retryable:
             raise err
         if status in (400, 413) and _CONTEXT_RE.search(body):
             raise ContextOverflowError(f"HTTP {status}: {body[:300]}")
         cause = {401: "the API key was refused (check api_key_env)",
                  403: "access forbidden (check the API key and its permissions)",
-                 404: f"not found: is {self.shown_url} the API root (…/v1) and is model "
+                 404: f"not found: is {shown_url} the API root (…/v1) and is model "
                       f"{self.model!r} served there?"}.get(status, "the server refused the request")
         raise ConfigurationError(
-            f"{self.shown_url} (model {self.model!r}): HTTP {status}: {cause}; server said: "
+            f"{shown_url} (model {self.model!r}): HTTP {status}: {cause}; server said: "
             f"{body[:300]}")
 
     async def aclose(self) -> None:
-        if self._native is not None:
-            await self._native.aclose()
-        if self._client is not None:
-            await self._client.aclose()
+        for e in self.endpoints:
+            await e.transport.aclose()
 
 
 _CALL_MARKUP = "<tool_call>"
@@ -733,12 +955,13 @@ def tool_name_decisions(tokens: list[dict[str, Any]], names: list[str]) -> list[
 def create_backend(arm: ArmSpec, options: BackendOptions) -> OpenAICompatBackend:
     """Factory for ``backend = "openai"``; needs ``base_url`` and ``model``. Options are
     validated by :class:`~pytest_quantagent.backends.options.OpenAIOptions`."""
-    from pytest_quantagent.backends.options import OpenAIOptions, validate_options
+    from pytest_quantagent.backends.options import OpenAIOptions, arm_endpoints, validate_options
 
-    if not arm.base_url:
-        raise ValueError(f"arm {arm.label!r}: backend 'openai' needs base_url (e.g. http://127.0.0.1:8000/v1)")
     opts = validate_options(OpenAIOptions, arm.options, where=f"arm {arm.label!r}")
     assert isinstance(opts, OpenAIOptions)
+    endpoints = arm_endpoints(arm.base_url, {"endpoints": opts.endpoints} if opts.endpoints else {})
+    if not endpoints:
+        raise ValueError(f"arm {arm.label!r}: backend 'openai' needs base_url (e.g. http://127.0.0.1:8000/v1)")
     api_key: SecretStr | None = None
     if arm.api_key_env:
         api_key = SecretStr(os.environ.get(arm.api_key_env) or "")
@@ -748,7 +971,8 @@ def create_backend(arm: ArmSpec, options: BackendOptions) -> OpenAICompatBackend
             )
     try:
         return OpenAICompatBackend(
-            base_url=arm.base_url,
+            base_url=endpoints[0][0],
+            endpoints=endpoints,
             model=arm.model,
             api_key=api_key,
             concurrency=opts.max_connections or options.concurrency,

@@ -39,8 +39,42 @@ def _finite_positive(v: float | None) -> float | None:
     return v
 
 
+class EndpointTable(_Options):
+    """One entry of an arm's ``endpoints`` list: ``{url = "http://gpu3:8000/v1", weight = 2}``."""
+
+    backend_name: ClassVar[str] = "endpoint"
+
+    url: StrictStr
+    weight: StrictFloat | StrictInt = Field(default=1, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        return _check_url(v)
+
+
+def _check_url(v: str) -> str:
+    from urllib.parse import urlsplit
+
+    from pytest_quantagent.backends.secrets import without_userinfo
+
+    try:
+        u = urlsplit(v)
+        ok = u.scheme in ("http", "https") and bool(u.hostname)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{without_userinfo(v)!r} is not an http:// or https:// URL with a host "
+                         "(e.g. \"http://127.0.0.1:8000/v1\")")
+    return v
+
+
 class OpenAIOptions(_Options):
-    """``backend = "openai"``."""
+    """``backend = "openai"``.
+
+    ``endpoints``: several servers of the same model for one arm (a list of URLs, or of
+    ``{url, weight}`` tables); a list given as ``base_url`` lands here too. Requests go to the
+    least-loaded healthy endpoint (load divided by weight)."""
 
     backend_name: ClassVar[str] = "openai"
 
@@ -51,6 +85,33 @@ class OpenAIOptions(_Options):
     extra_body: dict[str, Any] | None = None
     http_client: Literal["auto", "native", "httpx"] = "auto"
     max_output_chars: StrictInt = Field(default=32_768, ge=1)
+    endpoints: list[Any] | None = Field(default=None, min_length=1)
+
+    @field_validator("endpoints")
+    @classmethod
+    def _endpoint_entries(cls, v: list[Any] | None) -> list[Any] | None:
+        if v is None:
+            return v
+        urls = []
+        for i, e in enumerate(v):
+            if isinstance(e, str):
+                urls.append(_check_url(e))
+            elif isinstance(e, Mapping):
+                try:
+                    urls.append(EndpointTable.model_validate(dict(e)).url)
+                except ValidationError as err:
+                    raise ValueError(f"entry {i}: " + option_error(
+                        EndpointTable, e, err, "endpoint").split(": ", 1)[1]) from None
+            else:
+                raise ValueError(f"entry {i} ({e!r}) must be a URL or a table "
+                                 "{url = \"http://...\", weight = 1}")
+        from pytest_quantagent.backends.secrets import without_userinfo
+
+        dup = sorted({without_userinfo(u.rstrip("/")) for u in urls
+                      if [x.rstrip("/") for x in urls].count(u.rstrip("/")) > 1})
+        if dup:
+            raise ValueError(f"{', '.join(dup)} listed twice")
+        return v
 
     _timeout = field_validator("timeout_s")(_finite_positive)
 
@@ -96,6 +157,22 @@ OPTION_MODELS: dict[str, type[_Options]] = {
     "transformers": TransformersOptions,
     "replay": ReplayOptions,
 }
+
+
+def arm_endpoints(base_url: str | None, options: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """An arm's endpoints as (url, weight): its ``endpoints`` option, else its ``base_url``
+    (weight 1); empty when it has neither. Entries are as validated by :class:`OpenAIOptions`
+    (strings or ``{url, weight}`` mappings)."""
+    raw = options.get("endpoints")
+    if not raw:
+        return [(base_url, 1.0)] if base_url else []
+    out: list[tuple[str, float]] = []
+    for e in raw:
+        if isinstance(e, str):
+            out.append((e, 1.0))
+        else:
+            out.append((str(e["url"]), float(e.get("weight", 1))))
+    return out
 
 
 def did_you_mean(value: str, known: Iterable[str]) -> str:

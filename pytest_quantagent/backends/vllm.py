@@ -48,17 +48,35 @@ _VLLM_QUANTIZATION: dict[str, str | None] = {
     "fp8": "fp8",
 }
 
-_ALLOWED_OPTIONS = frozenset(
+#: vLLM engine arguments an arm's table may set directly (passed to ``vllm.LLM``);
+#: any other engine argument goes in an ``engine_args`` table, checked against
+#: ``vllm.EngineArgs`` when the engine is built. All of them are in the arm's cache key
+#: (a parallel layout can change the numerics, hence greedy outputs).
+ENGINE_ARGS = frozenset(
     {
         "max_model_len",
         "gpu_memory_utilization",
         "dtype",
-        "max_tokens",
         "enforce_eager",
         "tensor_parallel_size",
-        "chat_template_kwargs",
+        "pipeline_parallel_size",
+        "data_parallel_size",
+        "distributed_executor_backend",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "enable_prefix_caching",
+        "enable_chunked_prefill",
+        "kv_cache_dtype",
+        "swap_space",
+        "cpu_offload_gb",
+        "trust_remote_code",
+        "enable_expert_parallel",
     }
 )
+_INT_ARGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+             "max_num_seqs", "max_num_batched_tokens", "max_model_len")
+
+_ALLOWED_OPTIONS = ENGINE_ARGS | {"max_tokens", "chat_template_kwargs", "engine_args"}
 
 
 def _import_vllm() -> Any:
@@ -150,6 +168,7 @@ class VLLMBackend(Backend):
         enforce_eager: bool = False,
         tensor_parallel_size: int = 1,
         chat_template_kwargs: dict[str, Any] | None = None,
+        **engine_args: Any,
     ) -> None:
         vllm = _import_vllm()
         self._vllm = vllm
@@ -164,7 +183,9 @@ class VLLMBackend(Backend):
             dtype=dtype,
             enforce_eager=enforce_eager,
             tensor_parallel_size=tensor_parallel_size,
+            **engine_args,
         )
+        self.engine_args = {"tensor_parallel_size": tensor_parallel_size, **engine_args}
         self._chat_template_kwargs = chat_template_kwargs or {}
         self._pending: list[_Job] = []
         self._lock = threading.Lock()
@@ -180,6 +201,7 @@ class VLLMBackend(Backend):
             "model": self.model,
             "quantization": self.quantization,
             "vllm": getattr(self._vllm, "__version__", "?"),
+            "engine_args": dict(self.engine_args),
         }
 
     def version(self) -> str:
@@ -292,6 +314,38 @@ def _set_exception(fut: asyncio.Future[Generation], exc: BaseException) -> None:
         fut.set_exception(exc)
 
 
+def engine_kwargs(arm: ArmSpec) -> dict[str, Any]:
+    """The keyword arguments of ``vllm.LLM`` for ``arm`` (its engine arguments and the
+    ``engine_args`` table merged; ``chat_template_kwargs`` kept for the backend), checked for
+    types that vLLM would only refuse after loading: sizes are integers >= 1, tables are
+    tables, and a key is not given twice. No vLLM import."""
+    opts = {k: v for k, v in arm.options.items() if k not in ("max_tokens", "engine_args")}
+    table = arm.options.get("engine_args", {})
+    if not isinstance(table, dict):
+        raise ValueError(f"arm {arm.label!r}: engine_args must be a table, got {table!r}")
+    twice = sorted(set(table) & set(opts))
+    if twice:
+        raise ValueError(f"arm {arm.label!r}: {twice[0]!r} is given both in the arm's table and in engine_args")
+    opts.update(table)
+    for k in _INT_ARGS:
+        v = opts.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ValueError(f"arm {arm.label!r}: {k} ({v!r}) must be an integer >= 1")
+    ctk = opts.get("chat_template_kwargs")
+    if ctk is not None and not isinstance(ctk, dict):
+        raise ValueError(f"arm {arm.label!r}: chat_template_kwargs must be a table, got {ctk!r}")
+    return opts
+
+
+def _engine_arg_names(vllm: Any) -> set[str]:
+    import dataclasses
+
+    cls = getattr(vllm, "EngineArgs", None)
+    if cls is None or not dataclasses.is_dataclass(cls):
+        return set()
+    return {f.name for f in dataclasses.fields(cls)}
+
+
 def create_backend(arm: ArmSpec, options: BackendOptions) -> VLLMBackend:
     """Factory for ``backend = "vllm"``: ``path`` (or ``model``) is the checkpoint."""
     unknown = set(arm.options) - _ALLOWED_OPTIONS
@@ -300,12 +354,18 @@ def create_backend(arm: ArmSpec, options: BackendOptions) -> VLLMBackend:
             f"arm {arm.label!r}: unknown vllm option(s) {', '.join(sorted(unknown))}; "
             f"allowed: {', '.join(sorted(_ALLOWED_OPTIONS))}"
         )
-    _import_vllm()  # fail with the install line before anything else
-    opts = dict(arm.options)
+    opts = engine_kwargs(arm)
+    vllm = _import_vllm()  # fail with the install line before anything else
+    extra = set(opts) - ENGINE_ARGS - {"chat_template_kwargs"}
+    known = _engine_arg_names(vllm)
+    if extra and known:
+        from pytest_quantagent.backends.options import did_you_mean
+
+        bad = sorted(extra - known)
+        if bad:
+            raise ValueError(f"arm {arm.label!r}: engine_args: {bad[0]!r} is not a vLLM engine "
+                             f"argument{did_you_mean(bad[0], known)}")
     ctk = opts.pop("chat_template_kwargs", None)
-    if ctk is not None and not isinstance(ctk, dict):
-        raise ValueError(f"arm {arm.label!r}: chat_template_kwargs must be a table, got {ctk!r}")
-    opts.pop("max_tokens", None)
     return VLLMBackend(
         arm.path or arm.model,
         quantization=vllm_quantization(arm.quantization),
@@ -315,4 +375,4 @@ def create_backend(arm: ArmSpec, options: BackendOptions) -> VLLMBackend:
     )
 
 
-__all__ = ["VLLMBackend", "create_backend", "logprobs_to_tokens", "output_to_generation", "vllm_quantization"]
+__all__ = ["ENGINE_ARGS", "VLLMBackend", "create_backend", "engine_kwargs", "logprobs_to_tokens", "output_to_generation", "vllm_quantization"]

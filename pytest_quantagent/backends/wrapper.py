@@ -2,7 +2,9 @@
 
 Every backend is used through a :class:`ModelClient`. Infrastructure failures (whatever
 ``backend.is_retryable`` accepts: HTTP 5xx/429, timeouts, dropped connections) are retried
-with exponential backoff, or after the server's ``Retry-After`` when it is longer; when retries are exhausted the client raises
+with exponential backoff, or after the server's ``Retry-After`` when it is longer (at once
+when the backend marks the failure ``failover``: it failed on one of the arm's endpoints and
+another is up); when retries are exhausted the client raises
 :class:`~pytest_quantagent.errors.InfrastructureError`, which the batch layer counts apart and
 never scores. Non-retryable exceptions propagate unchanged.
 
@@ -137,6 +139,10 @@ class ModelClient:
             self.total.retries += 1
             if episode is not None:
                 episode.retries += 1
+            if getattr(failure, "failover", False):
+                # It failed on one endpoint of several and another is up: retry there now
+                # (still counted as a retry, apart from the agent's failures).
+                continue
             delay = self.retry.delay(attempt - 1, self._rng)
             retry_after = getattr(failure, "retry_after", None)
             if isinstance(retry_after, (int, float)) and retry_after > delay:

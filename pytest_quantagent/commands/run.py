@@ -24,6 +24,7 @@ from typing import Any
 
 from pytest_quantagent.env.tasksets import tau2_data_arg
 from pytest_quantagent.errors import QuantAgentError
+from pytest_quantagent.runner import endpoints as _endpoints
 
 DEFAULT_OUT = ".quantagent"
 
@@ -128,6 +129,7 @@ def _run_info(args: argparse.Namespace, specs: list[Any], runtimes: list[Any],
         "store": str(args.out),
         "user_sim": user.identity if user is not None else "scripted",
         "user": user.describe() if user is not None else {"identity": "scripted"},
+        "endpoints": _endpoints.collect(runtimes),
     }
 
 
@@ -296,6 +298,7 @@ def _summary(report: dict[str, Any]) -> str:
     faults = report.get("run", {}).get("faults") or {}
     lines += summary_lines(faults)
     lines.extend(_nl_lines(report.get("run", {})))
+    lines += _endpoints.endpoint_lines(report.get("run", {}).get("endpoints") or {})
     return plain_text("\n".join(lines))
 
 

@@ -112,7 +112,10 @@ class ArmSpec:
 
 
 #: Options that affect speed or plumbing only, never the model's output.
-_NON_OUTCOME_OPTIONS = frozenset({"timeout_s", "concurrency", "max_connections", "http_client"})
+#: ``endpoints`` (where an arm is served, and with which weights) is in the cache key as the
+#: backend's endpoint identity instead (see ``Backend.identity``).
+_NON_OUTCOME_OPTIONS = frozenset({"timeout_s", "concurrency", "max_connections", "http_client",
+                                  "endpoints"})
 
 _SPEC_FIELDS = frozenset(
     {"backend", "model", "path", "base_url", "api_key_env", "quantization", "revision", "repair"}
@@ -301,6 +304,19 @@ def load_arms_config(path: str | Path) -> dict[str, ArmSpec]:
             raise DataFileError(p, where, f"must be a table ([arms.{label}] backend = ...), got {table!r}")
         if not _LABEL_RE.match(label):
             raise DataFileError(p, where, f"bad arm label {label!r} (letters, digits, '-', '_', '.', optional '+repair')")
+        if isinstance(table.get("base_url"), list):
+            # base_url = [...] is the endpoints list (validated as the backend's option).
+            if "endpoints" in table:
+                raise DataFileError(p, f"{where}.base_url", "give base_url as a list or endpoints, not both")
+            urls = table["base_url"]
+            first = urls[0] if urls else None
+            first = first.get("url") if isinstance(first, dict) else first
+            table = {**table, "endpoints": urls, "base_url": first if isinstance(first, str) else ""}
+        elif isinstance(table.get("endpoints"), list) and "base_url" not in table and table["endpoints"]:
+            first = table["endpoints"][0]
+            first = first.get("url") if isinstance(first, dict) else first
+            if isinstance(first, str):
+                table = {**table, "base_url": first}
         backend, options = _check_table(p, where, table)
         repair = table.get("repair", "reflexive" if label.endswith(REPAIR_SUFFIX) else "none")
         if repair not in REPAIR_MODES:

@@ -2,9 +2,10 @@
 
 For each arm (and the LLM user model, and a judge model — any named :class:`ArmSpec`):
 
-- ``openai``: the base URL is an http(s) URL, the API key variable is set, the endpoint
-  answers ``GET <base_url>/models`` (reachable, key accepted) and lists the arm's model
-  (else the served ids, with a "did you mean");
+- ``openai``: the base URL is an http(s) URL, the API key variable is set, every endpoint
+  of the arm answers ``GET <url>/models`` (reachable, key accepted) and lists the arm's model
+  (else the served ids, with a "did you mean"), and all of them serve the same checkpoint
+  (vLLM's ``root``) under that name;
 - ``transformers`` / ``vllm``: the engine is importable (looked up, not imported) and the
   checkpoint directory exists;
 - ``replay``: the results files exist;
@@ -67,6 +68,11 @@ def register_check(backend: str) -> Callable[[BackendCheck], BackendCheck]:
 def _where(spec: ArmSpec) -> str:
     from pytest_quantagent.backends.secrets import without_userinfo
 
+    endpoints = spec.options.get("endpoints")
+    if endpoints and isinstance(endpoints, list) and len(endpoints) > 1:
+        from pytest_quantagent.backends.options import arm_endpoints
+
+        return ", ".join(without_userinfo(u) for u, _ in arm_endpoints(spec.base_url, spec.options))
     if spec.base_url:
         return without_userinfo(spec.base_url)
     return spec.path or ""
@@ -74,53 +80,93 @@ def _where(spec: ArmSpec) -> str:
 
 @register_check("openai")
 def _check_openai(spec: ArmSpec, timeout_s: float) -> str | None:
-    import httpx
+    """Every endpoint of the arm is asked ``GET /models``; each must list the arm's model, and
+    all must serve the same one (vLLM's ``root``, the checkpoint behind a served name, where
+    the server reports it)."""
     from pydantic import SecretStr
 
-    from pytest_quantagent.backends.options import did_you_mean
-    from pytest_quantagent.backends.secrets import redact, without_userinfo
+    from pytest_quantagent.backends.options import arm_endpoints
 
-    if not spec.base_url:
+    endpoints = arm_endpoints(spec.base_url, spec.options)
+    if not endpoints:
         return "backend 'openai' needs base_url (e.g. http://127.0.0.1:8000/v1)"
-    shown = without_userinfo(spec.base_url)
-    try:
-        u = httpx.URL(spec.base_url)
-        ok = u.scheme in ("http", "https") and bool(u.host)
-    except (httpx.InvalidURL, TypeError, ValueError):
-        ok = False
-    if not ok:
-        return f"base_url {shown!r} is not an http:// or https:// URL with a host"
     key: SecretStr | None = None
     if spec.api_key_env:
         key = SecretStr(os.environ.get(spec.api_key_env) or "")
         if not key.get_secret_value():
             return f"environment variable {spec.api_key_env!r} (api_key_env) is not set"
-    url = spec.base_url.rstrip("/") + "/models"
+    several = len(endpoints) > 1
+    causes: list[str] = []
+    roots: dict[str, str] = {}
+    for url, _weight in endpoints:
+        cause, root = _check_endpoint(spec, url, key, timeout_s)
+        if cause is not None:
+            causes.append(f"endpoint {_shown(url)}: {cause}" if several else cause)
+        elif root is not None:
+            roots[_shown(url)] = root
+    if causes:
+        return "; ".join(causes)
+    if len(set(roots.values())) > 1:
+        return (f"the arm's endpoints serve different models as {spec.model!r}: "
+                + ", ".join(f"{u} serves {r!r}" for u, r in roots.items())
+                + " (every endpoint of an arm must serve the same checkpoint)")
+    return None
+
+
+def _shown(url: str) -> str:
+    from pytest_quantagent.backends.secrets import without_userinfo
+
+    return without_userinfo(url)
+
+
+def _check_endpoint(spec: ArmSpec, base_url: str, key: Any, timeout_s: float
+                    ) -> tuple[str | None, str | None]:
+    """(cause of a problem or None, what the endpoint serves as the arm's model: its
+    ``root`` when reported, else its id; None when the server lists no models)."""
+    import httpx
+
+    from pytest_quantagent.backends.options import did_you_mean
+    from pytest_quantagent.backends.secrets import redact
+
+    shown = _shown(base_url)
+    try:
+        u = httpx.URL(base_url)
+        ok = u.scheme in ("http", "https") and bool(u.host)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        ok = False
+    if not ok:
+        return f"base_url {shown!r} is not an http:// or https:// URL with a host", None
+    url = base_url.rstrip("/") + "/models"
     try:
         with httpx.Client(timeout=timeout_s, trust_env=False) as client:
             if key is not None:
                 _bearer(client, key)
             resp = client.get(url)
     except httpx.TimeoutException:
-        return f"no answer to GET /models within {timeout_s:g} s (is the server up?)"
+        return f"no answer to GET /models within {timeout_s:g} s (is the server up?)", None
     except httpx.HTTPError as e:
-        return f"cannot reach the server: {redact(f'{type(e).__name__}: {e}', (key,))}"
+        return f"cannot reach the server: {redact(f'{type(e).__name__}: {e}', (key,))}", None
     body = redact(resp.text[:300], (key,))
     if resp.status_code in (401, 403):
-        return f"GET /models: HTTP {resp.status_code}: the API key was refused ({body})"
+        return f"GET /models: HTTP {resp.status_code}: the API key was refused ({body})", None
     if resp.status_code == 404:
-        return (f"GET /models: HTTP 404: is {shown!r} the API root (it usually ends in /v1)?")
+        return (f"GET /models: HTTP 404: is {shown!r} the API root (it usually ends in /v1)?"), None
     if resp.status_code >= 400:
-        return f"GET /models: HTTP {resp.status_code}: {body}"
+        return f"GET /models: HTTP {resp.status_code}: {body}", None
     try:
         data = resp.json()
-        served = [str(m["id"]) for m in data["data"]]
+        entries = [m for m in data["data"] if isinstance(m, dict)]
+        served = [str(m["id"]) for m in entries]
     except (ValueError, KeyError, TypeError):
-        return None  # a server without a model list: reachable is all we can check
+        return None, None  # a server without a model list: reachable is all we can check
     if served and spec.model not in served:
         return (f"model {spec.model!r} is not served there{did_you_mean(spec.model, served)} "
-                f"(served: {', '.join(served[:10])})")
-    return None
+                f"(served: {', '.join(served[:10])})"), None
+    for m in entries:
+        if str(m["id"]) == spec.model:
+            root = m.get("root")
+            return None, str(root) if isinstance(root, str) and root else spec.model
+    return None, None
 
 
 def _bearer(client: Any, key: Any) -> None:
@@ -178,7 +224,7 @@ def preflight(models: Mapping[str, ArmSpec], *, extra: Sequence[ExtraCheck] = ()
         if check is None:
             continue
         # Two arms on one endpoint and model are checked once.
-        ident = (spec.backend, spec.base_url, spec.model, spec.path, spec.api_key_env,
+        ident = (spec.backend, spec.base_url, repr(spec.options.get("endpoints")), spec.model, spec.path, spec.api_key_env,
                  tuple(sorted((k, str(v)) for k, v in spec.options.items())))
         if ident not in seen:
             seen[ident] = check(spec, timeout_s)

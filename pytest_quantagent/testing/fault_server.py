@@ -19,7 +19,8 @@
     content-part list form), ``surrogate`` (``"broken \\ud83d text"``, valid JSON), ``huge``
     (tool arguments of ``huge_chars`` characters).
 
-``require_key``: every request without ``Authorization: Bearer <key>`` gets a 401 echoing
+``model_root``: reported as every served model's ``root`` (as vLLM does: the checkpoint
+behind a served name). ``require_key``: every request without ``Authorization: Bearer <key>`` gets a 401 echoing
 what it sent. Counters: ``requests`` (chat requests), ``model_requests`` (GETs), ``injected``
 (faults by kind), ``refused`` (wrong key). Nothing here is used by the harness itself.
 """
@@ -65,6 +66,7 @@ class FaultServer(FakeOpenAIServer):
         cycle: bool = False,
         models_status: int = 200,
         require_key: str | None = None,
+        model_root: str | None = None,
     ) -> None:
         for kind in [*(faults or {}).values(), *fault_mix]:
             if kind not in FAULT_KINDS:
@@ -80,6 +82,8 @@ class FaultServer(FakeOpenAIServer):
         self.huge_chars = huge_chars
         self.models_status = models_status
         self.require_key = require_key
+        self.model_root = model_root
+        """Reported as each served model's ``root`` (vLLM: the checkpoint behind the name)."""
         self.refused = 0
         """Requests refused for a missing or wrong key (``require_key``)."""
         self.model_requests = 0
@@ -162,7 +166,9 @@ class FaultServer(FakeOpenAIServer):
                 self.model_requests += 1
                 if self.models_status == 200:
                     writer.write(self._status(200, {"object": "list", "data": [
-                        {"id": m, "object": "model"} for m in self.served_models]}))
+                        {"id": m, "object": "model",
+                         **({"root": self.model_root} if self.model_root else {})}
+                        for m in self.served_models]}))
                 else:  # refused, echoing the key as some proxies do
                     refusal = self._faulty("echo_key", head) or b""
                     writer.write(refusal.replace(

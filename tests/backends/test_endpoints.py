@@ -1,0 +1,263 @@
+"""Several endpoints per arm (issue 25): selection, ejection and return, pre-flight, the
+cache identity, and the config forms. Loopback fake servers only; no timing thresholds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_quantagent.backends.base import GenerateRequest
+from pytest_quantagent.backends.openai_compat import (
+    EJECT_AFTER,
+    EJECT_BASE_S,
+    Endpoint,
+    OpenAICompatBackend,
+)
+from pytest_quantagent.backends.wrapper import ModelClient, RetryPolicy
+from pytest_quantagent.errors import DataFileError, InfrastructureError
+from pytest_quantagent.quant.arms import ArmSpec, load_arms_config
+from pytest_quantagent.runner.preflight import preflight
+from pytest_quantagent.testing.fault_server import FaultServer
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    servers: list[FaultServer] = []
+
+    def start(**kw: Any) -> tuple[FaultServer, str]:
+        s = FaultServer(**kw)
+        servers.append(s)
+        return s, s.start_in_thread()
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _req(i: int = 0) -> GenerateRequest:
+    return GenerateRequest(messages=[{"role": "system", "content": "s"}, {"role": "user", "content": f"u{i}"}],
+                           tools=[], seed=i, want_margins=False)
+
+
+def _backend(urls: list[tuple[str, float]], **kw: Any) -> OpenAICompatBackend:
+    return OpenAICompatBackend(base_url=urls[0][0], endpoints=urls, model="m", concurrency=64,
+                               timeout_s=5.0, **kw)
+
+
+def test_least_loaded_per_weight_then_fewer_failures() -> None:
+    b = _backend([("http://127.0.0.1:1/v1", 1.0), ("http://127.0.0.1:2/v1", 2.0),
+                  ("http://127.0.0.1:3/v1", 1.0)])
+    a, w2, c = b.endpoints
+
+    async def pick(avoid: Endpoint | None) -> Endpoint:
+        return b._pick(avoid)
+
+    def picked(avoid: Endpoint | None = None) -> Endpoint:
+        return asyncio.run(pick(avoid))
+
+    assert picked() is w2  # (0+1)/2 beats (0+1)/1
+    w2.inflight = 3  # 4/2 = 2 > 1
+    assert picked() is a
+    a.inflight = 1
+    assert picked() is c
+    c.inflight, a.inflight = 5, 5
+    assert picked() is w2
+    assert picked(avoid=w2) is a  # a retry goes elsewhere: a and c tie, a comes first
+    a.failures_in_row = 1  # a tie goes to the one with fewer failures in a row
+    assert picked(avoid=w2) is c
+    c.ejected_until = a.ejected_until = 1e12  # nothing else up: the avoided one after all
+    assert picked(avoid=w2) is w2
+    b2 = _backend([("http://127.0.0.1:1/v1", 1.0)])
+    assert b2._single is b2.endpoints[0]
+    asyncio.run(b.aclose())
+    asyncio.run(b2.aclose())
+
+
+def test_weights_split_a_burst(serve: Any) -> None:
+    s1, u1 = serve(latency_s=0.05)
+    s2, u2 = serve(latency_s=0.05)
+    b = _backend([(u1, 1.0), (u2, 3.0)])
+
+    async def main() -> None:
+        # All 40 requests pick their endpoint before any answer can arrive.
+        await asyncio.gather(*(b.generate(_req(i)) for i in range(40)))
+        await b.aclose()
+
+    asyncio.run(main())
+    assert (s1.requests, s2.requests) == (10, 30)
+    stats = {s["url"]: s for s in b.endpoint_stats()}
+    assert stats[u1]["requests"] == 10 and stats[u2]["requests"] == 30
+    assert stats[u1]["failures"] == 0 and stats[u1]["p50_ms"] is not None
+    assert stats[u1]["p50_ms"] <= stats[u1]["p95_ms"]
+
+
+def test_ejection_backoff_probation_and_return() -> None:
+    e = Endpoint("http://h:1/v1", 1.0, transport=None)  # type: ignore[arg-type]
+    for _ in range(EJECT_AFTER - 1):
+        e.failed(0.0)
+    assert e.available(0.0)  # not yet out
+    e.failed(0.0)
+    assert not e.available(0.0) and not e.available(EJECT_BASE_S - 1e-6)
+    assert e.available(EJECT_BASE_S)  # probed back in ...
+    e.inflight = 1
+    assert not e.available(EJECT_BASE_S)  # ... one request at a time
+    e.inflight = 0
+    e.failed(EJECT_BASE_S)  # the probe failed: out again, for twice as long
+    assert not e.available(EJECT_BASE_S + 2 * EJECT_BASE_S - 1e-6)
+    assert e.available(3 * EJECT_BASE_S)
+    e.succeeded(0.01)  # the probe succeeded: back in, backoff reset
+    e.inflight = 3
+    assert e.available(3 * EJECT_BASE_S)
+    e.inflight = 0
+    e.failed(10.0, refused=True)  # a refused connection: out at once, first backoff again
+    assert not e.available(10.0) and e.available(10.0 + EJECT_BASE_S)
+    assert e.stats()["ejections"] == 3 and e.stats()["failures"] == 5 and e.stats()["requests"] == 6
+
+
+def test_a_dead_endpoint_is_ejected_and_requests_fail_over_without_backoff(
+        serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_quantagent.backends import openai_compat
+
+    monkeypatch.setattr(openai_compat, "EJECT_BASE_S", 600.0)  # no probe back within the test
+    dead_url = f"http://127.0.0.1:{_closed_port()}/v1"  # connections refused
+    live, live_url = serve()
+    b = _backend([(dead_url, 1.0), (live_url, 1.0)])
+    slept: list[float] = []
+
+    async def sleep(s: float) -> None:
+        slept.append(s)
+
+    client = ModelClient(b, concurrency=8, retry=RetryPolicy(max_retries=3), sleep=sleep)
+
+    async def main() -> None:
+        for i in range(6):
+            await client.generate(_req(i))
+        await client.aclose()
+
+    asyncio.run(main())
+    st = {s["url"]: s for s in b.endpoint_stats()}
+    assert st[dead_url] == {**st[dead_url], "requests": 1, "failures": 1, "ejections": 1}
+    assert st[live_url]["requests"] == 6 and live.requests == 6
+    assert client.total.retries == 1 and client.total.calls == 6
+    assert slept == []  # retried on the other endpoint at once
+
+
+def test_all_endpoints_failing_gives_an_infrastructure_error(serve: Any) -> None:
+    a, ua = serve(fault_rate=1.0, fault_mix=("500",))
+    c, uc = serve(fault_rate=1.0, fault_mix=("500",))
+    b = _backend([(ua, 1.0), (uc, 1.0)])
+    client = ModelClient(b, concurrency=2, retry=RetryPolicy(max_retries=4, base_delay_s=0.001,
+                                                             max_delay_s=0.002))
+
+    async def main() -> None:
+        try:
+            with pytest.raises(InfrastructureError, match="giving up after 5 attempts"):
+                await client.generate(_req())
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+    assert a.requests + c.requests == 5 and a.requests >= 2 and c.requests >= 2
+
+
+def _arm(urls: list[str], model: str = "m") -> ArmSpec:
+    return ArmSpec(label="int4", backend="openai", model=model, base_url=urls[0],
+                   options={"endpoints": urls})
+
+
+def test_preflight_asks_every_endpoint(serve: Any) -> None:
+    s1, u1 = serve(served_models=["m"], model_root="/ckpt/int4")
+    s2, u2 = serve(served_models=["m"], model_root="/ckpt/int4")
+    assert preflight({"arm 'int4'": _arm([u1, u2])}) == []
+    assert s1.model_requests == 1 and s2.model_requests == 1
+
+
+def test_preflight_refuses_endpoints_serving_different_models(serve: Any) -> None:
+    _s1, u1 = serve(served_models=["m"], model_root="/ckpt/int4")
+    _s2, u2 = serve(served_models=["m"], model_root="/ckpt/bf16")
+    [p] = preflight({"arm 'int4'": _arm([u1, u2])})
+    assert p.who == "arm 'int4'" and u1 in p.where and u2 in p.where
+    assert "serve different models" in p.cause
+    assert f"{u1} serves '/ckpt/int4'" in p.cause and f"{u2} serves '/ckpt/bf16'" in p.cause
+
+
+def test_preflight_names_the_endpoint_that_lacks_the_model(serve: Any) -> None:
+    _s1, u1 = serve(served_models=["m"])
+    _s2, u2 = serve(served_models=["other"])
+    [p] = preflight({"arm 'int4'": _arm([u1, u2])})
+    assert p.cause.startswith(f"endpoint {u2}: model 'm' is not served there")
+    assert u1 not in p.cause
+
+
+def test_identity_is_the_set_of_endpoints_and_the_model() -> None:
+    u1, u2 = "http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"
+    ab, ba = _backend([(u1, 1.0), (u2, 3.0)]), _backend([(u2, 1.0), (u1, 1.0)])
+    one = _backend([(u1, 1.0)])
+    assert ab.identity() == ba.identity() == {"urls": [u1, u2], "served_model": "m"}
+    assert one.identity() == {"url": u1, "served_model": "m"}  # unchanged for one endpoint
+    for b in (ab, ba, one):
+        asyncio.run(b.aclose())
+    # endpoints (and their weights) are not an outcome option: the identity carries them.
+    assert "endpoints" not in _arm([u1, u2]).cache_fields()["options"]
+
+
+def test_config_base_url_list_and_endpoints_table(tmp_path: Path) -> None:
+    p = tmp_path / "arms.toml"
+    p.write_text('[arms.bf16]\nbackend = "openai"\nmodel = "m"\n'
+                 'base_url = ["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"]\n'
+                 '[arms.int4]\nbackend = "openai"\nmodel = "m"\n'
+                 'endpoints = [{url = "http://127.0.0.1:3/v1", weight = 2}, "http://127.0.0.1:4/v1"]\n')
+    arms = load_arms_config(p)
+    assert arms["bf16"].base_url == "http://127.0.0.1:1/v1"
+    assert arms["bf16"].options["endpoints"] == ["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"]
+    assert arms["int4"].base_url == "http://127.0.0.1:3/v1"
+    p.write_text('[arms.int4]\nbackend = "openai"\nmodel = "m"\n'
+                 'endpoints = [{url = "http://127.0.0.1:3/v1", weight = 0}]\n')
+    with pytest.raises(DataFileError, match=r"arms\.int4\.endpoints.*entry 0: key 'weight' = 0"):
+        load_arms_config(p)
+    p.write_text('[arms.int4]\nbackend = "openai"\nmodel = "m"\n'
+                 'base_url = ["http://127.0.0.1:3/v1", "ftp://x"]\n')
+    with pytest.raises(DataFileError, match=r"'ftp://x' is not an http"):
+        load_arms_config(p)
+
+
+def test_both_json_codecs_send_the_same_request_and_read_the_same_reply() -> None:
+    from pytest_quantagent.backends import openai_compat as oc
+
+    if oc._orjson is None:
+        pytest.skip("orjson is not installed")
+    msgs = [{"role": "system", "content": "Règles: «ok» ✓"}, {"role": "user", "content": "émoji 😀 and \\u escapes"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c0", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]},
+            {"role": "tool", "tool_call_id": "c0", "content": "{\"x\": [1, 2.5, null]}"}]
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    req = GenerateRequest(messages=msgs, tools=tools, seed=3, temperature=0.0)
+    reply = b'{"choices":[{"message":{"role":"assistant","content":"x \\ud83d y"}}]}'
+    bodies, replies = [], []
+    try:
+        for codec in ("std", "orjson"):
+            oc.use_json(codec)
+            b = _backend([("http://127.0.0.1:1/v1", 1.0)])
+            bodies.append(json.loads(b.encode_body(req)))
+            replies.append(b._parse(reply, b.endpoints[0]).content)
+            asyncio.run(b.aclose())
+    finally:
+        oc.use_json("orjson")
+    assert bodies[0] == bodies[1] == json.loads(json.dumps(_backend([("http://127.0.0.1:1/v1", 1.0)])
+                                                          .build_body(req)))
+    assert replies[0] == replies[1] == "x \ud83d y"  # a lone surrogate is read, not refused
+    with pytest.raises(ValueError, match="must be 'orjson' or 'std'"):
+        oc.use_json("ujson")
