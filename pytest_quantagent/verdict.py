@@ -258,3 +258,28 @@ def holm_groups(tests: Sequence[tuple[int, str, float]], scope: HolmScope
     for i, (cell, _, _) in enumerate(tests):
         groups.setdefault(cell, []).append(i)
     return list(groups.values())
+
+
+SUCCESS_WEIGHT = 0.5
+"""Share of a cell's α that the score's harm test gets in the weighted Holm family; the
+channel and gap-widening tests share the rest equally. DEGRADED keeps most of its power
+however many channels a cell tests, and the family-wise error stays at α."""
+
+
+def family_weights(tests: Sequence[tuple[int, str]]) -> list[float]:
+    """Weighted-Holm weights of (cell index, test id) pairs: per cell, the ``success`` test
+    :data:`SUCCESS_WEIGHT` and the others ``(1 − SUCCESS_WEIGHT)`` shared equally (all of it
+    when a test kind is absent); each cell's weights sum to 1."""
+    by_cell: dict[int, list[str]] = {}
+    for cell, tid in tests:
+        by_cell.setdefault(cell, []).append(tid)
+    out: list[float] = []
+    for cell, tid in tests:
+        ids = by_cell[cell]
+        others = sum(1 for t in ids if t != "success")
+        has_success = "success" in ids
+        if tid == "success":
+            out.append(SUCCESS_WEIGHT if others else 1.0)
+        else:
+            out.append((1.0 - SUCCESS_WEIGHT if has_success else 1.0) / others)
+    return out

@@ -25,7 +25,7 @@ from pytest_quantagent.metrics.episode import ArmData, summarize_arm
 from pytest_quantagent.metrics.margins import DEFAULT_MARGIN_BINS, flip_rates, margin_histogram
 from pytest_quantagent.metrics.passk import pass_k_curve
 from pytest_quantagent.stats.intervals import wilson_interval
-from pytest_quantagent.stats.multiplicity import holm
+from pytest_quantagent.stats.multiplicity import weighted_holm
 from pytest_quantagent.stats.clustered import channel_ratio, paired_score
 from pytest_quantagent.stats.paired import unpaired_difference, unpaired_tost
 from pytest_quantagent.stats.power import plan_design
@@ -40,6 +40,7 @@ from pytest_quantagent.verdict import (
     GapEvidence,
     Verdict,
     decide,
+    family_weights,
     holm_groups,
 )
 
@@ -438,8 +439,8 @@ def _analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) -
         diff, tost_p, harm_p = score.diff, score.tost_p, score.harm_p
         ci, ci95 = score.ci.as_list(), score.ci95.as_list()
         method = (f"paired ({score.method}): TOST on the {100 * (1 - 2 * cfg.alpha):g}% "
-                  "Agresti-Min interval; harm: " +
-                  ("exact one-sided McNemar" if score.method == "agresti-min"
+                  "Tango score interval; harm: " +
+                  ("exact one-sided McNemar" if score.method == "tango"
                    else "one-sided task-cluster test"))
         pairing["method"] = score.method
     elif a.n and r.n:
@@ -622,7 +623,7 @@ def _analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) -
     )
     ev = Evidence(episodes=a.n, reference_episodes=r.n, diff=_f(diff), tost_p=_f(tost_p),
                   ci=(ci[0], ci[1]) if ci else None, harm_p_holm=None,
-                  harm_method=("exact McNemar" if score is not None and score.method == "agresti-min"
+                  harm_method=("exact McNemar" if score is not None and score.method == "tango"
                                else "task-cluster test" if score is not None else "unpaired test"),
                   channels=ch_ev, gaps=gaps, notes=notes, blockers=blockers,
                   plan=plan["message"] if plan else None)
@@ -686,7 +687,9 @@ def analyze(
     per_cell: list[dict[str, float]] = [{} for _ in pending]
     families: list[list[str]] = [[] for _ in pending]
     for group in holm_groups(flat, cfg.holm_scope):
-        adj = holm([flat[j][2] for j in group], alpha=cfg.alpha).pvalues_adjusted
+        adj = weighted_holm([flat[j][2] for j in group],
+                            family_weights([(flat[j][0], flat[j][1]) for j in group]),
+                            alpha=cfg.alpha).pvalues_adjusted
         names = [f"{pending[flat[j][0]].cell.domain}/{pending[flat[j][0]].cell.arm}:{flat[j][1]}"
                  if cfg.holm_scope == "report" else flat[j][1] for j in group]
         for j, a_p in zip(group, adj, strict=True):
@@ -706,8 +709,8 @@ def analyze(
         "holm_family": "every one-sided damage test of the report" if cfg.holm_scope == "report"
         else "each cell's one-sided damage tests (success harm, channels with failures, gap "
              "widening at each tight budget)",
-        "score_method": "Agresti-Min adjusted paired interval (task-cluster variance with "
-                        "several trials); TOST on the 1-2α interval",
+        "score_method": "Tango score interval for paired proportions (variance max(model, "
+                        "task-cluster robust) with several trials); TOST on the 1-2α interval",
         "channel_method": "stratified (per-task) robust score test of H0 ratio <= max_ratio, "
                           "per agent tool call",
         "channel_unit": "task",

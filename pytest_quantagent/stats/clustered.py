@@ -4,13 +4,13 @@ task clustering (several trials per task, bursts of failures in one stuck episod
 
 Score (paired 0/1 outcomes, candidate − reference):
 
-- One trial per task: Agresti & Min's adjusted Wald interval for the difference of two
-  matched proportions (add ½ to each cell of the paired 2×2 table, n → n + 2). With few
-  discordant pairs, all harmful, the plain paired t (or Wald) interval is far too narrow
-  (40 pairs with one harmful flip: ±0 variance); the adjusted interval keeps its level.
-- Several trials per task: the same ½-per-cell pseudo observations, with a cluster-robust
-  (task) variance of the mean difference, ``G/(G-1)`` small-sample factor and a
-  ``t(G-1)`` reference (G = tasks).
+- One trial per task: Tango's score test and interval for the difference of two matched
+  proportions: the variance is taken under the hypothesis, so with few discordant pairs,
+  all harmful, it keeps its level where the paired t (or Wald) interval is far too narrow
+  (40 pairs with one harmful flip: variance ~0).
+- Several trials per task: the same score statistic, its variance the larger of Tango's
+  and a cluster-robust (task) variance evaluated at the hypothesis, ``t(G-1)`` reference
+  (G = tasks).
 - Equivalence (TOST at level α) ⇔ the ``1 - 2α`` interval lies inside ``±margin``.
 - Harm (DEGRADED): exact one-sided McNemar with one trial per task (binomial test of the
   harmful flips among discordant pairs), the one-sided cluster test above otherwise.
@@ -42,26 +42,25 @@ from scipy import stats as _st
 from pytest_quantagent.stats._validate import check_probability
 from pytest_quantagent.stats.results import ConfidenceInterval
 
-# Agresti-Min pseudo observations: ½ in each of the four cells of the paired table, i.e.
-# differences +1 (½), −1 (½) and 0 (1): two pseudo pairs.
-_PSEUDO_VALUES = np.array([1.0, -1.0, 0.0])
-_PSEUDO_WEIGHTS = np.array([0.5, 0.5, 1.0])
+def _sf(x: float, df: float) -> float:
+    return float(_st.norm.sf(x)) if math.isinf(df) else float(_st.t.sf(x, df))
+
+
+def _ppf(q: float, df: float) -> float:
+    return float(_st.norm.ppf(q)) if math.isinf(df) else float(_st.t.ppf(q, df))
 
 
 @dataclass(frozen=True)
 class PairedScore:
     """Paired difference (candidate − reference) with the decision's interval and tests.
 
-    ``diff`` is the raw mean difference; ``adjusted_diff`` the Agresti-Min centre.
-    ``ci`` is the two-sided ``1 - 2 alpha`` interval the TOST decides on; ``ci95`` the 95%
-    one. ``tost_p``: max of the two one-sided p-values against ``±margin``; ``harm_p``:
+    ``ci`` is the two-sided ``1 - 2 alpha`` interval the TOST decides on (inside ±margin ⇔
+    ``tost_p < alpha``); ``ci95`` the 95% one. ``tost_p``: max of the two one-sided p-values
+    against ``±margin``; ``noninferiority_p``: the one against ``−margin``; ``harm_p``:
     one-sided p of H0 "candidate not worse" (diff ≥ 0).
     """
 
     diff: float
-    adjusted_diff: float
-    se: float
-    df: float
     ci: ConfidenceInterval
     ci95: ConfidenceInterval
     tost_p: float
@@ -84,43 +83,27 @@ def _labels(clusters: npt.ArrayLike | None, n: int) -> np.ndarray:
     return np.asarray(inv)
 
 
-def adjusted_mean_se(d: npt.ArrayLike, clusters: npt.ArrayLike | None = None
-                     ) -> tuple[float, float, float, int, bool]:
-    """Agresti-Min adjusted mean of paired differences, its standard error, the reference
-    distribution's degrees of freedom (``inf`` = normal), the number of clusters and
-    whether the clustered form was used.
-
-    One pair per cluster: ``m = Σd / (n+2)``, ``se² = (p̃₁₂ + p̃₂₁ − m²) / (n+2)`` with
-    ``p̃ = (count + ½)/(n+2)`` (Agresti & Min 2005, Stat. Med. 24:729, eq. 5), normal
-    reference. Several pairs per cluster: ``se² = G/(G−1) · (Σ_c r_c² + Σ_pseudo w (v−m)²)
-    / (n+2)²`` with ``r_c`` the cluster sums of ``d − m`` (Cameron & Miller 2015, eq. 8),
-    ``t(G−1)`` reference.
-    """
-    x = np.asarray(d, dtype=float).ravel()
-    n = x.size
-    if n == 0:
-        raise ValueError("no pairs; at least one pair is needed")
-    lab = _labels(clusters, n)
-    g = int(lab.max()) + 1
-    n_t = n + float(_PSEUDO_WEIGHTS.sum())
-    m = float(x.sum()) / n_t
-    pseudo = float(np.sum(_PSEUDO_WEIGHTS * (_PSEUDO_VALUES - m) ** 2))
-    if g == n:
-        var = (float(np.sum((x - m) ** 2)) + pseudo) / (n_t * n_t)
-        return m, math.sqrt(var), math.inf, g, False
-    r = np.bincount(lab, weights=x - m, minlength=g)
-    if g < 2:
-        return m, math.inf, 1.0, g, True
-    var = g / (g - 1) * (float(np.sum(r * r)) + pseudo) / (n_t * n_t)
-    return m, math.sqrt(var), float(g - 1), g, True
+def tango_restricted_p21(n12: float, n21: float, n: float, delta: float) -> float:
+    """Restricted MLE of P(discordant, reference only) under H0 ``p12 − p21 = delta``
+    (Tango 1998, Stat. Med. 17:891, eq. 4): the positive root of ``A x² + B x + C``."""
+    a = 2.0 * n
+    b = -n12 - n21 + (2.0 * n - n12 + n21) * delta
+    c = -n21 * delta * (1.0 - delta)
+    disc = max(b * b - 4.0 * a * c, 0.0)
+    return (-b + math.sqrt(disc)) / (2.0 * a)
 
 
-def _sf(x: float, df: float) -> float:
-    return float(_st.norm.sf(x)) if math.isinf(df) else float(_st.t.sf(x, df))
-
-
-def _ppf(q: float, df: float) -> float:
-    return float(_st.norm.ppf(q)) if math.isinf(df) else float(_st.t.ppf(q, df))
+def _tango_z(delta: float, n12: float, n21: float, n: float, resid: np.ndarray | None,
+             lab: np.ndarray | None, g: int) -> float:
+    num = n12 - n21 - n * delta
+    p21 = tango_restricted_p21(n12, n21, n, delta)
+    v = n * (2.0 * p21 + delta * (1.0 - delta))
+    if resid is not None and lab is not None and g > 1:
+        r = np.bincount(lab, weights=resid - delta, minlength=g)
+        v = max(v, g / (g - 1) * float(np.sum(r * r)))
+    if v <= 0.0:
+        return 0.0 if num == 0 else math.copysign(math.inf, num)
+    return num / math.sqrt(v)
 
 
 def paired_score(
@@ -131,17 +114,27 @@ def paired_score(
     margin: float = 0.075,
     alpha: float = 0.05,
 ) -> PairedScore:
-    """Paired equivalence, non-inferiority and harm tests of 0/1 success (see module doc).
+    """Paired equivalence, non-inferiority and harm tests of 0/1 success.
 
-    H0 (TOST): ``diff ≤ −margin`` or ``diff ≥ margin``; H1: within (equivalence when
-    ``tost_p < alpha``, i.e. the ``1 − 2α`` CI inside ``±margin``). Harm, H0: ``diff ≥ 0``,
-    H1: ``diff < 0``: exact McNemar one-sided when every cluster holds one pair, the
-    adjusted cluster test otherwise.
+    One pair per cluster (or ``clusters=None``): Tango's score test and interval for the
+    difference of matched proportions, ``Z(Δ) = (n12 − n21 − nΔ) / sqrt(n (2 p̃21 +
+    Δ(1 − Δ)))`` with ``p̃21`` the restricted MLE under ``Δ`` (n12: only the candidate
+    succeeded; n21: only the reference), normal reference. Unlike the Wald/t interval its
+    variance is taken under the hypothesis, so few harmful flips cannot shrink it. Several
+    pairs per task: the same score with the variance ``max(model, cluster-robust)``, the
+    robust one ``G/(G−1) Σ_c (Σ_{i∈c} (d_i − Δ))²`` over tasks, and a ``t(G−1)``
+    reference. The interval inverts ``Z``.
+
+    H0 (TOST): ``diff ≤ −margin`` or ``diff ≥ margin``; H1: within. Harm, H0: ``diff ≥ 0``,
+    H1: ``diff < 0``: exact one-sided McNemar (binomial test of n21 among n12 + n21) with one
+    pair per cluster, the clustered score test at Δ = 0 otherwise.
 
     References
     ----------
-    Agresti & Min (2005), "Simple improved confidence intervals for comparing matched
-    proportions", Stat. Med. 24:729-740; Schuirmann (1987) (TOST); McNemar (1947).
+    Tango (1998), "Equivalence test and confidence interval for the difference in
+    proportions for the paired-sample design", Stat. Med. 17:891-908 (and the erratum,
+    Stat. Med. 18:1999); Schuirmann (1987) (TOST); McNemar (1947); robust variance: Cameron &
+    Miller (2015), J. Human Resources 50:317.
     """
     if not (isinstance(margin, (int, float)) and math.isfinite(margin) and 0 < margin < 1):
         raise ValueError(f"margin={margin!r} is not allowed; margin must be in (0, 1)")
@@ -150,34 +143,55 @@ def paired_score(
     r = np.asarray(reference, dtype=float).ravel()
     if a.shape != r.shape:
         raise ValueError(f"arm and reference must be paired arrays; got {a.size} and {r.size}")
+    if a.size == 0:
+        raise ValueError("no pairs; at least one pair is needed")
     for name, v in (("arm", a), ("reference", r)):
         bad = v[~np.isin(v, (0.0, 1.0))]
         if bad.size:
             raise ValueError(f"{name} contains {float(bad[0])!r}; allowed: 0, 1, False, True")
     d = a - r
-    m, se, df, g, clustered = adjusted_mean_se(d, clusters)
-    helpful = int(np.sum(d > 0))
-    harmful = int(np.sum(d < 0))
-    raw = float(d.mean())
-    if not math.isfinite(se):
+    n = float(d.size)
+    n12 = float(np.sum(d > 0))
+    n21 = float(np.sum(d < 0))
+    lab = _labels(clusters, d.size)
+    g = int(lab.max()) + 1
+    clustered = g < d.size
+    df = float(g - 1) if clustered else math.inf
+    if clustered and g < 2:
         full = ConfidenceInterval(-1.0, 1.0, 1 - 2 * alpha)
-        return PairedScore(raw, m, se, df, full, ConfidenceInterval(-1.0, 1.0, 0.95), 1.0, 1.0,
-                           1.0, d.size, g, harmful, helpful, "agresti-min-cluster")
+        return PairedScore(float(d.mean()), full, ConfidenceInterval(-1.0, 1.0, 0.95), 1.0, 1.0,
+                           1.0, d.size, g, int(n21), int(n12), "tango-cluster")
+
+    def z(delta: float) -> float:
+        return _tango_z(delta, n12, n21, n, d if clustered else None,
+                        lab if clustered else None, g)
+
+    eps = 1e-9
+
+    def root(q: float) -> float:
+        lo, hi = -1.0 + eps, 1.0 - eps
+        f_lo, f_hi = z(lo) - q, z(hi) - q
+        if f_lo <= 0:
+            return -1.0
+        if f_hi >= 0:
+            return 1.0
+        return float(_opt.brentq(lambda x: z(x) - q, lo, hi, xtol=1e-12))
+
     q = _ppf(1 - alpha, df)
     q95 = _ppf(0.975, df)
-    ci = ConfidenceInterval(max(-1.0, m - q * se), min(1.0, m + q * se), 1 - 2 * alpha)
-    ci95 = ConfidenceInterval(max(-1.0, m - q95 * se), min(1.0, m + q95 * se), 0.95)
-    p_low = _sf((m + margin) / se, df)
-    p_high = _sf((margin - m) / se, df)
+    ci = ConfidenceInterval(root(q), root(-q), 1 - 2 * alpha)
+    ci95 = ConfidenceInterval(root(q95), root(-q95), 0.95)
+    p_low = _sf(z(-margin), df)
+    p_high = _sf(-z(margin), df)
     if clustered:
-        harm_p = _sf(-m / se, df)
-        method = "agresti-min-cluster"
+        harm_p = _sf(-z(0.0), df)
+        method = "tango-cluster"
     else:
-        harm_p = float(_st.binomtest(harmful, harmful + helpful, 0.5,
-                                     alternative="greater").pvalue) if harmful + helpful else 1.0
-        method = "agresti-min"
-    return PairedScore(raw, m, se, df, ci, ci95, max(p_low, p_high), p_low, harm_p, d.size, g,
-                       harmful, helpful, method)
+        k = int(n12 + n21)
+        harm_p = float(_st.binomtest(int(n21), k, 0.5, alternative="greater").pvalue) if k else 1.0
+        method = "tango"
+    return PairedScore(float(d.mean()), ci, ci95, max(p_low, p_high), p_low, harm_p, d.size, g,
+                       int(n21), int(n12), method)
 
 
 @dataclass(frozen=True)
