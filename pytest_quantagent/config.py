@@ -48,6 +48,11 @@ class QuantAgentConfig:
     html_path: Path | None = None
     repair: str = "none"
     tau2_data: Path | None = None
+    margin: float | None = None
+    max_ratio: float | None = None
+    tight_budgets: tuple[int, ...] | None = None
+    holm_scope: str | None = None
+    """The verdict's thresholds (None: :mod:`pytest_quantagent.verdict`'s defaults)."""
     explicit: frozenset[str] = frozenset()
     """Flags given on the command line or in the ini file (``{"--quant", ...}``)."""
 
@@ -95,6 +100,10 @@ _FIELD_OF_DEST: dict[str, str] = {
     "quantagent_quant_html": "html_path",
     "quantagent_quant_repair": "repair",
     "quantagent_quant_tau2_data": "tau2_data",
+    "quantagent_quant_margin": "margin",
+    "quantagent_quant_max_ratio": "max_ratio",
+    "quantagent_quant_tight_budgets": "tight_budgets",
+    "quantagent_quant_holm_scope": "holm_scope",
 }
 
 

@@ -380,9 +380,21 @@ class QuantAgentSession:
             self._analysis[key] = report["cells"][0]
         return self._analysis[key]
 
+    def analysis_config(self) -> Any:
+        """The verdict's thresholds from ``--quant-margin``/``--quant-max-ratio``/
+        ``--quant-tight-budgets``/``--quant-holm-scope`` (the assertions' defaults too)."""
+        from pytest_quantagent.verdict import AnalysisConfig
+
+        qc = self.qc
+        kw: dict[str, Any] = {}
+        for name in ("margin", "max_ratio", "tight_budgets", "holm_scope"):
+            if getattr(qc, name, None) is not None:
+                kw[name] = getattr(qc, name)
+        return AnalysisConfig(**kw)
+
     def analyze(self, cells: dict[CellKey, CellEpisodes]) -> dict[str, Any]:
         """Report JSON (DESIGN.md, schema_version 1) over ``cells`` in sorted order."""
-        from pytest_quantagent.report.model import AnalysisConfig, CellInput, analyze
+        from pytest_quantagent.report.model import CellInput, analyze
 
         inputs = [
             CellInput(
@@ -394,7 +406,7 @@ class QuantAgentSession:
             )
             for k in sorted(cells)
         ]
-        report = analyze(inputs, AnalysisConfig(), run=self.run_info())
+        report = analyze(inputs, self.analysis_config(), run=self.run_info())
         data: dict[str, Any] = report.model_dump(mode="json")
         return data
 

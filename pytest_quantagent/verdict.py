@@ -94,10 +94,7 @@ class AnalysisConfig:
     tasks_flag: str = "--quant-tasks"
     """The caller's flag names, used in the INCONCLUSIVE advice."""
     budgets: tuple[int, ...] | None = None
-    """Deprecated synonym of ``tight_budgets`` (kept for callers of the first release)."""
-    ratio_method: str = "stratified-score"
-    """Kept for compatibility; the verdict always uses the stratified robust score test."""
-    n_boot: int = 0
+    """Synonym of ``tight_budgets`` (the first release's name)."""
 
     def __post_init__(self) -> None:
         _fraction("margin", self.margin)
@@ -114,9 +111,6 @@ class AnalysisConfig:
             if any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in tb):
                 raise ValueError(f"tight_budgets={tb!r} is not allowed; budgets must be integers >= 1")
             object.__setattr__(self, "tight_budgets", tuple(sorted(set(tb))))
-        if self.ratio_method not in ("stratified-score", "sandwich", "bootstrap"):
-            raise ValueError(f"ratio_method={self.ratio_method!r} is not allowed; allowed: "
-                             "stratified-score, sandwich, bootstrap")
 
     def budgets_for(self, run_budget: int) -> tuple[list[int], list[str]]:
         """The tight budgets tested for a run at ``run_budget`` and notes about them.
@@ -153,6 +147,8 @@ class ChannelEvidence:
     increase_upper: float | None
     testable: bool
     """False when a side has no agent tool call: the channel cannot be judged."""
+    p: float | None = None
+    """Raw one-sided p of H0 ratio ≤ max_ratio."""
 
 
 @dataclass
@@ -163,6 +159,8 @@ class GapEvidence:
     p_holm: float | None
     upper: float
     """One-sided 1 − α upper bound of the widening."""
+    p: float | None = None
+    """Raw one-sided p of H0 "the gap does not widen"."""
 
 
 @dataclass
@@ -208,6 +206,12 @@ def decide(e: Evidence, cfg: AnalysisConfig) -> tuple[Verdict, list[str]]:
     widened = [f"gap widens by {g.widening * 100:.1f} pts from the run's budget to K={g.k} "
                f"(Holm p={fmt_p(g.p_holm)})" for g in e.gaps
                if g.p_holm is not None and g.p_holm < a]
+    nominal = [f"{c.name} {_ratio_text(c)} above ×{cfg.max_ratio:g} (p={fmt_p(c.p)}) is not "
+               f"significant after Holm (p={fmt_p(c.p_holm)})" for c in e.channels
+               if c.p is not None and c.p < a and c.p_holm is not None and c.p_holm >= a]
+    nominal += [f"gap at K={g.k} widens by {g.widening * 100:.1f} pts (p={fmt_p(g.p)}) is not "
+                f"significant after Holm (p={fmt_p(g.p_holm)})" for g in e.gaps
+                if g.p is not None and g.p < a and g.p_holm is not None and g.p_holm >= a]
     score = f"success {e.diff * 100:+.1f} pts" if e.diff is not None else "success n/a"
     ci = (f", {100 * (1 - 2 * a):g}% CI [{e.ci[0] * 100:+.1f}, {e.ci[1] * 100:+.1f}]"
           if e.ci is not None else "")
@@ -220,8 +224,9 @@ def decide(e: Evidence, cfg: AnalysisConfig) -> tuple[Verdict, list[str]]:
                f"{score}{ci}: not shown equivalent within ±{cfg.margin * 100:g} pts "
                f"(TOST p={fmt_p(e.tost_p)}), nor significantly lower")
     if amplified or widened:
-        return Verdict.MASKED_DAMAGE, [*reasons, *amplified, *widened, eq_text]
+        return Verdict.MASKED_DAMAGE, [*reasons, *amplified, *widened, *nominal, eq_text]
     open_channels: list[str] = []
+    silent: list[ChannelEvidence] = []
     for c in e.channels:
         if not c.testable:
             open_channels.append(f"{c.name}: {c.arm_count} vs {c.reference_count} failures "
@@ -229,12 +234,20 @@ def decide(e: Evidence, cfg: AnalysisConfig) -> tuple[Verdict, list[str]]:
             continue
         ok_ratio = c.upper is not None and c.upper < cfg.max_ratio
         ok_abs = c.increase_upper is not None and c.increase_upper < cfg.rare_tolerance
-        if not (ok_ratio or ok_abs):
+        if not (ok_ratio or ok_abs) and c.arm_count == 0 and c.reference_count == 0:
+            silent.append(c)
+        elif not (ok_ratio or ok_abs):
             up = "inf" if c.upper is None or not math.isfinite(c.upper) else f"{c.upper:.2g}"
             inc = "n/a" if c.increase_upper is None else f"{c.increase_upper * 100:.2g}"
             open_channels.append(
                 f"{c.name} {_ratio_text(c)} not shown below ×{cfg.max_ratio:g} (upper bound ×{up}; "
                 f"rate increase up to {inc} per 100 calls, tolerance {cfg.rare_tolerance * 100:g})")
+    if silent:
+        worst = max(c.increase_upper or 0.0 for c in silent)
+        open_channels.append(
+            f"{', '.join(c.name for c in silent)}: no failure on either side, but too few agent "
+            f"calls to bound the rate increase below {cfg.rare_tolerance * 100:g} per 100 calls "
+            f"(upper bound {worst * 100:.2g})")
     open_gaps = [f"gap at K={g.k} not shown to widen by less than {cfg.margin * 100:g} pts "
                  f"(upper bound {g.upper * 100:.1f})" for g in e.gaps if not g.upper < cfg.margin]
     if equivalent and not open_channels and not open_gaps and not e.blockers:
@@ -243,7 +256,7 @@ def decide(e: Evidence, cfg: AnalysisConfig) -> tuple[Verdict, list[str]]:
                                   f"+{cfg.rare_tolerance * 100:g} per 100 calls",
                                   *(["no widening of the gap at K=" +
                                      ",".join(str(g.k) for g in e.gaps)] if e.gaps else [])]
-    out = [*reasons, eq_text, *open_channels, *open_gaps, *e.blockers]
+    out = [*reasons, eq_text, *nominal, *open_channels, *open_gaps, *e.blockers]
     if not equivalent and e.plan:
         out.append(f"to decide the score: {e.plan}")
     return Verdict.INCONCLUSIVE, out

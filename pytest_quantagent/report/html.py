@@ -218,6 +218,30 @@ def _legend(arm: str, ref: str) -> str:
             f'<span style="background:{_REF_COLOR}"></span>{_e(ref)} (reference)</div>')
 
 
+def _user_side_block(cell: dict[str, Any]) -> str:
+    """The user simulator's own tool calls per side (issue 22.6): calls, failed calls and
+    failed calls per episode; they count toward the error budget but in no agent channel.
+    Empty when neither side has user tool calls."""
+    side = cell.get("user_side") or {}
+    rows = []
+    for label, key in ((cell.get("arm") or "arm", "arm"),
+                       (cell.get("reference") or "reference", "reference")):
+        d = side.get(key)
+        if not isinstance(d, dict):
+            continue
+        by = ", ".join(f"{k} {v}" for k, v in sorted((d.get("by_channel") or {}).items()))
+        rows.append(f"<tr><td class=l>{_e(label)}</td><td>{_num(d.get('calls'), '{}')}</td>"
+                    f"<td>{_num(d.get('failures'), '{}')}</td>"
+                    f"<td>{_num(d.get('failures_per_episode'), '{:.2f}')}</td>"
+                    f"<td class=l>{_e(by or '—')}</td></tr>")
+    if not rows or not any((side.get(k) or {}).get("calls") for k in ("arm", "reference")):
+        return ""
+    return ('<table class="user-side"><tr><th class=l>user side</th><th>user tool calls</th>'
+            "<th>failed</th><th>failed / episode</th><th class=l>by channel</th></tr>"
+            + "".join(rows) + "</table><p>The simulated user's own failed calls count toward "
+            "the error budget (τ²-bench) but in no agent channel.</p>")
+
+
 def _cell_section(cell: dict[str, Any]) -> str:
     arm, ref = cell.get("arm") or "?", cell.get("reference")
     title = f"{cell.get('domain', '?')} · {arm} " + (f"vs {ref}" if ref else "(no reference arm)")
@@ -248,6 +272,7 @@ def _cell_section(cell: dict[str, Any]) -> str:
         f"<td>{_num(_g(cell, 'steps', 'reference'), '{:.1f}')}</td>"
         f"<td>{_pct(_g(cell, 'recovery', 'reference'))}</td></tr></table>"
     )
+    out.append(_user_side_block(cell))
     out.append(
         f"<p>Paired episodes: {_num(cell.get('paired'), '{}')}. Success difference "
         f"{_num(s.get('diff'), '{:+.1%}')} (CI {_ci(s.get('ci'))}), TOST p = "

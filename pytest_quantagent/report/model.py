@@ -22,11 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from pytest_quantagent.env.channels import ALL_CHANNELS, NAMED_CHANNELS
 from pytest_quantagent.metrics.budget import success_at_budgets
 from pytest_quantagent.metrics.episode import ArmData, summarize_arm
-from pytest_quantagent.metrics.margins import DEFAULT_MARGIN_BINS, flip_rates, margin_histogram
+from pytest_quantagent.metrics.margins import flip_rates, margin_histogram
 from pytest_quantagent.metrics.passk import pass_k_curve
+from pytest_quantagent.stats.clustered import channel_ratio, paired_score
 from pytest_quantagent.stats.intervals import wilson_interval
 from pytest_quantagent.stats.multiplicity import weighted_holm
-from pytest_quantagent.stats.clustered import channel_ratio, paired_score
 from pytest_quantagent.stats.paired import unpaired_difference, unpaired_tost
 from pytest_quantagent.stats.power import plan_design
 from pytest_quantagent.stats.rank import failure_set_agreement
@@ -492,7 +492,7 @@ def _analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) -
             budget.widening_upper[key] = _f(-w.ci.low)
             budget.widening_p[key] = _f(w.harm_p)
             tests.append((f"gap:{k}", w.harm_p))
-            gaps.append(GapEvidence(k, -w.diff, None, -w.ci.low))
+            gaps.append(GapEvidence(k, -w.diff, None, -w.ci.low, w.harm_p))
 
     # channels, per agent tool call
     na, ya, nr, yr, ea, er = _task_sums(a, r)
@@ -525,7 +525,8 @@ def _analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) -
             if ca > 0:
                 tests.append((f"channel:{ch.value}", rr.amplified_p))
             ev = ChannelEvidence(ch.value, ca, cr, _f(rr.ratio), rr.upper, None,
-                                 rr.increase_upper, testable=True)
+                                 rr.increase_upper, testable=True,
+                                 p=rr.amplified_p if ca > 0 else None)
         if a.n:
             pe = per_unit_ci(ya[:, j], ea, confidence=cfg.confidence)
             stats.arm_per_episode_ci = [_f(pe.low), _f(pe.high)]
@@ -569,7 +570,8 @@ def _analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) -
         }
 
     # design advice (cluster-aware; planning assumption: the arms are truly equal)
-    plan = None
+    plan: dict[str, Any] | None = None
+    pl = None
     if paired and clusters is not None:
         pl = plan_design(run_a[ia].astype(float) - run_r[ir].astype(float), clusters,
                          margin=cfg.margin, alpha=cfg.alpha, power=cfg.power,
@@ -613,21 +615,20 @@ def _analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) -
                                         reference=r.infrastructure_errors),
         tokens=ArmValue(arm=_mean(a.tokens), reference=_mean(r.tokens)),
         duration_s=ArmValue(arm=_mean(a.duration_s), reference=_mean(r.duration_s)),
-        n_needed=(plan["tasks"] * plan["trials"]) if plan and plan["tasks"] and plan["trials"]
-        else None,
-        trials_needed=plan["trials"] if plan else None,
+        n_needed=pl.n_pairs if pl is not None else None,
+        trials_needed=pl.trials if pl is not None else None,
         pairing=pairing,
         plan=plan,
         **user,
         extra=dict(inp.extra),
     )
-    ev = Evidence(episodes=a.n, reference_episodes=r.n, diff=_f(diff), tost_p=_f(tost_p),
+    evidence = Evidence(episodes=a.n, reference_episodes=r.n, diff=_f(diff), tost_p=_f(tost_p),
                   ci=(ci[0], ci[1]) if ci else None, harm_p_holm=None,
                   harm_method=("exact McNemar" if score is not None and score.method == "tango"
                                else "task-cluster test" if score is not None else "unpaired test"),
                   channels=ch_ev, gaps=gaps, notes=notes, blockers=blockers,
-                  plan=plan["message"] if plan else None)
-    return _Pending(cell, tests, ev)
+                  plan=pl.message if pl is not None else None)
+    return _Pending(cell, tests, evidence)
 
 
 def _decide(p: _Pending, adjusted: dict[str, float], family: list[str], cfg: AnalysisConfig

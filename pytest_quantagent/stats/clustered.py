@@ -42,6 +42,7 @@ from scipy import stats as _st
 from pytest_quantagent.stats._validate import check_probability
 from pytest_quantagent.stats.results import ConfidenceInterval
 
+
 def _sf(x: float, df: float) -> float:
     return float(_st.norm.sf(x)) if math.isinf(df) else float(_st.t.sf(x, df))
 
