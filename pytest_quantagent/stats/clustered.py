@@ -9,7 +9,7 @@ Score (paired 0/1 outcomes, candidate − reference):
   all harmful, it keeps its level where the paired t (or Wald) interval is far too narrow
   (40 pairs with one harmful flip: variance ~0).
 - Several trials per task: the same score statistic, its variance the larger of Tango's
-  and a cluster-robust (task) variance evaluated at the hypothesis, ``t(G-1)`` reference
+  (under the hypothesis) and the cluster-robust (task) sandwich, ``t(G-1)`` reference
   (G = tasks).
 - Equivalence (TOST at level α) ⇔ the ``1 - 2α`` interval lies inside ``±margin``.
 - Harm (DEGRADED): exact one-sided McNemar with one trial per task (binomial test of the
@@ -66,6 +66,8 @@ class PairedScore:
     ci95: ConfidenceInterval
     tost_p: float
     noninferiority_p: float
+    upper_p: float
+    """One-sided p against ``+margin`` (H0 diff ≥ margin)."""
     harm_p: float
     n_pairs: int
     n_clusters: int
@@ -100,7 +102,7 @@ def _tango_z(delta: float, n12: float, n21: float, n: float, resid: np.ndarray |
     p21 = tango_restricted_p21(n12, n21, n, delta)
     v = n * (2.0 * p21 + delta * (1.0 - delta))
     if resid is not None and lab is not None and g > 1:
-        r = np.bincount(lab, weights=resid - delta, minlength=g)
+        r = np.bincount(lab, weights=resid - float(resid.mean()), minlength=g)
         v = max(v, g / (g - 1) * float(np.sum(r * r)))
     if v <= 0.0:
         return 0.0 if num == 0 else math.copysign(math.inf, num)
@@ -123,7 +125,7 @@ def paired_score(
     succeeded; n21: only the reference), normal reference. Unlike the Wald/t interval its
     variance is taken under the hypothesis, so few harmful flips cannot shrink it. Several
     pairs per task: the same score with the variance ``max(model, cluster-robust)``, the
-    robust one ``G/(G−1) Σ_c (Σ_{i∈c} (d_i − Δ))²`` over tasks, and a ``t(G−1)``
+    robust one ``G/(G−1) Σ_c (Σ_{i∈c} (d_i − d̄))²`` over tasks, and a ``t(G−1)``
     reference. The interval inverts ``Z``.
 
     H0 (TOST): ``diff ≤ −margin`` or ``diff ≥ margin``; H1: within. Harm, H0: ``diff ≥ 0``,
@@ -161,7 +163,7 @@ def paired_score(
     if clustered and g < 2:
         full = ConfidenceInterval(-1.0, 1.0, 1 - 2 * alpha)
         return PairedScore(float(d.mean()), full, ConfidenceInterval(-1.0, 1.0, 0.95), 1.0, 1.0,
-                           1.0, d.size, g, int(n21), int(n12), "tango-cluster")
+                           1.0, 1.0, d.size, g, int(n21), int(n12), "tango-cluster")
 
     def z(delta: float) -> float:
         return _tango_z(delta, n12, n21, n, d if clustered else None,
@@ -191,8 +193,8 @@ def paired_score(
         k = int(n12 + n21)
         harm_p = float(_st.binomtest(int(n21), k, 0.5, alternative="greater").pvalue) if k else 1.0
         method = "tango"
-    return PairedScore(float(d.mean()), ci, ci95, max(p_low, p_high), p_low, harm_p, d.size, g,
-                       int(n21), int(n12), method)
+    return PairedScore(float(d.mean()), ci, ci95, max(p_low, p_high), p_low, p_high, harm_p,
+                       d.size, g, int(n21), int(n12), method)
 
 
 @dataclass(frozen=True)
@@ -235,7 +237,8 @@ def _score_z(log_rho: float, y: np.ndarray, na: np.ndarray, t: np.ndarray, nr: n
     u = float(res.sum())
     v_model = float(np.sum(t * pi * (1 - pi)))
     g = y.size
-    v_rob = g / (g - 1) * float(np.sum(res * res)) if g > 1 else float(np.sum(res * res))
+    c = res - float(res.mean())
+    v_rob = g / (g - 1) * float(np.sum(c * c)) if g > 1 else 0.0
     v = max(v_model, v_rob)
     if v <= 0:
         return 0.0

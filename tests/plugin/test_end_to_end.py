@@ -92,24 +92,26 @@ def test_mock_suite_end_to_end(toy: pytest.Pytester) -> None:
         "--quant-config=arms.toml", "--quant=int4,fp8", "--domain=toy", "--quant-trials=8",
         "--quant-report=out/report.json", "--quant-html=out/report.html", "--junitxml=out/junit.xml",
     )
-    # int4: unknown_tool 12 vs 0 (amplified). fp8 = bf16: no failure at all, so its failure
-    # set has no correlation to check (passes) and everything else passes; 12 pairs are too
-    # few for the report's ±7.5-point TOST (INCONCLUSIVE), enough for the test's ±50.
-    result.assert_outcomes(passed=9, failed=1)
+    # int4: unknown_tool 24 vs 0, but in only 3 tasks (8 trials each): with the task as the
+    # unit of evidence (issue 23) and Holm within the cell, 3 tasks cannot show amplification
+    # (raw one-sided p≈0.03, Holm p>0.05), nor its absence: INCONCLUSIVE, saying why. fp8 =
+    # bf16: no failure at all; 24 pairs in 3 tasks are too few for the report's ±7.5-point
+    # TOST (INCONCLUSIVE), enough for the test's ±50.
+    result.assert_outcomes(passed=10, failed=0)
     result.stdout.fnmatch_lines([
-        "*test_no_unknown_tools?toy-int4?*",
-        "*unknown_tool: 50.0% of int4 tool calls vs 0.0% of bf16 (24 vs 0), ratio ×∞*",
         "*= quantagent =*",
         "*toy / fp8*INCONCLUSI*",
-        "*toy / int4*MASKED_DAM*",
+        "*toy / int4*INCONCLUSI*",
         "quantagent JSON report: out?report.json",
     ])
 
     report = read_report(toy.path / "out" / "report.json")
     validate_report(report)
     assert [(c["domain"], c["arm"], c["verdict"]) for c in report["cells"]] == [
-        ("toy", "fp8", "INCONCLUSIVE"), ("toy", "int4", "MASKED_DAMAGE"),
+        ("toy", "fp8", "INCONCLUSIVE"), ("toy", "int4", "INCONCLUSIVE"),
     ]
+    assert any(r.startswith("unknown_tool 24 vs 0 not shown below ×1.2")
+               for r in report["cells"][1]["reasons"])
     int4 = report["cells"][1]
     assert int4["channels"]["unknown_tool"]["arm_count"] == 24
     assert int4["paired"] == 24
@@ -126,7 +128,7 @@ def test_mock_suite_end_to_end(toy: pytest.Pytester) -> None:
         for case in tree.iter("testcase") for p in case.iter("property")
     }
     assert props[("test_score[toy-int4]", "quantagent_cell")] == "toy-int4"
-    assert props[("test_no_unknown_tools[toy-int4]", "quantagent_verdict")] == "MASKED_DAMAGE"
+    assert props[("test_no_unknown_tools[toy-int4]", "quantagent_verdict")] == "INCONCLUSIVE"
     assert props[("test_score[toy-fp8]", "quantagent_verdict")] == "INCONCLUSIVE"
 
 
@@ -147,7 +149,7 @@ def test_xdist_gives_the_same_report_and_runs_episodes_once(toy: pytest.Pytester
     common = ["--quant-config=arms.toml", "--quant=int4,fp8", "--domain=toy", "--quant-trials=8",
               "-p", "no:randomly", "-p", "no:benchmark"]  # pytest-benchmark warns under xdist
     serial = toy.runpytest(*common, "-n", "0", "--quant-cache-dir=store0", "--quant-report=serial.json")
-    serial.assert_outcomes(passed=9, failed=1)
+    serial.assert_outcomes(passed=10, failed=0)
     # The controller loads the workers' cells by key from the store (cell manifests), never
     # through the run_cell hook (which would build backends, i.e. load models, again).
     toy.makeconftest("""
@@ -158,7 +160,7 @@ def pytest_quantagent_run_cell(config, cell):
     return None  # the default implementation runs or loads the cell
 """)
     dist = toy.runpytest(*common, "-n", "2", "--quant-cache-dir=store2", "--quant-report=dist.json")
-    dist.assert_outcomes(passed=9, failed=1)
+    dist.assert_outcomes(passed=10, failed=0)
     assert not (toy.path / "controller_ran_cells.txt").exists()
     assert len(list((toy.path / "store2" / "cells").glob("*.json"))) == 2
 

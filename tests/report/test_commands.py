@@ -57,7 +57,7 @@ def test_analyze_reference_choice_and_errors(tmp_path: Path, capsys: pytest.Capt
     assert main(["analyze", str(tmp_path / "missing")]) == 2
     assert "no such file or directory" in capsys.readouterr().err
     assert main(["analyze", str(store), "--budgets", "2,x"]) == 2
-    assert "--budgets='2,x' is not allowed" in capsys.readouterr().err
+    assert "--tight-budgets='2,x' is not allowed" in capsys.readouterr().err
 
 
 def test_analyze_bad_middle_line_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
