@@ -45,6 +45,14 @@ class Row:
     cells_in_report: int = 1
     holm_scope: str = "cell"
 
+    @property
+    def sparse(self) -> bool:
+        """Few failures of the focus channel per cell (under ~30): its CI is conservative."""
+        w = self.world
+        rate = dict(w.rates).get(self.focus, 0.0) * max(1.0, w.true_ratio(self.focus))
+        share = w.confined / w.n_tasks if w.confined else 1.0
+        return rate * share * w.calls_mean * w.n_tasks * w.trials + w.burst_p * 9 * w.n_tasks * w.trials < 30
+
 
 def _rows() -> list[Row]:
     b3 = World(n_tasks=40, trials=3)

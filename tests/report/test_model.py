@@ -188,3 +188,62 @@ def test_all_infrastructure_errors_arm_is_inconclusive() -> None:
     assert cell.infrastructure_errors.arm == 15
     assert "no scored episodes in one arm" in cell.reasons
     json.dumps(cell.model_dump(mode="json"), allow_nan=False)
+
+
+def _user_cell() -> CellInput:
+    """A telecom-like cell: the arm's simulated user fails 6 device calls, the reference's 1;
+    the agents are identical."""
+    from pytest_quantagent.store.records import CallRecord, EpisodeRecord
+
+    def rec(arm: str, i: int, user_fail: bool) -> EpisodeRecord:
+        calls = [CallRecord(step=1, requestor="assistant", name="get_customer", error=False),
+                 CallRecord(step=2, requestor="user", name="toggle_airplane_mode",
+                            error=user_fail, channel=Channel.USER_TOOL_ERROR if user_fail else None),
+                 CallRecord(step=3, requestor="assistant", name="nope", error=i % 4 == 0,
+                            channel=Channel.UNKNOWN_TOOL if i % 4 == 0 else None)]
+        return EpisodeRecord(key=f"telecom:{arm}:t{i}:0", model="m", arm=arm, backend="mock",
+                             domain="telecom", task_id=f"t{i}", trial=0, seed=i, max_errors=10,
+                             max_steps=200, termination=TerminationReason.USER_STOP, reward=1.0,
+                             success=True, n_errors=sum(c.error for c in calls), steps=6,
+                             calls=calls)
+
+    from pytest_quantagent.env.channels import TerminationReason
+
+    arm = [rec("int4", i, i < 6) for i in range(20)]
+    ref = [rec("bf16", i, i < 1) for i in range(20)]
+    return CellInput("telecom", "int4", arm, "bf16", ref)
+
+
+def test_user_side_failures_are_reported_apart_in_json_with_a_reason() -> None:
+    # issue 22.6: count and per-episode rate per side, kept out of the agent's channels
+    # (rates per agent call), and a reason when the arms differ
+    rep = analyze([_user_cell()])
+    cell = rep.model_dump(mode="json")["cells"][0]
+    assert cell["user_side"]["arm"] == {"calls": 20, "failures": 6, "failures_per_episode": 0.3,
+                                        "by_channel": {"user_tool_error": 6}}
+    assert cell["user_side"]["reference"]["failures"] == 1
+    assert cell["user_side"]["reference"]["failures_per_episode"] == pytest.approx(0.05)
+    assert cell["channels"]["user_tool_error"]["arm_count"] == 0
+    assert cell["tool_calls"] == {"arm": 40, "reference": 40}  # agent calls only
+    assert cell["channels"]["unknown_tool"]["arm_rate"] == pytest.approx(5 / 40)
+    assert any(r.startswith("user-side failed calls differ: arm 6 (0.30/episode) vs reference 1 "
+                            "(0.05/episode)") for r in cell["reasons"])
+    from pytest_quantagent.report.json_io import validate_report
+
+    validate_report(rep.model_dump(mode="json"))
+
+
+def test_user_side_failures_in_terminal_and_html() -> None:
+    from rich.console import Console
+
+    from pytest_quantagent.report.html import render_html
+    from pytest_quantagent.report.terminal import render_terminal
+
+    rep = analyze([_user_cell()])
+    console = Console(record=True, width=220)
+    render_terminal(rep, console)
+    text = console.export_text()
+    assert "user-side failures" in text and "1 (0.05/ep) → 6 (0.30/ep)" in text
+    page = render_html(rep.model_dump(mode="json"))
+    assert '<table class="user-side">' in page
+    assert "<td>20</td><td>6</td><td>0.30</td><td class=l>user_tool_error 6</td>" in page
