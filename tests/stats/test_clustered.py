@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 from scipy import optimize
+from statsmodels.stats import rates as sm_rates
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
-from statsmodels.stats import rates as sm_rates
 
 from pytest_quantagent.stats.clustered import (
     _score_z,
