@@ -98,6 +98,9 @@ def _rows() -> list[Row]:
         Row("several trials null 40x5", replace(b3, trials=5), "null"),
         Row("advised design (pilot 20x1 null, then advice)",
             World(n_tasks=20, trials=1, success_noise=0.3), "advice"),
+        Row("advised design (pilot 40x3 task effects, then advice)",
+            replace(b3, task_effect=0.15, success_noise=0.2), "advice"),
+        Row("advised design (pilot 40x3 benign, then advice)", b3, "advice"),
     ]
     return rows
 

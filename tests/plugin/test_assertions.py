@@ -163,3 +163,24 @@ def test_bad_arguments_raise_clear_errors(fake: pytest.Pytester, call: str, mess
     result = run(fake, f"def test_bad(quant_cell):\n    {call}\n", "--quant=fp8")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([message])
+
+
+def test_verdict_thresholds_from_options_reach_report_and_assertions(fake: pytest.Pytester) -> None:
+    # --quant-margin/--quant-max-ratio/--quant-tight-budgets are the report's thresholds and
+    # the assertions' defaults: the terminal verdict and the assertions agree (issue 23)
+    result = run(fake, """
+def test_score(quant_cell):
+    r = assert_score_equivalent(quant_cell)
+    assert "margin ±40.0 pts" in r.message
+
+def test_channels(quant_cell):
+    assert_no_channel_amplification(quant_cell, channel="unknown_tool")
+""", "--quant=int4", "--quant-margin=0.4", "--quant-max-ratio=5", "--quant-tight-budgets=3",
+        "--quant-report=report.json")
+    result.assert_outcomes(passed=2)
+    cell = json.loads((fake.path / "report.json").read_text())["cells"][0]
+    analysis = json.loads((fake.path / "report.json").read_text())["run"]["analysis"]
+    assert (analysis["margin"], analysis["max_ratio"], analysis["tight_budgets"]) == (0.4, 5.0, [3])
+    assert cell["success"]["margin"] == 0.4 and cell["budget"]["tight"] == [3]
+    assert cell["verdict"] == "MASKED_DAMAGE"  # the gap widens at K=3, not the ratio above ×5
+    assert not any("above ×5" in r for r in cell["reasons"])

@@ -51,7 +51,7 @@ def test_example_suite_on_mock_arms(suite: pytest.Pytester, monkeypatch: pytest.
     result.stdout.fnmatch_lines(["*_ test_no_failure_channel_is_amplified?telecom-int4? _*"])
     result.stdout.fnmatch_lines([
         "*telecom-int4: 1 channel(s) amplified above ×1.2 while the final score is equivalent (MASKED_DAMAGE):",
-        "*unknown_tool: 50.0% of int4 tool calls vs 0.0% of bf16 (40 vs 0)*",
+        "*unknown_tool: 50.0% of int4 agent tool calls vs 0.0% of bf16 (40 vs 0)*",
     ])
     report = read_report(suite.path / "quantagent-report.json")  # path from the suite's pytest.ini
     validate_report(report)
