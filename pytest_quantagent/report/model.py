@@ -27,7 +27,7 @@ from pytest_quantagent.metrics.passk import pass_k_curve
 from pytest_quantagent.stats.clustered import channel_ratio, paired_score
 from pytest_quantagent.stats.intervals import wilson_interval
 from pytest_quantagent.stats.multiplicity import weighted_holm
-from pytest_quantagent.stats.paired import unpaired_difference, unpaired_tost
+from pytest_quantagent.stats.paired import mcnemar_exact, unpaired_difference, unpaired_tost
 from pytest_quantagent.stats.power import plan_design
 from pytest_quantagent.stats.rank import failure_set_agreement
 from pytest_quantagent.stats.ratio import per_unit_ci, rate_ci
@@ -108,8 +108,10 @@ class SuccessStats(_Model):
     ci: list[float] | None = None
     tost_p: float | None = None
     mcnemar_p: float | None = None
-    """Exact McNemar (paired); the unpaired test's p-value when episodes cannot be paired."""
+    """Exact two-sided McNemar (paired); the unpaired test's p-value when episodes cannot be
+    paired. Descriptive: the verdict's DEGRADED test is ``harm_p`` (one-sided, cluster-aware)."""
     mcnemar_p_holm: float | None = None
+    """Holm-adjusted ``harm_p`` (kept under this name for schema_version 1 readers)."""
     margin: float
     arm_ci: list[float] | None = None
     reference_ci: list[float] | None = None
@@ -430,13 +432,14 @@ def _analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) -
     sr = wilson_interval(int(run_r.sum()), r.n, cfg.confidence)
     clusters = a.task_ids[ia].astype(str) if paired else None
     score = None
-    diff = tost_p = harm_p = None
+    diff = tost_p = harm_p = mcnemar_p = None
     ci = ci95 = None
     method = None
     if paired:
         score = paired_score(run_a[ia], run_r[ir], clusters=clusters, margin=cfg.margin,
                              alpha=cfg.alpha)
         diff, tost_p, harm_p = score.diff, score.tost_p, score.harm_p
+        mcnemar_p = mcnemar_exact(run_a[ia], run_r[ir]).pvalue
         ci, ci95 = score.ci.as_list(), score.ci95.as_list()
         method = (f"paired ({score.method}): TOST on the {100 * (1 - 2 * cfg.alpha):g}% "
                   "Tango score interval; harm: " +
@@ -449,6 +452,7 @@ def _analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) -
         du = unpaired_difference(ka, a.n, kr, r.n, confidence=cfg.confidence)
         diff, tost_p, ci, ci95 = du.diff, tost_u.pvalue, tost_u.ci.as_list(), du.ci.as_list()
         harm_p = du.pvalue / 2 if du.diff < 0 else 1 - du.pvalue / 2
+        mcnemar_p = du.pvalue
         method = "unpaired: Agresti-Caffo TOST, Newcombe CI"
         blockers.append(f"episodes could not be paired by (task, trial) ({n_pairs} common): "
                         "unpaired statistics, no LOSSLESS claim")
@@ -592,7 +596,7 @@ def _analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) -
         tool_calls=CountPair(arm=calls_a, reference=calls_r),
         success=SuccessStats(
             arm=_f(sa.estimate), reference=_f(sr.estimate), diff=_f(diff), ci=ci,
-            tost_p=_f(tost_p), mcnemar_p=_f(harm_p), margin=cfg.margin,
+            tost_p=_f(tost_p), mcnemar_p=_f(mcnemar_p), margin=cfg.margin,
             arm_ci=sa.ci.as_list(), reference_ci=sr.ci.as_list(), method=method,
             ci_level=1 - 2 * cfg.alpha, ci95=ci95, harm_p=_f(harm_p),
             paired_arm=_f(run_a[ia].mean()) if paired else None,
