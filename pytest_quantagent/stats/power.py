@@ -121,7 +121,7 @@ def plan_design(
     The variance of the mean difference over T tasks × m trials is
     ``(σ_b² + σ_w²/m) / T`` (one-way random-effects decomposition of the per-pair
     differences by task: ``σ_w²`` pooled within-task variance, ``σ_b²`` = var(task means)
-    − σ_w²/m, floored at 0). The TOST reaches ``power`` at a true difference of 0 when that
+    − σ_w²/m, floored at 0; both planned at their 80% upper confidence bounds). The TOST reaches ``power`` at a true difference of 0 when that
     standard error is at most ``margin / (z_{1−α} + z_{1−β/2})`` (Chow, Shao & Wang 2008,
     §3.2.4). More trials only shrink ``σ_w²/m``: when the between-task part alone is above
     the target, or dominates, more tasks are asked for; when even every available task
@@ -146,8 +146,13 @@ def plan_design(
     total_var = float(np.var(x, ddof=1)) if x.size > 1 else 0.0
     floor = PLANNING_SD_FLOOR**2
     if within_df > 0:
-        sw2 = within_ss / within_df
-        sb2 = max(0.0, (float(np.var(means, ddof=1)) if t > 1 else 0.0) - sw2 / m)
+        # plan on 80% upper confidence bounds of both parts (chi-square): a pilot's variance
+        # estimates are noisy, and an underestimated task-level part advises trials that
+        # cannot reach the margin
+        sw2 = within_ss / within_df * within_df / float(_st.chi2.ppf(0.2, within_df))
+        vm = float(np.var(means, ddof=1)) if t > 1 else 0.0
+        vm_up = vm * (t - 1) / float(_st.chi2.ppf(0.2, t - 1)) if t > 1 else 0.0
+        sb2 = max(0.0, vm_up - within_ss / within_df / m)
         if sw2 + sb2 == 0.0:
             sw2 = floor
     else:

@@ -77,7 +77,8 @@ def test_done_when_table() -> None:
         if row.kind == "boundary" and float(r["LOSSLESS"]) > 0.05:
             failures.append(r)
         # under-coverage breaks a claim everywhere; over-coverage (conservative intervals) is
-        # allowed only in the sparse worlds, where few failures make the interval wide
+        # allowed only in sparse worlds (few failures make the interval wide) and in worlds
+        # whose arms share seeds (identical failures: the ratio is exactly 1)
         if cov == cov and (cov < 0.92 or (cov > 0.98 and not row.sparse)):
             failures.append(r)
         if row.name == "benign x2.5 40x3" and float(r["MASKED_DAMAGE"]) < 0.90:
