@@ -247,3 +247,32 @@ def test_user_side_failures_in_terminal_and_html() -> None:
     page = render_html(rep.model_dump(mode="json"))
     assert '<table class="user-side">' in page
     assert "<td>20</td><td>6</td><td>0.30</td><td class=l>user_tool_error 6</td>" in page
+
+
+def test_partial_pairing_budgets_pass_k_and_silent_reference_are_said() -> None:
+    rng = np.random.default_rng(30)
+    tasks = make_tasks(rng, 20)
+    ref = list(synthetic_episodes(rng, tasks, arm="bf16", trials=2))
+    arm = list(synthetic_episodes(rng, tasks, arm="int4", trials=3))
+    cell = analyze([CellInput("retail", "int4", arm, "bf16", ref)]).cells[0]
+    # partial pairing: 40 pairs, 20 of the arm's episodes unpaired, said and blocking LOSSLESS
+    assert cell.pairing is not None and (cell.pairing["paired"], cell.pairing["unpaired_arm"],
+                                         cell.pairing["unpaired_reference"]) == (40, 20, 0)
+    assert any(r.startswith("40 paired episodes; 20 of the arm's") for r in cell.reasons)
+    assert cell.verdict != "LOSSLESS"
+    # pass^k only for k <= the fewest trials per task (2 here, though the arm ran 3)
+    assert set(cell.pass_k["arm"] or {}) == {"1", "2"}
+    # arms at different budgets: compared at the common one, and said
+    short = [r.model_copy(update={"max_errors": 5}) for r in ref]
+    c2 = analyze([CellInput("retail", "int4", arm, "bf16", short)]).cells[0]
+    assert c2.success.run_budget == 5 and c2.budget.K == list(range(6))
+    assert any("different error budgets (arm 10, reference 5)" in r and "K=5" in r
+               for r in c2.reasons)
+    # a reference without agent tool calls does not drop the channels silently
+    silent = [r.model_copy(update={"calls": []}) for r in ref]
+    c3 = analyze([CellInput("retail", "int4", arm, "bf16", silent)]).cells[0]
+    assert c3.verdict == "INCONCLUSIVE"
+    assert "agent tool calls: arm 573, reference 0; channels cannot be compared without calls " \
+        "on both sides" in c3.reasons
+    assert "unknown_tool: 35 vs 0 failures but a side has no agent tool call, so it cannot be " \
+        "judged" in c3.reasons
