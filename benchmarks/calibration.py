@@ -47,11 +47,12 @@ class Row:
 
     @property
     def sparse(self) -> bool:
-        """Few failures of the focus channel per cell (under ~30), or arms coupled by shared
-        seeds (identical failures give a ratio of exactly 1): over-coverage is expected."""
+        """Few failures of the focus channel per cell (under ~30), failures confined to a few
+        tasks, or arms coupled by shared seeds (identical failures give a ratio of exactly
+        1): over-coverage is expected."""
         w = self.world
-        if w.shared:
-            return True
+        if w.shared or 0 < w.confined <= 3:
+            return True  # coupled arms, or failures in so few tasks that t(G'-1) is wide
         rate = dict(w.rates).get(self.focus, 0.0) * max(1.0, w.true_ratio(self.focus))
         share = w.confined / w.n_tasks if w.confined else 1.0
         return rate * share * w.calls_mean * w.n_tasks * w.trials + w.burst_p * 9 * w.n_tasks * w.trials < 30
