@@ -127,73 +127,102 @@ def _need_pairs(cell: QuantCell, paired: PairedSuccess) -> None:
         )
 
 
+def _config(cell: QuantCell) -> Any:
+    """The verdict's thresholds of the run (``--quant-margin`` etc.), or the defaults."""
+    from pytest_quantagent.verdict import AnalysisConfig
+
+    session = getattr(cell, "_session", None)
+    make = getattr(session, "analysis_config", None)
+    cfg = make() if callable(make) else None
+    return cfg if isinstance(cfg, AnalysisConfig) else AnalysisConfig()
+
+
+def _analysis(cell: QuantCell, cfg: Any) -> dict[str, Any]:
+    """The cell's report entry under ``cfg`` (the session's cached one when ``cfg`` is the
+    run's)."""
+    if cfg == _config(cell):
+        return cell.analysis()
+    from pytest_quantagent.report.model import CellInput, analyze
+
+    rep = analyze([CellInput(cell.domain, cell.arm, cell.episodes, cell.reference,
+                             cell.reference_episodes)], cfg)
+    out: dict[str, Any] = rep.model_dump(mode="json")["cells"][0]
+    return out
+
+
 def score_equivalence(
-    cell: QuantCell, margin: float = 0.075, alpha: float = 0.05, power: float = 0.8
+    cell: QuantCell, margin: float | None = None, alpha: float | None = None,
+    power: float | None = None,
 ) -> ScoreEquivalence:
     """Paired TOST of the cell's success at ``cell.budget`` within ``±margin`` (no raise).
 
-    An INCONCLUSIVE message names the ``--quant-trials`` that reach ``power`` if the arms
-    are truly equal: the same plan as the report's verdict
-    (:func:`~pytest_quantagent.stats.power.trials_for_equivalence`)."""
-    import statistics
+    The same statistics as the report's verdict: Tango's score interval for paired
+    proportions (task-cluster robust with several trials), the one-sided harm test, and the
+    cluster-aware design advice of :func:`~pytest_quantagent.stats.power.plan_design`.
+    ``None`` thresholds come from the run (``--quant-margin``) or the defaults."""
+    from pytest_quantagent.stats.clustered import paired_score
+    from pytest_quantagent.stats.power import plan_design
+    from pytest_quantagent.stats.results import DiffResult, TostResult
 
-    from pytest_quantagent.stats import paired_difference, paired_tost, trials_for_equivalence
-
-    margin = _check_fraction("margin", margin)
-    alpha = _check_fraction("alpha", alpha, 0.0, 0.5)
-    power = _check_fraction("power", power)
+    cfg = _config(cell)
+    margin = _check_fraction("margin", cfg.margin if margin is None else margin)
+    alpha = _check_fraction("alpha", cfg.alpha if alpha is None else alpha, 0.0, 0.5)
+    power = _check_fraction("power", cfg.power if power is None else power)
     paired = paired_successes(cell.episodes, cell.reference_episodes, cell.budget)
     _need_pairs(cell, paired)
-    tost = paired_tost(paired.arm, paired.reference, margin=margin, alpha=alpha,
-                       clusters=paired.clusters)
-    # TOST at level alpha rejects exactly when the 1 - 2*alpha CI lies inside ±margin.
-    diff = paired_difference(paired.arm, paired.reference, clusters=paired.clusters,
-                             confidence=1 - 2 * alpha)
+    sc = paired_score(paired.arm, paired.reference, clusters=paired.clusters, margin=margin,
+                      alpha=alpha)
+    tost = TostResult(sc.diff, -margin, margin, sc.tost_p, sc.noninferiority_p, sc.upper_p,
+                      math.nan, sc.ci, sc.n_clusters, sc.method)
+    diff = DiffResult(sc.diff, sc.ci, sc.harm_p, sc.n_pairs, sc.method)
     a = sum(paired.arm) / paired.n
     r = sum(paired.reference) / paired.n
     conf = f"{100 * (1 - 2 * alpha):.0f}% CI"
     head = (
         f"{cell.id} at error budget K={cell.budget}: success {a:.1%} ({cell.arm}) vs {r:.1%} "
-        f"({cell.reference}) over {paired.n} paired episodes; diff {_pts(diff.diff)} pts, "
-        f"{conf} {_ci(diff.ci.low, diff.ci.high)}, margin ±{100 * margin:.1f} pts, "
-        f"TOST p={tost.pvalue:.3g}"
+        f"({cell.reference}) over {paired.n} paired episodes; diff {_pts(sc.diff)} pts, "
+        f"{conf} {_ci(sc.ci.low, sc.ci.high)} ({sc.method}), margin ±{100 * margin:.1f} pts, "
+        f"TOST p={sc.tost_p:.3g}"
     )
-    half = (diff.ci.high - diff.ci.low) / 2
-    if tost.pvalue < alpha:
+    if sc.tost_p < alpha:
         verdict, step = "EQUIVALENT", ""
-    elif diff.ci.high < 0:
+    elif sc.harm_p < alpha:
         verdict = "DEGRADED"
-        step = (f"DEGRADED: {cell.arm} scores significantly lower than {cell.reference}; "
-                "look at the channel rates (assert_no_channel_amplification) and the report")
-    elif diff.ci.low > 0 and diff.diff > margin:
+        step = (f"DEGRADED: {cell.arm} scores significantly lower than {cell.reference} "
+                f"(one-sided p={sc.harm_p:.2g}); look at the channel rates "
+                "(assert_no_channel_amplification) and the report")
+    elif sc.ci.low > 0 and sc.diff > margin:
         verdict = "NOT_EQUIVALENT"
         step = (f"NOT_EQUIVALENT: {cell.arm} scores higher than {cell.reference} beyond the "
                 "margin; check that both arms ran the same tasks and prompts")
     else:
         verdict = "INCONCLUSIVE"
-        sd = statistics.stdev(x - y for x, y in zip(paired.arm, paired.reference, strict=True))
-        plan, t = trials_for_equivalence(sd, len(set(paired.clusters)), margin=margin,
-                                         alpha=alpha, power=power)
-        step = (f"INCONCLUSIVE: {paired.n} paired episodes give ±{100 * half:.1f} points; "
-                f"about {plan.n_pairs} are needed for {power:.0%} power if the arms are equal: "
-                f"run with --quant-trials {t}")
-        if abs(diff.diff) >= margin:
-            step += (f" (the estimate {_pts(diff.diff)} is itself outside ±{100 * margin:.1f}, "
+        plan = plan_design([x - y for x, y in zip(paired.arm, paired.reference, strict=True)],
+                           paired.clusters, margin=margin, alpha=alpha, power=power,
+                           max_tasks=cfg.max_tasks, trials_flag="--quant-trials",
+                           tasks_flag="--quant-tasks")
+        half = (sc.ci.high - sc.ci.low) / 2
+        step = (f"INCONCLUSIVE: {paired.n} paired episodes give ±{100 * half:.1f} points; for "
+                f"{power:.0%} power if the arms are equal: {plan.message}")
+        if abs(sc.diff) >= margin:
+            step += (f" (the estimate {_pts(sc.diff)} is itself outside ±{100 * margin:.1f}, "
                      "so more episodes may instead show a difference)")
     message = head if not step else f"{step}\n{head}"
     return ScoreEquivalence(cell.id, cell.budget, paired.n, a, r, tost, diff, verdict, message)
 
 
 def assert_score_equivalent(
-    cell: QuantCell, margin: float = 0.075, alpha: float = 0.05, power: float = 0.8
+    cell: QuantCell, margin: float | None = None, alpha: float | None = None,
+    power: float | None = None,
 ) -> ScoreEquivalence:
     """Assert that the candidate's success equals the reference's within ``±margin``.
 
     Paired TOST (H0: ``diff <= -margin`` or ``diff >= margin``) on success at the cell's
-    budget (``@pytest.mark.error_budget(K)``, else the run's), clustered by task. Passes when
-    equivalence is shown at level ``alpha``; the failure message gives the verdict
-    (DEGRADED, NOT_EQUIVALENT, INCONCLUSIVE with the trials needed for ``power``, planned as
-    the report plans them).
+    budget (``@pytest.mark.error_budget(K)``, else the run's), clustered by task, with the
+    report's method (Tango's score interval). Passes when equivalence is shown at level
+    ``alpha``; the failure message gives the verdict (DEGRADED, NOT_EQUIVALENT,
+    INCONCLUSIVE with the design that would decide, planned as the report plans it).
+    ``None`` thresholds come from the run's options (``--quant-margin``) or the defaults.
     """
     __tracebackhide__ = True
     result = score_equivalence(cell, margin, alpha, power)
@@ -223,116 +252,153 @@ def _fmt_ratio(x: Any) -> str:
 def assert_no_channel_amplification(
     cell: QuantCell,
     channel: str | Iterable[str] | None = "unknown_tool",
-    max_ratio: float = 1.2,
-    alpha: float = 0.05,
+    max_ratio: float | None = None,
+    alpha: float | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Assert that no failure channel is amplified in the candidate arm.
 
-    A channel is amplified when its rate per tool call in the candidate is above
-    ``max_ratio`` times the reference's and the rate ratio differs from 1 significantly after
-    Holm's correction (``p_holm < alpha``). ``channel`` is one channel name, several, or None
-    for every channel. Fails naming every amplified channel with both rates, the ratio and
-    its CI; returns the checked channels' report entries when it passes.
+    The report's test: per agent tool call, tasks as clusters, one-sided H0 "ratio ≤
+    ``max_ratio``", Holm within the cell; a channel is amplified when that is rejected
+    (``p_holm < alpha``). ``channel`` is one channel name, several, or None for every
+    channel; ``None`` thresholds come from the run (``--quant-max-ratio``) or the defaults.
+    Fails naming every amplified channel with both rates, the ratio and its CI; skips
+    ("cannot judge") when a checked channel is neither amplified nor shown not amplified (its
+    ratio's upper bound below ``max_ratio``, or its per-call rate increase's below the rare-
+    channel tolerance: the verdict's LOSSLESS rule); returns the checked channels' report
+    entries when every one is shown not amplified.
     """
     __tracebackhide__ = True
+    from dataclasses import replace
+
     names = _channel_list(channel)
-    if isinstance(max_ratio, bool) or not isinstance(max_ratio, (int, float)) or not (
-        math.isfinite(max_ratio) and max_ratio > 0
-    ):
-        raise ValueError(f"max_ratio={max_ratio!r} is not allowed; max_ratio must be a number > 0")
-    alpha = _check_fraction("alpha", alpha, 0.0, 0.5)
-    analysis = cell.analysis()
+    cfg = _config(cell)
+    if max_ratio is not None:
+        if isinstance(max_ratio, bool) or not isinstance(max_ratio, (int, float)) or not (
+            math.isfinite(max_ratio) and max_ratio >= 1
+        ):
+            raise ValueError(f"max_ratio={max_ratio!r} is not allowed; max_ratio must be a number >= 1")
+        cfg = replace(cfg, max_ratio=float(max_ratio))
+    if alpha is not None:
+        cfg = replace(cfg, alpha=_check_fraction("alpha", alpha, 0.0, 0.5))
+    analysis = _analysis(cell, cfg)
     channels: dict[str, dict[str, Any]] = analysis["channels"]
     amplified: list[str] = []
     for name in names:
         ch = channels[name]
-        ratio = ch.get("ratio")
         p = ch.get("p_holm")
-        # None ratio with candidate failures means the reference had none (ratio ∞).
-        above = (ratio is None and ch["arm_count"] > 0) or (ratio is not None and ratio > max_ratio)
-        if above and p is not None and p < alpha:
+        if p is not None and p < cfg.alpha:
             ci = ch.get("ratio_ci") or [None, None]
             amplified.append(
-                f"  {name}: {ch['arm_rate']:.1%} of {cell.arm} tool calls vs "
+                f"  {name}: {ch['arm_rate']:.1%} of {cell.arm} agent tool calls vs "
                 f"{ch['reference_rate']:.1%} of {cell.reference} ({ch['arm_count']} vs "
-                f"{ch['reference_count']}), ratio ×{_fmt_ratio(ratio)} (95% CI "
-                f"{_fmt_ratio(ci[0])}–{_fmt_ratio(ci[1])}), Holm p={_fmt_p(p)}"
+                f"{ch['reference_count']}), ratio ×{_fmt_ratio(ch.get('ratio'))} (95% CI "
+                f"{_fmt_ratio(ci[0])}–{_fmt_ratio(ci[1])}), one-sided Holm p={_fmt_p(p)} "
+                f"against ratio ≤ {cfg.max_ratio:g}"
             )
     if amplified:
         success = analysis.get("success", {})
         flat = ""
-        if success.get("tost_p") is not None and success["tost_p"] < alpha:
+        if success.get("tost_p") is not None and success["tost_p"] < cfg.alpha:
             flat = " while the final score is equivalent (MASKED_DAMAGE)"
         raise AssertionError(
-            f"{cell.id}: {len(amplified)} channel(s) amplified above ×{max_ratio:g}{flat}:\n"
+            f"{cell.id}: {len(amplified)} channel(s) amplified above ×{cfg.max_ratio:g}{flat}:\n"
             + "\n".join(amplified)
-            + f"\ncell verdict: {analysis.get('verdict', 'n/a')} (Holm over this cell's tests; the "
-            "run's report corrects across every cell). Next: inspect these calls in the "
-            "HTML report (--quant-html), try --quant-repair=reflexive, or a less lossy "
-            "quantization recipe"
+            + f"\ncell verdict: {analysis.get('verdict', 'n/a')} (Holm over this cell's tests). "
+            "Next: inspect these calls in the HTML report (--quant-html), try "
+            "--quant-repair=reflexive, or a less lossy quantization recipe"
         )
+    # Not amplified is not the same as shown not amplified (the verdict's LOSSLESS rule): a
+    # channel whose ratio bound and rate-increase bound both stay open cannot be judged, and
+    # the test says so as a skip instead of passing on absence of evidence.
+    open_: list[str] = []
+    for name in names:
+        ch = channels[name]
+        up, inc = ch.get("ratio_upper"), ch.get("rate_increase_upper")
+        if (up is not None and up < cfg.max_ratio) or (inc is not None and inc < cfg.rare_tolerance):
+            continue
+        up_s = "inf" if up is None or not math.isfinite(up) else f"{up:.2g}"
+        inc_s = "n/a" if inc is None else f"{inc * 100:.2g}"
+        open_.append(f"{name} {ch['arm_count']} vs {ch['reference_count']} (ratio upper bound "
+                     f"×{up_s}, rate increase up to {inc_s} per 100 agent calls)")
+    if open_:
+        import pytest
+
+        pytest.skip(
+            f"{cell.id}: cannot judge amplification: " + "; ".join(open_)
+            + f" — neither above nor shown below ×{cfg.max_ratio:g} or within "
+            f"+{cfg.rare_tolerance * 100:g} per 100 calls (run more tasks: --quant-tasks)")
     return {n: channels[n] for n in names}
 
 
 @dataclass(frozen=True)
 class BudgetRobustness:
-    """Outcome of :func:`assert_budget_robust`: per budget K, the paired difference."""
+    """Outcome of :func:`assert_budget_robust`: per tight budget K, the widening of the gap
+    (candidate's lost successes − reference's, between the run's budget and K)."""
 
     cell: str
     budgets: tuple[int, ...]
-    diffs: tuple[DiffResult, ...]
+    widening: tuple[float, ...]
+    pvalues: tuple[float, ...]
+    """One-sided p of H0 "the gap does not widen" per K."""
     pvalues_holm: tuple[float, ...]
     arm_success: tuple[float, ...]
     reference_success: tuple[float, ...]
 
 
 def assert_budget_robust(
-    cell: QuantCell, budgets: Sequence[int] = (2, 5, 10), alpha: float = 0.05
+    cell: QuantCell, budgets: Sequence[int] | None = None, alpha: float | None = None
 ) -> BudgetRobustness:
-    """Assert that the candidate is not significantly worse at any of the error ``budgets``.
+    """Assert that the gap between the arms does not widen at the tight error ``budgets``.
 
-    For each K, success at K is recomputed from the stored trajectories (success and fewer
-    than K failed tool calls) in both arms and compared with a paired, task-clustered t-test;
-    p-values are Holm-adjusted across the budgets. Fails listing every K where the candidate
-    is significantly worse, with the gap and its CI (the "gap widens under tight budgets"
-    sign of masked damage). Budgets above the run's ``--error-budget`` are an error.
+    For each K below the run's budget, success at K is recomputed from the stored
+    trajectories; the test is the report's: a paired one-sided test of gap(K) − gap(K_run)
+    < 0 (the candidate loses more successes than the reference when the budget tightens),
+    task-clustered, Holm across the budgets. A plain score drop (the same at every K) does
+    not fail it; :func:`assert_score_equivalent` judges that. Budgets above the run's
+    ``--error-budget`` are an error; ``None`` budgets are the run's ``--quant-tight-budgets``.
     """
     __tracebackhide__ = True
-    from pytest_quantagent.stats import holm, paired_difference
+    from dataclasses import replace
 
-    ks = list(budgets)
-    if not ks:
-        raise ValueError("budgets is empty; give budgets such as (2, 5, 10)")
+    from pytest_quantagent.stats import holm
+
+    cfg = _config(cell)
+    if budgets is None:
+        ks = list(cfg.tight_budgets) if cfg.tight_budgets is not None else \
+            [k for k in (2, 5) if k < cell.run_budget]
+    else:
+        ks = list(budgets)
+        if not ks:
+            raise ValueError("budgets is empty; give budgets such as (2, 5)")
     for k in ks:
-        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= cell.run_budget:
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= cell.run_budget:
             raise ValueError(
-                f"budget {k!r} in budgets={tuple(budgets)!r} is not allowed; budgets must be "
-                f"integers from 0 to the run's error budget {cell.run_budget} "
+                f"budget {k!r} in budgets={tuple(ks)!r} is not allowed; budgets must be "
+                f"integers from 1 to the run's error budget {cell.run_budget} "
                 "(raise --error-budget to judge larger ones)"
             )
-    alpha = _check_fraction("alpha", alpha, 0.0, 0.5)
-    diffs: list[DiffResult] = []
-    a_s: list[float] = []
-    r_s: list[float] = []
-    for k in ks:
-        paired = paired_successes(cell.episodes, cell.reference_episodes, k)
-        _need_pairs(cell, paired)
-        diffs.append(paired_difference(paired.arm, paired.reference, clusters=paired.clusters))
-        a_s.append(sum(paired.arm) / paired.n)
-        r_s.append(sum(paired.reference) / paired.n)
-    adj = holm([d.pvalue for d in diffs], alpha=alpha)
+    if alpha is not None:
+        cfg = replace(cfg, alpha=_check_fraction("alpha", alpha, 0.0, 0.5))
+    ks = [k for k in ks if k < cell.run_budget]
+    cfg = replace(cfg, tight_budgets=tuple(ks) or None)
+    analysis = _analysis(cell, cfg) if ks else cell.analysis()
+    b = analysis["budget"]
+    wid = [float(b["widening"][str(k)]) for k in ks]
+    raw = [float(b["widening_p"][str(k)]) for k in ks]
+    adj = holm(raw, alpha=cfg.alpha).pvalues_adjusted if ks else ()
+    a_s = [float(b["arm"][k]) for k in ks]
+    r_s = [float(b["reference"][k]) for k in ks]
     worse = [
-        f"  K={k}: {a:.1%} vs {r:.1%}, diff {_pts(d.diff)} pts, 95% CI "
-        f"{_ci(d.ci.low, d.ci.high)}, Holm p={p:.2g}"
-        for k, d, p, a, r in zip(ks, diffs, adj.pvalues_adjusted, a_s, r_s, strict=True)
-        if d.diff < 0 and p < alpha
+        f"  K={k}: {a:.1%} vs {r:.1%}; the gap widens by {100 * w:.1f} pts from K="
+        f"{cell.run_budget} (one-sided Holm p={p:.2g})"
+        for k, w, p, a, r in zip(ks, wid, adj, a_s, r_s, strict=True) if p < cfg.alpha
     ]
-    result = BudgetRobustness(cell.id, tuple(ks), tuple(diffs), tuple(adj.pvalues_adjusted),
+    result = BudgetRobustness(cell.id, tuple(ks), tuple(wid), tuple(raw), tuple(adj),
                               tuple(a_s), tuple(r_s))
     if worse:
         raise AssertionError(
-            f"{cell.id}: {cell.arm} is significantly worse than {cell.reference} at "
-            f"{len(worse)} of {len(ks)} error budgets:\n" + "\n".join(worse)
+            f"{cell.id}: the gap between {cell.arm} and {cell.reference} widens at "
+            f"{len(worse)} of {len(ks)} tight error budgets:\n" + "\n".join(worse)
             + "\nA gap that widens as K shrinks means extra failed tool calls are being absorbed "
             "by the error budget (MASKED_DAMAGE). Next: assert_no_channel_amplification(cell, "
             "channel=None) names the channel"

@@ -53,6 +53,11 @@ class QuantAgentConfig:
     allow_mixed_tau2: str = "no"
     """``--quant-allow-mixed-tau2``: ``yes`` pairs replay arms of differently-accounting
     τ²-bench versions (the difference is then stated)."""
+    margin: float | None = None
+    max_ratio: float | None = None
+    tight_budgets: tuple[int, ...] | None = None
+    holm_scope: str | None = None
+    """The verdict's thresholds (None: :mod:`pytest_quantagent.verdict`'s defaults)."""
     explicit: frozenset[str] = frozenset()
     """Flags given on the command line or in the ini file (``{"--quant", ...}``)."""
 
@@ -103,6 +108,10 @@ _FIELD_OF_DEST: dict[str, str] = {
     "quantagent_quant_tau2_data": "tau2_data",
     "quantagent_quant_judge_model": "judge_model",
     "quantagent_quant_allow_mixed_tau2": "allow_mixed_tau2",
+    "quantagent_quant_margin": "margin",
+    "quantagent_quant_max_ratio": "max_ratio",
+    "quantagent_quant_tight_budgets": "tight_budgets",
+    "quantagent_quant_holm_scope": "holm_scope",
 }
 
 

@@ -116,6 +116,43 @@ def parse_int(option: str, minimum: int, maximum: int | None = None) -> Callable
     return parse
 
 
+def parse_float(option: str, low: float, high: float | None, *, low_open: bool = True
+                ) -> Callable[[str], float]:
+    """Parser for a number above ``low`` (or at least ``low`` when not ``low_open``) and
+    below ``high``."""
+    allowed = (f"a number {'>' if low_open else '>='} {low:g}"
+               + (f" and < {high:g}" if high is not None else ""))
+
+    def parse(value: str) -> float:
+        try:
+            x = float(str(value).strip())
+        except ValueError:
+            raise _bad(option, value, allowed) from None
+        if not (x == x and (x > low if low_open else x >= low) and (high is None or x < high)):
+            raise _bad(option, value, allowed)
+        return x
+
+    parse.__name__ = f"parse {option}"
+    return parse
+
+
+def parse_int_list(option: str, minimum: int) -> Callable[[str], tuple[int, ...]]:
+    """Parser for comma-separated integers ``>= minimum`` (e.g. ``2,5``)."""
+    allowed = f"comma-separated integers >= {minimum}, e.g. 2,5"
+
+    def parse(value: str) -> tuple[int, ...]:
+        try:
+            out = tuple(int(x) for x in str(value).split(",") if x.strip())
+        except ValueError:
+            raise _bad(option, value, allowed) from None
+        if not out or any(k < minimum for k in out):
+            raise _bad(option, value, allowed)
+        return out
+
+    parse.__name__ = f"parse {option}"
+    return parse
+
+
 def parse_spec(option: str) -> Callable[[str], str]:
     """Parser for a free-form non-empty spec (model name, HF id, path, URL)."""
 
@@ -374,6 +411,15 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _o("--quant-allow-mixed-tau2", parse_choice("--quant-allow-mixed-tau2", ("no", "yes")), "yes|no",
        "pair replay arms whose τ²-bench versions account for failures differently "
        "(default: no, refused naming both files)"),
+    # the verdict's thresholds (pytest_quantagent.verdict), shared with the assertions
+    _o("--quant-margin", parse_float("--quant-margin", 0.0, 1.0), "X",
+       "equivalence margin on success, absolute (default: 0.075 = 7.5 points)"),
+    _o("--quant-max-ratio", parse_float("--quant-max-ratio", 1.0, None, low_open=False), "R",
+       "channel amplification threshold on the per-agent-call rate ratio (default: 1.2)"),
+    _o("--quant-tight-budgets", parse_int_list("--quant-tight-budgets", 1), "K[,K]",
+       "tight error budgets whose gap widening is tested (default: 2,5 below the run's)"),
+    _o("--quant-holm-scope", parse_choice("--quant-holm-scope", ("cell", "report")), "SCOPE",
+       "Holm's family: cell (each cell's tests, default) or report (every test)"),
 )
 
 OPTIONS_BY_FLAG: dict[str, OptionSpec] = {o.flag: o for o in OPTIONS}

@@ -505,9 +505,21 @@ class QuantAgentSession:
             self._analysis[key] = report["cells"][0]
         return self._analysis[key]
 
+    def analysis_config(self) -> Any:
+        """The verdict's thresholds from ``--quant-margin``/``--quant-max-ratio``/
+        ``--quant-tight-budgets``/``--quant-holm-scope`` (the assertions' defaults too)."""
+        from pytest_quantagent.verdict import AnalysisConfig
+
+        qc = self.qc
+        kw: dict[str, Any] = {}
+        for name in ("margin", "max_ratio", "tight_budgets", "holm_scope"):
+            if getattr(qc, name, None) is not None:
+                kw[name] = getattr(qc, name)
+        return AnalysisConfig(**kw)
+
     def analyze(self, cells: dict[CellKey, CellEpisodes]) -> dict[str, Any]:
         """Report JSON (DESIGN.md, schema_version 1) over ``cells`` in sorted order."""
-        from pytest_quantagent.report.model import AnalysisConfig, CellInput, analyze
+        from pytest_quantagent.report.model import CellInput, analyze
         from pytest_quantagent.runner.faults import infra_counts
 
         inputs = [
@@ -531,7 +543,7 @@ class QuantAgentSession:
             for k in sorted(cells)
             for label, recs in ((k.reference, cells[k].reference), (k.arm, cells[k].arm))
         }
-        report = analyze(inputs, AnalysisConfig(), run=run)
+        report = analyze(inputs, self.analysis_config(), run=run)
         data: dict[str, Any] = report.model_dump(mode="json")
         return data
 

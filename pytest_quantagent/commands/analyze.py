@@ -50,16 +50,28 @@ def add_parser(subparsers: Any) -> None:
                    help="write the report JSON to PATH ('-' for stdout)")
     p.add_argument("--html", dest="html_path", type=Path, default=None, metavar="PATH",
                    help="write the self-contained HTML report to PATH")
-    p.add_argument("--margin", type=float, default=0.075,
-                   help="equivalence margin on success (default 0.075 = 7.5 points)")
-    p.add_argument("--max-ratio", type=float, default=1.2,
-                   help="channel amplification threshold (default 1.2)")
-    p.add_argument("--alpha", type=float, default=0.05, help="family-wise level (default 0.05)")
-    p.add_argument("--budgets", default="2,5,10", metavar="K[,K...]",
-                   help="tight budgets whose success gap is tested (default 2,5,10)")
-    p.add_argument("--ratio-method", choices=("sandwich", "bootstrap"), default="sandwich",
-                   help="rate-ratio CI: cluster-robust sandwich (default) or task bootstrap")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    from pytest_quantagent.verdict import (
+        DEFAULT_ALPHA,
+        DEFAULT_MARGIN,
+        DEFAULT_MAX_RATIO,
+        DEFAULT_RARE_TOLERANCE,
+        DEFAULT_TIGHT_BUDGETS,
+    )
+
+    p.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
+                   help=f"equivalence margin on success (default {DEFAULT_MARGIN})")
+    p.add_argument("--max-ratio", type=float, default=DEFAULT_MAX_RATIO,
+                   help=f"channel amplification threshold (default {DEFAULT_MAX_RATIO})")
+    p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                   help=f"family-wise level (default {DEFAULT_ALPHA})")
+    p.add_argument("--tight-budgets", "--budgets", dest="budgets", default=None,
+                   metavar="K[,K...]", help="tight budgets whose gap widening is tested "
+                   f"(default {','.join(map(str, DEFAULT_TIGHT_BUDGETS))} below the run's)")
+    p.add_argument("--rare-tolerance", type=float, default=DEFAULT_RARE_TOLERANCE,
+                   help="per-call rate increase a rare channel must be shown below "
+                   f"(default {DEFAULT_RARE_TOLERANCE})")
+    p.add_argument("--holm-scope", choices=("cell", "report"), default="cell",
+                   help="Holm's family: each cell's tests (default) or the whole report")
     p.add_argument("--quiet", action="store_true", help="do not print the table")
 
 
@@ -125,15 +137,17 @@ def iter_store(path: Path, warn: Any = None) -> Iterable[Any]:
 def _config(args: argparse.Namespace) -> Any:
     from pytest_quantagent.report.model import AnalysisConfig
 
-    try:
-        budgets = tuple(int(x) for x in str(args.budgets).split(",") if x.strip())
-    except ValueError:
-        raise ValueError(
-            f"--budgets={args.budgets!r} is not allowed; give comma-separated integers, e.g. 2,5,10"
-        ) from None
+    budgets = None
+    if args.budgets is not None:
+        try:
+            budgets = tuple(int(x) for x in str(args.budgets).split(",") if x.strip())
+        except ValueError:
+            raise ValueError(f"--tight-budgets={args.budgets!r} is not allowed; give "
+                             "comma-separated integers, e.g. 2,5") from None
     return AnalysisConfig(margin=args.margin, max_ratio=args.max_ratio, alpha=args.alpha,
-                          budgets=budgets, ratio_method=args.ratio_method,
-                          trials_flag="`quantagent run --trials`")
+                          tight_budgets=budgets, rare_tolerance=args.rare_tolerance,
+                          holm_scope=args.holm_scope, trials_flag="`quantagent run --trials`",
+                          tasks_flag="`quantagent run --num-tasks`")
 
 
 def _pick_reference(arms: Sequence[str], wanted: str | None, domain: str) -> str:
@@ -148,7 +162,6 @@ def _pick_reference(arms: Sequence[str], wanted: str | None, domain: str) -> str
 
 def build_report(args: argparse.Namespace) -> Any:
     """Read the inputs, analyse, return the :class:`Report`."""
-    import numpy as np
 
     from pytest_quantagent.metrics.episode import ArmAccumulator, ArmData
     from pytest_quantagent.report.model import CellInput, analyze
@@ -234,9 +247,8 @@ def build_report(args: argparse.Namespace) -> Any:
         "backends": sorted({b for d in data.values() for b in d.backends}),
         "arms": sorted({a for _, a in order}),
         "budget": min((d.max_errors for d in data.values()), default=None),
-        "seed": args.seed,
     }
-    return analyze(inputs, cfg, rng=np.random.default_rng(args.seed), run=run_meta)
+    return analyze(inputs, cfg, run=run_meta)
 
 
 def _score(run: Any) -> dict[str, Any]:

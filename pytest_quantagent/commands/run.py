@@ -100,6 +100,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--repair", choices=("none", "reflexive"), default="none",
                    help="reflexive: also run every arm as '<arm>+repair' (reflexive repair of "
                    "unknown-tool / bad-argument results), each compared with the reference")
+    p.add_argument("--margin", type=float, default=None, metavar="X",
+                   help="verdict: equivalence margin on success (default 0.075)")
+    p.add_argument("--max-ratio", type=float, default=None, metavar="R",
+                   help="verdict: channel amplification threshold (default 1.2)")
+    p.add_argument("--tight-budgets", default=None, metavar="K[,K]",
+                   help="verdict: tight budgets whose gap widening is tested (default 2,5)")
     p.add_argument("--json", metavar="PATH", default=None,
                    help="write the report JSON to PATH ('-' = stdout)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, no summary")
@@ -246,11 +252,32 @@ def run_specs(
     return domain, result, extra
 
 
+def _verdict_config(args: argparse.Namespace) -> Any:
+    """The verdict's thresholds from --margin/--max-ratio/--tight-budgets; advice names this
+    command's flags (--trials, --num-tasks)."""
+    from pytest_quantagent.verdict import AnalysisConfig
+
+    kw: dict[str, Any] = {"trials_flag": "--trials", "tasks_flag": "--num-tasks"}
+    if getattr(args, "margin", None) is not None:
+        kw["margin"] = args.margin
+    if getattr(args, "max_ratio", None) is not None:
+        kw["max_ratio"] = args.max_ratio
+    tb = getattr(args, "tight_budgets", None)
+    if tb is not None:
+        try:
+            kw["tight_budgets"] = tuple(int(x) for x in str(tb).split(",") if x.strip())
+        except ValueError:
+            raise ValueError(f"--tight-budgets={tb!r} is not allowed; give comma-separated "
+                             "integers, e.g. 2,5") from None
+    return AnalysisConfig(**kw)
+
+
 def execute(args: argparse.Namespace) -> dict[str, Any]:
     """Run or resume; returns the report JSON (a dict)."""
-    from pytest_quantagent.report.model import AnalysisConfig, CellInput, analyze
+    from pytest_quantagent.report.model import CellInput, analyze
     from pytest_quantagent.runner.build import resolve_arms
 
+    cfg = _verdict_config(args)  # bad thresholds are refused before any episode runs
     specs = resolve_arms(with_repair_arms(args.arms, args.repair), model_spec=args.model,
                          config_path=args.config)
     domain, result, run_info = run_specs(
@@ -276,7 +303,6 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
     for inp in inputs:
         sides = [inp.arm] + ([inp.reference] if inp.reference is not None else [])
         inp.extra["faults"] = {side: counts[side] for side in sides}
-    cfg = AnalysisConfig(trials_flag="--trials")  # advice names this command's flag
     report: dict[str, Any] = analyze(inputs, cfg, run=run_info).model_dump(mode="json")
     return report
 

@@ -5,9 +5,11 @@ keeps only a few numbers per episode, plus per-arm name counters, so a 100k-epis
 never holds the records themselves. Infrastructure failures are excluded and counted.
 
 Failed calls of the *user* (``requestor == "user"``, e.g. an LLM user's malformed device call)
-are not the agent's: they are counted apart (``ArmData.user_failures``) and left out of the
-channel counts, except ``user_tool_error``, the channel of device-side failures (see
-:func:`is_agent_channel_failure`). They still add to ``n_errors`` (τ²-bench's counter).
+are not the agent's: they are counted apart (``ArmData.user_failures``, and per episode
+``user_failed``) and left out of the channel counts, ``user_tool_error`` included (a device
+failure of a call the user made is simulator-side; see :func:`is_agent_channel_failure`).
+They still add to ``n_errors`` (τ²-bench's counter). Channel rates are per *agent* tool call
+(``agent_calls``); the user's own calls are counted apart (``user_calls``).
 """
 
 from __future__ import annotations
@@ -50,11 +52,12 @@ TerminationName = Literal[
 
 
 def is_agent_channel_failure(requestor: str, channel: str | None) -> bool:
-    """Whether a failed call in ``channel`` counts in the cell's channel rates: every call of
-    the agent, and of the user only ``user_tool_error`` (the device-side channel, whoever
-    caused it). A user's own mistakes (malformed, unknown or cross-role calls, bad arguments)
-    are the user simulator's and are reported in ``user_failures`` instead."""
-    return requestor != "user" or channel == _USER_TOOL_ERROR
+    """Whether a failed call in ``channel`` counts in the cell's channel rates: every failed
+    call of the agent, none of the user's. The user's failures (its device calls that fail,
+    malformed or unknown calls) are the simulator's and are reported apart
+    (``user_failures``); they still count toward the error budget."""
+    del channel
+    return requestor != "user"
 
 
 class LeanCall(TypedDict):
@@ -183,7 +186,22 @@ class ArmData:
     user_sims: set[str] = field(default_factory=set)
     """``user_sim`` of the scored episodes (which user simulator produced them)."""
     user_failures: Counter[str] = field(default_factory=Counter)
-    """Failed calls of the user simulator by channel, ``user_tool_error`` excepted."""
+    """Failed calls of the user simulator by channel."""
+    agent_calls: np.ndarray | None = None
+    """Tool calls of the agent per episode (the denominator of channel rates)."""
+    user_calls: np.ndarray | None = None
+    """Tool calls of the user per episode."""
+    user_failed: np.ndarray | None = None
+    """Failed tool calls of the user per episode (they count toward the budget)."""
+
+    def __post_init__(self) -> None:
+        zeros = np.zeros(self.success.size, dtype=np.int64)
+        if self.agent_calls is None:
+            self.agent_calls = self.tool_calls.copy()
+        if self.user_calls is None:
+            self.user_calls = zeros.copy()
+        if self.user_failed is None:
+            self.user_failed = zeros.copy()
 
     @property
     def n(self) -> int:
@@ -256,8 +274,10 @@ class ArmAccumulator:
         awaiting_next: set[str] = set()
         calls = d.get("calls", [])
         user_failures: Counter[str] = Counter()
+        n_user = 0
         for c in calls:
             req = c["requestor"]
+            n_user += req == "user"
             name = c["name"]
             if req in awaiting_next:
                 awaiting_next.discard(req)
@@ -287,7 +307,7 @@ class ArmAccumulator:
         self._append(key, d["success"], d["n_errors"], d["steps"], len(calls), failures,
                      recovered, counts, d.get("tokens"), d.get("duration_s"), d["termination"],
                      d["max_errors"], d.get("model", ""), d.get("backend", ""), decisions,
-                     d.get("user_sim", "scripted"), user_failures)
+                     d.get("user_sim", "scripted"), user_failures, n_user)
 
     def _fold(
         self, domain: str, arm: str, termination: str, task_id: str, trial: int,
@@ -322,14 +342,14 @@ class ArmAccumulator:
         rec = count_recoveries(requestors, names, errors, channels)
         self._append(key, success, n_errors, steps, len(names), rec.failures, rec.recovered,
                      counts, tokens, duration_s, termination, max_errors, model, backend,
-                     decisions, user_sim, user_failures)
+                     decisions, user_sim, user_failures, sum(r == "user" for r in requestors))
 
     def _append(
         self, key: tuple[str, int], success: bool, n_errors: int, steps: int, n_calls: int,
         failures: int, recovered: int, counts: list[int], tokens: int | None,
         duration_s: float | None, termination: str, max_errors: int, model: str,
         backend: str, decisions: list[tuple[str, float]], user_sim: str,
-        user_failures: Counter[str],
+        user_failures: Counter[str], n_user: int = 0,
     ) -> None:
         self._seen.add(key)
         self._user_sims.add(user_sim)
@@ -339,7 +359,8 @@ class ArmAccumulator:
         self._task.append(key[0])
         self._trial.append(key[1])
         self._ints.append(
-            (int(success), n_errors, steps, n_calls, failures, recovered, *counts)
+            (int(success), n_errors, steps, n_calls, failures, recovered,
+             n_calls - n_user, n_user, sum(user_failures.values()), *counts)
         )
         self._tokens.append(math.nan if tokens is None else float(tokens))
         self._dur.append(math.nan if duration_s is None else float(duration_s))
@@ -358,7 +379,7 @@ class ArmAccumulator:
     def finish(self) -> ArmData:
         """The compact arrays (call once)."""
         nch = len(ALL_CHANNELS)
-        ints = np.asarray(self._ints, dtype=np.int64).reshape(-1, 6 + nch)
+        ints = np.asarray(self._ints, dtype=np.int64).reshape(-1, 9 + nch)
         return ArmData(
             domain=self.domain,
             arm=self.arm,
@@ -370,7 +391,10 @@ class ArmAccumulator:
             tool_calls=ints[:, 3],
             failures=ints[:, 4],
             recovered=ints[:, 5],
-            channel_counts=ints[:, 6:],
+            channel_counts=ints[:, 9:],
+            agent_calls=ints[:, 6],
+            user_calls=ints[:, 7],
+            user_failed=ints[:, 8],
             tokens=np.asarray(self._tokens, dtype=float),
             duration_s=np.asarray(self._dur, dtype=float),
             max_errors=10 if self._max_errors is None else self._max_errors,

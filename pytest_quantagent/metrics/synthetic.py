@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -145,3 +146,151 @@ def synthetic_episodes(
                 n_errors=n_err, steps=2 * len(calls) + 4, calls=calls, decisions=decs,
                 tokens=int(200 * max(1, len(calls))), duration_s=1.0,
             )
+
+
+# --------------------------------------------------------------------------- fast worlds
+
+
+@dataclass(frozen=True)
+class World:
+    """A simulated world with known truth, drawn straight into :class:`ArmData` (vectorised,
+    no records), for calibration at hundreds of cells per row.
+
+    Success: each task has a difficulty ``p_t`` (Beta around ``success_mean``); the
+    reference succeeds on (task, trial) when a shared uniform is below ``p_t``; the candidate
+    redraws its uniform with probability ``success_noise`` (two-sided discordance), gets a
+    task-level effect ``±min(task_effect, p_t, 1 − p_t)`` (random sign per task, mean 0), and
+    loses a success with probability ``drop / mean(p_t)`` (only harmful flips: the true
+    difference is exactly ``−drop``). Failures per agent call: ``rates`` × a task frailty
+    (Gamma mean 1) × an episode frailty, the candidate's multiplied by ``ratio``; with
+    ``shared`` the candidate's failures are coupled to the reference's (common random
+    numbers, as with shared seeds). ``confined`` puts the failures of ``rates`` only in the
+    first ``confined`` tasks. ``burst_p``: chance that an episode (either arm, independently)
+    is stuck and adds ``burst_size`` failures of ``burst_channel``. ``user_calls`` and
+    ``user_fail`` give the user's own device calls and their failure rate (equal arms).
+    An episode with ``max_errors`` failures (agent + user) fails (τ²-bench).
+    """
+
+    n_tasks: int = 40
+    trials: int = 3
+    success_mean: float = 0.6
+    success_noise: float = 0.3
+    drop: float = 0.0
+    task_effect: float = 0.0
+    calls_mean: float = 10.0
+    rates: tuple[tuple[Channel, float], ...] = tuple(DEFAULT_RATES.items())
+    ratio: tuple[tuple[Channel, float], ...] = ()
+    shared: bool = False
+    confined: int = 0
+    burst_p: float = 0.0
+    burst_size: int = 9
+    burst_channel: Channel = Channel.MALFORMED_CALL
+    user_calls: float = 0.0
+    user_fail: float = 0.0
+    max_errors: int = 10
+
+    def true_ratio(self, channel: Channel) -> float:
+        return dict(self.ratio).get(channel, 1.0)
+
+
+def _arm_data(domain: str, arm: str, tasks: np.ndarray, trials: np.ndarray,
+              success: np.ndarray, counts: np.ndarray, agent_calls: np.ndarray,
+              user_calls: np.ndarray, user_failed: np.ndarray, max_errors: int) -> Any:
+    from collections import Counter
+
+    from pytest_quantagent.env.channels import ALL_CHANNELS, NAMED_CHANNELS
+    from pytest_quantagent.metrics.episode import ArmData
+
+    n_err = counts.sum(axis=1) + user_failed
+    stopped = n_err >= max_errors
+    n_err = np.minimum(n_err, max_errors)
+    ok = success & ~stopped
+    terms = Counter({"user_stop": int((~stopped).sum()), "too_many_errors": int(stopped.sum())})
+    uf: Counter[str] = Counter()
+    if int(user_failed.sum()):
+        uf[Channel.USER_TOOL_ERROR.value] = int(user_failed.sum())
+    full = np.zeros((success.size, len(ALL_CHANNELS)), dtype=np.int64)
+    full[:, : counts.shape[1]] = counts
+    n = success.size
+    return ArmData(
+        domain=domain, arm=arm, task_ids=tasks, trials=trials, success=ok,
+        n_errors=n_err.astype(np.int64), steps=np.full(n, 20, dtype=np.int64),
+        tool_calls=(agent_calls + user_calls).astype(np.int64),
+        channel_counts=full, failures=n_err.astype(np.int64),
+        recovered=np.zeros(n, dtype=np.int64), tokens=np.full(n, np.nan),
+        duration_s=np.full(n, np.nan), max_errors=max_errors,
+        terminations={k: v for k, v in terms.items() if v}, infrastructure_errors=0,
+        duplicates=0, names={c: Counter() for c in NAMED_CHANNELS},
+        margins=np.zeros(0), agent_calls=agent_calls.astype(np.int64),
+        user_calls=user_calls.astype(np.int64), user_failed=user_failed.astype(np.int64),
+        user_failures=uf,
+    )
+
+
+def simulate_world(rng: np.random.Generator, world: World, *, domain: str = "retail",
+                   arm: str = "int4", reference: str = "bf16") -> tuple[Any, Any]:
+    """One cell of ``world``: the candidate's and the reference's :class:`ArmData`."""
+    from pytest_quantagent.env.channels import ALL_CHANNELS
+
+    w = world
+    t, m = w.n_tasks, w.trials
+    conc = 2.0
+    p_t = rng.beta(w.success_mean * conc, (1 - w.success_mean) * conc, t)
+    frail = rng.gamma(2.0, 0.5, t)
+    task_idx = np.repeat(np.arange(t), m)
+    e = t * m
+    tasks = np.asarray([f"task_{i:04d}" for i in task_idx], dtype=object)
+    trials = np.tile(np.arange(m), t)
+    # success
+    u = rng.random(e)
+    s_ref = u < p_t[task_idx]
+    u_a = np.where(rng.random(e) < w.success_noise, rng.random(e), u)
+    eff = np.zeros(t)
+    if w.task_effect:
+        eff = rng.choice([-1.0, 1.0], t) * np.minimum(w.task_effect, np.minimum(p_t, 1 - p_t))
+    s_arm = u_a < (p_t + eff)[task_idx]
+    if w.drop:
+        h = min(1.0, w.drop / float(p_t.mean()))
+        s_arm &= rng.random(e) >= h
+    # agent failures
+    chans = list(ALL_CHANNELS)
+    base = np.zeros(len(chans))
+    for ch, v in w.rates:
+        base[chans.index(ch)] = v
+    mult = np.ones(len(chans))
+    for ch, v in w.ratio:
+        mult[chans.index(ch)] = v
+    calls_r = np.maximum(1, rng.poisson(w.calls_mean, e))
+    calls_a = calls_r.copy() if w.shared else np.maximum(1, rng.poisson(w.calls_mean, e))
+    tf = frail.copy()
+    if w.confined:
+        tf = np.zeros(t)
+        tf[: w.confined] = 1.0
+    ep_r = tf[task_idx] * rng.gamma(4.0, 0.25, e)
+    ep_a = ep_r if w.shared else tf[task_idx] * rng.gamma(4.0, 0.25, e)
+    pr = np.minimum(np.outer(ep_r, base), 0.95)
+    pa = np.minimum(np.outer(ep_a, base * mult), 0.95)
+    y_r = rng.binomial(np.repeat(calls_r[:, None], len(chans), 1), pr)
+    if w.shared:
+        up = pa > pr
+        extra_p = np.where(up, (pa - pr) / np.maximum(1 - pr, 1e-12), 0.0)
+        keep_p = np.where(up, 1.0, pa / np.maximum(pr, 1e-12))
+        kept = rng.binomial(y_r, np.clip(keep_p, 0, 1))
+        y_a = kept + rng.binomial(np.repeat(calls_a[:, None], len(chans), 1) - y_r,
+                                  np.clip(extra_p, 0, 1))
+    else:
+        y_a = rng.binomial(np.repeat(calls_a[:, None], len(chans), 1), pa)
+    bj = chans.index(w.burst_channel)
+    for y, calls in ((y_r, calls_r), (y_a, calls_a)):
+        if w.burst_p:
+            stuck = rng.random(e) < w.burst_p
+            y[stuck, bj] += w.burst_size
+            calls[stuck] += w.burst_size
+    uc_r = rng.poisson(w.user_calls, e) if w.user_calls else np.zeros(e, dtype=np.int64)
+    uc_a = rng.poisson(w.user_calls, e) if w.user_calls else np.zeros(e, dtype=np.int64)
+    uf_r = rng.binomial(uc_r, w.user_fail) if w.user_fail else np.zeros(e, dtype=np.int64)
+    uf_a = rng.binomial(uc_a, w.user_fail) if w.user_fail else np.zeros(e, dtype=np.int64)
+    ref = _arm_data(domain, reference, tasks, trials, s_ref, y_r, calls_r, uc_r, uf_r,
+                    w.max_errors)
+    cand = _arm_data(domain, arm, tasks, trials, s_arm, y_a, calls_a, uc_a, uf_a, w.max_errors)
+    return cand, ref

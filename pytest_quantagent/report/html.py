@@ -345,6 +345,30 @@ def _legend(arm: str, ref: str) -> str:
             f'(reference)<span style="background:{_ARM_COLOR}"></span>{_e(arm)}</div>')
 
 
+def _user_side_block(cell: dict[str, Any]) -> str:
+    """The user simulator's own tool calls per side (issue 22.6): calls, failed calls and
+    failed calls per episode; they count toward the error budget but in no agent channel.
+    Empty when neither side has user tool calls."""
+    side = cell.get("user_side") or {}
+    rows = []
+    for label, key in ((cell.get("reference") or "reference", "reference"),
+                       (cell.get("arm") or "arm", "arm")):
+        d = side.get(key)
+        if not isinstance(d, dict):
+            continue
+        by = ", ".join(f"{k} {v}" for k, v in sorted((d.get("by_channel") or {}).items()))
+        rows.append(f"<tr><td class=l>{_e(label)}</td><td>{_num(d.get('calls'), '{}')}</td>"
+                    f"<td>{_num(d.get('failures'), '{}')}</td>"
+                    f"<td>{_num(d.get('failures_per_episode'), '{:.2f}')}</td>"
+                    f"<td class=l>{_e(by or '—')}</td></tr>")
+    if not rows or not any((side.get(k) or {}).get("calls") for k in ("arm", "reference")):
+        return ""
+    return ('<table class="user-side"><tr><th class=l>user side</th><th>user tool calls</th>'
+            "<th>failed</th><th>failed / episode</th><th class=l>by channel</th></tr>"
+            + "".join(rows) + "</table><p>The simulated user's own failed calls count toward "
+            "the error budget (τ²-bench) but in no agent channel.</p>")
+
+
 def _sides(cell: dict[str, Any]) -> tuple[str, str]:
     return str(cell.get("arm") or "?"), str(cell.get("reference") or "reference")
 
@@ -382,9 +406,11 @@ def _block_figures(cell: dict[str, Any]) -> str:
         + row(f"{_e(ref)} (reference)", "reference", "reference_episodes")
         + row(_e(arm), "arm", "episodes") + "</table></div>"
         f"<p>Paired episodes: {_num(cell.get('paired'), '{}')}. Success difference "
-        f"(candidate − reference) {_num(s.get('diff'), '{:+.1%}')} (CI {_ci(s.get('ci'))}), "
+        f"(candidate − reference) {_num(s.get('diff'), '{:+.1%}')} "
+        f"({_num(s.get('ci_level'), '{:.0%}')} CI {_ci(s.get('ci'))}, the one the TOST decides on), "
         f"TOST p = {_num(s.get('tost_p'), '{:.3g}')} at margin ±{_num(s.get('margin'), '{:.1%}')}, "
-        f"McNemar p = {_num(s.get('mcnemar_p'), '{:.3g}')}.</p>"
+        f"one-sided harm p = {_num(s.get('harm_p'), '{:.3g}')} "
+        f"(Holm {_num(s.get('harm_p_holm'), '{:.3g}')}).</p>"
     )
 
 
@@ -481,8 +507,8 @@ def _block_json(cell: dict[str, Any]) -> str:
 
 
 CELL_BLOCKS: list[Callable[[dict[str, Any]], str]] = [
-    _block_reasons, _block_figures, _block_channels, _block_plots, _block_failure_set,
-    _block_json,
+    _block_reasons, _block_figures, _user_side_block, _block_channels, _block_plots,
+    _block_failure_set, _block_json,
 ]
 """The blocks of a cell's section, in order (each returns escaped HTML or "")."""
 

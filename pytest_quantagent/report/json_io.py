@@ -49,6 +49,24 @@ _CHANNEL: dict[str, Any] = _obj(
     },
 )
 
+_USER_SIDE_ONE: dict[str, Any] = {
+    "type": ["object", "null"], "required": ["calls", "failures", "failures_per_episode"],
+    "properties": {"calls": _COUNT, "failures": _COUNT,
+                   "failures_per_episode": {"type": ["number", "null"], "minimum": 0},
+                   "by_channel": {"type": "object", "additionalProperties": _COUNT}},
+}
+# The user simulator's own calls per side (issue 22.6); in the error budget, in no channel.
+_USER_SIDE: dict[str, Any] = {
+    "type": ["object", "null"],
+    "properties": {"arm": _USER_SIDE_ONE, "reference": _USER_SIDE_ONE},
+}
+# Holm's family of the cell's verdict (issue 23).
+_HOLM: dict[str, Any] = {
+    "type": ["object", "null"], "required": ["scope", "size", "tests"],
+    "properties": {"scope": {"enum": ["cell", "report"]}, "size": _COUNT,
+                   "tests": {"type": "array", "items": {"type": "string"}}},
+}
+
 _CELL: dict[str, Any] = _obj(
     ["domain", "arm", "reference", "episodes", "reference_episodes", "paired", "tool_calls",
      "success", "budget", "channels", "failure_set", "recovery", "steps", "terminations",
@@ -83,6 +101,8 @@ _CELL: dict[str, Any] = _obj(
         "margins": {"type": ["object", "null"]},
         "verdict": {"enum": ["LOSSLESS", "MASKED_DAMAGE", "DEGRADED", "INCONCLUSIVE", None]},
         "reasons": {"type": "array", "items": {"type": "string"}},
+        "user_side": _USER_SIDE,
+        "holm": _HOLM,
     },
 )
 

@@ -84,6 +84,33 @@ def _channels(cell: dict[str, Any], top: int = 2) -> str:
     return "\n".join(text for _, text in rows[:top]) or "—"
 
 
+def user_side_text(cell: dict[str, Any]) -> str | None:
+    """The user simulator's own failed calls of a cell, per side: count and per-episode rate
+    (``reference → arm``); None when neither side has user tool calls."""
+    side = cell.get("user_side") or {}
+    ua, ur = side.get("arm"), side.get("reference")
+    if not ua and not ur:
+        return None
+    if not (ua or {}).get("calls") and not (ur or {}).get("calls"):
+        return None
+
+    def one(d: dict[str, Any] | None) -> str:
+        if not d:
+            return "—"
+        rate = d.get("failures_per_episode")
+        return f"{d['failures']} ({'—' if rate is None else f'{rate:.2f}'}/ep)"
+
+    if cell.get("reference") is None:
+        return one(ua)
+    return f"{one(ur)} → {one(ua)}"
+
+
+def _verdict_reasons(reasons: list[str], top: int = 3) -> list[str]:
+    shown = reasons[:top]
+    advice = [r for r in reasons[top:] if r.startswith("to decide the score:")]
+    return shown + advice
+
+
 def build_table(report: Report | dict[str, Any], title: str = "pytest-quantagent") -> Table:
     """The rich table (one row per cell) of ``report``."""
     data = report.model_dump(mode="json") if isinstance(report, Report) else report
@@ -91,9 +118,14 @@ def build_table(report: Report | dict[str, Any], title: str = "pytest-quantagent
     table.add_column("domain / arm")
     table.add_column("episodes", justify="right")
     run_k = None
-    for col in ("success @ run budget", "success @ K=2", "largest channel ratios", "verdict"):
+    cells = data.get("cells", [])
+    with_user = any(user_side_text(c) is not None for c in cells)
+    cols = ["success @ run budget", "success @ K=2", "largest channel ratios"]
+    if with_user:
+        cols.append("user-side failures")
+    for col in (*cols, "verdict"):
         table.add_column(col)
-    for cell in data.get("cells", []):
+    for cell in cells:
         ks = cell["budget"]["K"]
         run_k = ks[-1] if ks else None
         ref = cell.get("reference")
@@ -109,10 +141,20 @@ def build_table(report: Report | dict[str, Any], title: str = "pytest-quantagent
         reasons = cell.get("reasons") or []
         vtext = f"[{style}]{verdict}[/]" if style else verdict
         if reasons:
-            vtext += "\n" + "\n".join(safe_text(r) for r in reasons[:3])
-        table.add_row(name, eps, run, _success_at(cell, 2), safe_text(_channels(cell)), vtext)
+            vtext += "\n" + "\n".join(safe_text(r) for r in _verdict_reasons(reasons))
+        row = [name, eps, run, _success_at(cell, 2), safe_text(_channels(cell))]
+        if with_user:
+            row.append(user_side_text(cell) or "—")
+        table.add_row(*row, vtext)
     if run_k is not None:
-        table.caption = f"run budget K={run_k}; gaps are candidate − reference with 95% CIs; p are Holm-adjusted"
+        level = next((c["success"].get("ci_level") for c in cells
+                      if c["success"].get("ci_level")), None)
+        score_ci = f"score CIs at {100 * level:g}% (the TOST's)" if level else "score CIs at 95%"
+        table.caption = (f"run budget K={run_k}; candidate − reference; {score_ci}, gaps at K "
+                         "with 95% CIs; channel p: one-sided vs max_ratio, Holm-adjusted"
+                         + ("; user-side failures: the simulator's own failed calls, "
+                            "reference → arm (in the error budget, in no channel)"
+                            if with_user else ""))
     return table
 
 
@@ -189,6 +231,9 @@ def build_blocks(report: Report | dict[str, Any]) -> list[str]:
         out.append(f"  success at run budget: {run}")
         out.append(f"  success at K=2: {k2_text}")
         out.append(f"  largest channel ratios: {'; '.join(_channels(cell).splitlines())}")
+        user = user_side_text(cell)
+        if user:
+            out.append(f"  user-side failures: {'; '.join(user.splitlines())}")
         out.extend(f"  - {_plain_lines(r)}" for r in cell.get("reasons") or [])
     if run_k is not None:
         out.append(f"(run budget K={run_k}; gaps are candidate − reference with 95% CIs; "

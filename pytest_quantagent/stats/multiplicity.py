@@ -44,3 +44,41 @@ def holm(pvalues: Sequence[float], alpha: float = 0.05) -> MultipleTestResult:
     return MultipleTestResult(
         tuple(float(x) for x in p), tuple(float(x) for x in adjusted), reject, alpha, "holm"
     )
+
+
+def weighted_holm(
+    pvalues: Sequence[float], weights: Sequence[float], alpha: float = 0.05
+) -> MultipleTestResult:
+    """Holm's weighted step-down procedure (strong family-wise error control at ``alpha``).
+
+    Tests are ordered by ``p_i / w_i``; at step j (remaining set R_j) the adjusted p is
+    ``max_{k <= j} min(1, p_(k) · Σ_{i∈R_k} w_i / w_(k))``. With equal weights this is
+    :func:`holm`. Weights must be > 0 (their scale does not matter).
+
+    References
+    ----------
+    Holm (1979), Scand. J. Statist. 6:65-70, §4 (weighted version); Bretz, Hothorn & Westfall,
+    *Multiple Comparisons Using R* (2010), §2.3.
+    """
+    check_probability("alpha", alpha)
+    p = np.asarray(pvalues, dtype=float).ravel()
+    w = np.asarray(weights, dtype=float).ravel()
+    if p.size != w.size:
+        raise ValueError(f"pvalues and weights need equal lengths; got {p.size} and {w.size}")
+    if np.any(~np.isfinite(w) | (w <= 0)):
+        raise ValueError(f"weights must be finite and > 0; got {w.tolist()!r}")
+    if np.any((p < 0) | (p > 1) | np.isnan(p)):
+        raise ValueError("p-values must be in [0, 1]")
+    m = p.size
+    adjusted = np.empty(m)
+    if m:
+        order = np.argsort(p / w, kind="mergesort")
+        remaining = float(w.sum())
+        running = 0.0
+        for i in order:
+            running = max(running, min(1.0, float(p[i]) * remaining / float(w[i])))
+            adjusted[i] = running
+            remaining -= float(w[i])
+    reject = tuple(bool(a <= alpha) for a in adjusted)
+    return MultipleTestResult(tuple(float(x) for x in p), tuple(float(x) for x in adjusted),
+                              reject, alpha, "weighted-holm")

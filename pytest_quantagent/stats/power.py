@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 
+import numpy as np
 from scipy import stats as _st
 
 from pytest_quantagent.stats._validate import check_probability
@@ -76,3 +79,119 @@ def trials_for_equivalence(
     ss = paired_tost_sample_size(sd, margin=margin, alpha=alpha, power=power)
     trials = max(1, math.ceil(ss.n_pairs / n_tasks)) if n_tasks > 0 else None
     return ss, trials
+
+
+@dataclass(frozen=True)
+class DesignPlan:
+    """What design would let a paired equivalence test within ``±margin`` reach ``power``
+    (planning assumption: the arms are truly equal), from the variance components of the
+    per-pair differences observed so far.
+
+    ``tasks``/``trials``: the advised design (None where it cannot be reached);
+    ``reachable`` False when no number of trials over the available tasks can reach the
+    margin; ``message`` names the caller's flags.
+    """
+
+    tasks: int | None
+    trials: int | None
+    reachable: bool
+    between_var: float
+    within_var: float
+    target_se: float
+    message: str
+
+    @property
+    def n_pairs(self) -> int | None:
+        return self.tasks * self.trials if self.tasks and self.trials else None
+
+
+def plan_design(
+    d: Sequence[float] | np.ndarray,
+    clusters: Sequence[str] | np.ndarray,
+    *,
+    margin: float = 0.075,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    max_tasks: int | None = None,
+    trials_flag: str = "--quant-trials",
+    tasks_flag: str = "--quant-tasks",
+) -> DesignPlan:
+    """Cluster-aware sample-size advice for the paired TOST of the verdict.
+
+    The variance of the mean difference over T tasks × m trials is
+    ``(σ_b² + σ_w²/m) / T`` (one-way random-effects decomposition of the per-pair
+    differences by task: ``σ_w²`` pooled within-task variance, ``σ_b²`` = var(task means)
+    − σ_w²/m, floored at 0; both planned at their 80% upper confidence bounds). The TOST reaches ``power`` at a true difference of 0 when that
+    standard error is at most ``margin / (z_{1−α} + z_{1−β/2})`` (Chow, Shao & Wang 2008,
+    §3.2.4). More trials only shrink ``σ_w²/m``: when the between-task part alone is above
+    the target, or dominates, more tasks are asked for; when even every available task
+    (``max_tasks``) with unlimited trials cannot reach the target, the plan says so. With
+    one trial per task the two parts cannot be told apart and more tasks are asked for
+    (trials help only if there is no task-level effect). No discordant pair yet: the
+    variance of one discordant pair in ten (:data:`PLANNING_SD_FLOOR`) is assumed.
+    """
+    check_probability("alpha", alpha)
+    check_probability("power", power)
+    x = np.asarray(d, dtype=float).ravel()
+    lab = np.asarray(clusters).astype(str).ravel()
+    if x.size != lab.size or x.size == 0:
+        raise ValueError(f"d and clusters need equal, non-zero lengths; got {x.size}, {lab.size}")
+    _, inv = np.unique(lab, return_inverse=True)
+    t = int(inv.max()) + 1
+    sizes = np.bincount(inv, minlength=t).astype(float)
+    m = float(x.size) / t
+    means = np.bincount(inv, weights=x, minlength=t) / sizes
+    within_ss = float(np.sum((x - means[inv]) ** 2))
+    within_df = float(x.size - t)
+    total_var = float(np.var(x, ddof=1)) if x.size > 1 else 0.0
+    floor = PLANNING_SD_FLOOR**2
+    if within_df > 0:
+        # plan on 80% upper confidence bounds of both parts (chi-square): a pilot's variance
+        # estimates are noisy, and an underestimated task-level part advises trials that
+        # cannot reach the margin
+        sw2 = within_ss / within_df * within_df / float(_st.chi2.ppf(0.2, within_df))
+        vm = float(np.var(means, ddof=1)) if t > 1 else 0.0
+        vm_up = vm * (t - 1) / float(_st.chi2.ppf(0.2, t - 1)) if t > 1 else 0.0
+        sb2 = max(0.0, vm_up - within_ss / within_df / m)
+        if sw2 + sb2 == 0.0:
+            sw2 = floor
+    else:
+        sw2, sb2 = max(total_var, floor), 0.0
+    za = float(_st.norm.ppf(1 - alpha))
+    zb = float(_st.norm.ppf(1 - (1 - power) / 2))
+    target = margin / (za + zb)
+    t2 = target * target
+    one_trial = within_df <= 0
+    mi = max(1, round(m))
+
+    def tasks_for(trials: int) -> int:
+        return max(2, math.ceil((sb2 + sw2 / trials) / t2))
+
+    if one_trial:
+        need_t = tasks_for(1)
+        if max_tasks is None or need_t <= max_tasks:
+            msg = (f"about {need_t} tasks at 1 trial ({tasks_flag} {need_t}); with one trial per "
+                   "task, task-level and trial-level variation cannot be told apart, so more "
+                   "tasks (not trials) are the safe way to reach the margin")
+            return DesignPlan(need_t, 1, True, sb2, sw2, target, msg)
+        need_m = math.ceil(sw2 / (max_tasks * t2))
+        msg = (f"all {max_tasks} tasks with about {need_m} trials ({trials_flag} {need_m}), if "
+               "there is no task-level effect (one trial per task cannot show it)")
+        return DesignPlan(max_tasks, need_m, True, sb2, sw2, target, msg)
+    cap = max_tasks if max_tasks is not None else None
+    if sb2 >= t * t2 or sb2 >= sw2 / mi:
+        need_t = tasks_for(mi)
+        if cap is None or need_t <= cap:
+            msg = (f"between-task variation dominates (more trials cannot help much): about "
+                   f"{need_t} tasks at {mi} trials ({tasks_flag} {need_t})")
+            return DesignPlan(need_t, mi, True, sb2, sw2, target, msg)
+        if sb2 >= cap * t2:
+            msg = (f"cannot reach ±{margin * 100:g} pts: between-task variation alone needs "
+                   f"more than the {cap} available tasks, whatever {trials_flag}")
+            return DesignPlan(None, None, False, sb2, sw2, target, msg)
+        need_m = math.ceil(sw2 / (cap * t2 - sb2))
+        msg = f"all {cap} tasks with about {need_m} trials ({tasks_flag}, {trials_flag} {need_m})"
+        return DesignPlan(cap, need_m, True, sb2, sw2, target, msg)
+    need_m = math.ceil(sw2 / (t * t2 - sb2))
+    msg = f"about {need_m} trials over the same {t} tasks ({trials_flag} {need_m})"
+    return DesignPlan(t, need_m, True, sb2, sw2, target, msg)

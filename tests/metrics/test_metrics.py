@@ -170,7 +170,7 @@ def test_raw_store_path_equals_record_path() -> None:
         fast_acc.add_raw(LEAN_RECORD.validate_json(r.model_dump_json()))
     fast = fast_acc.finish()
     for name in ("success", "n_errors", "steps", "tool_calls", "channel_counts", "failures",
-                 "recovered", "margins"):
+                 "recovered", "margins", "agent_calls", "user_calls", "user_failed"):
         assert np.array_equal(getattr(slow, name), getattr(fast, name)), name
     assert slow.names == fast.names and slow.decisions == fast.decisions
     assert slow.terminations == fast.terminations and slow.infrastructure_errors == 1

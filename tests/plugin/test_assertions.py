@@ -40,7 +40,7 @@ def test_k2(quant_cell):
 """, "--quant=int4")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
-        "E       AssertionError: DEGRADED: int4 scores significantly lower than bf16;*",
+        "E       AssertionError: DEGRADED: int4 scores significantly lower than bf16 (one-sided p=*",
         "E       telecom-int4 at error budget K=2: success 53.3% (int4) vs 80.0% (bf16) over 60 paired "
         "episodes; diff -26.7 pts, 90% CI *, margin ±7.5 pts, TOST p=*",
     ])
@@ -54,19 +54,21 @@ def test_inconclusive_says_how_many_trials_are_needed(
 def test_small(quant_cell):
     assert_score_equivalent(quant_cell, margin=0.075)
 """, "--quant=fp8", "--quant-trials=1", "--quant-report=report.json")
-    # 10 identical pairs: no discordant pair, so paired_tost adds one pseudo pair each way
-    # and the CI stays wider than ±7.5 points. The plan assumes sd = sqrt(0.1) (no
-    # discordance yet): n = (z_.95 + z_.90)^2 * 0.1 / 0.075^2 = 8.564 * 0.1 / 0.005625
-    # = 152.3 -> 153 pairs (Chow, Shao & Wang 2008, §3.2.4), i.e. 16 trials of 10 tasks.
-    # The terminal report's verdict must name the same number.
+    # 10 identical pairs: no discordant pair; Tango's interval stays wider than ±7.5 points.
+    # The plan assumes a per-pair variance of 0.1 (no discordance yet): n = (z_.95 + z_.90)^2
+    # * 0.1 / 0.075^2 = 8.564 * 0.1 / 0.005625 = 152.3 -> 153 pairs (Chow, Shao & Wang 2008,
+    # §3.2.4). With one trial per task the task-level variance cannot be told apart, so the
+    # advice is 153 tasks at 1 trial, not 16 trials of 10 tasks (issue 23: trials cannot help
+    # against task-level variation). The report's verdict must name the same design.
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "E       AssertionError: INCONCLUSIVE: 10 paired episodes give ±*points; about 153 "
-        "are needed for 80% power if the arms are equal: run with --quant-trials 16",
+        "E       AssertionError: INCONCLUSIVE: 10 paired episodes give ±*points; for 80% power "
+        "if the arms are equal: about 153 tasks at 1 trial (--quant-tasks 153)*",
         "E       telecom-fp8 at error budget K=10: success 80.0% (fp8) vs 80.0% (bf16) over 10 paired*",
     ])
     cell = json.loads((fake.path / "report.json").read_text())["cells"][0]
-    assert (cell["verdict"], cell["n_needed"], cell["trials_needed"]) == ("INCONCLUSIVE", 153, 16)
+    assert (cell["verdict"], cell["n_needed"], cell["trials_needed"]) == ("INCONCLUSIVE", 153, 1)
+    assert cell["plan"]["tasks"] == 153 and "--quant-tasks 153" in cell["reasons"][-1]
 
 
 def test_channel_amplification_names_every_channel(fake: pytest.Pytester) -> None:
@@ -85,8 +87,8 @@ def test_lenient(quant_cell):
     result.stdout.fnmatch_lines([
         "E       AssertionError: telecom-int4: 1 channel(s) amplified above ×1.2 while the final "
         "score is equivalent (MASKED_DAMAGE):",
-        "E         unknown_tool: 11.1% of int4 tool calls vs 4.0% of bf16 (60 vs 20), ratio ×2.78 "
-        "(95% CI *), Holm p=*",
+        "E         unknown_tool: 11.1% of int4 agent tool calls vs 4.0% of bf16 (60 vs 20), ratio "
+        "×2.78 (95% CI *), one-sided Holm p=* against ratio ≤ 1.2",
     ])
 
 
@@ -100,8 +102,9 @@ def test_fp8_budgets(quant_cell):
 """, "--quant=int4")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
-        "E       AssertionError: telecom-int4: int4 is significantly worse than bf16 at 1 of 3 error budgets:",
-        "E         K=2: 53.3% vs 80.0%, diff -26.7 pts, 95% CI *, Holm p=*",
+        "E       AssertionError: telecom-int4: the gap between int4 and bf16 widens at 1 of 2 tight "
+        "error budgets:",
+        "E         K=2: 53.3% vs 80.0%; the gap widens by 26.7 pts from K=10 (one-sided Holm p=*)",
     ])
     assert "K=5:" not in result.stdout.str()
 
@@ -167,9 +170,9 @@ def test_names(quant_cell):
          "*unknown channel 'unknown_tools'; known channels: bad_arguments, cross_role_tool, malformed_call, "
          "policy_violation, unknown_tool, user_tool_error, wrong_entity"),
         ("assert_no_channel_amplification(quant_cell, max_ratio=0)",
-         "*ValueError: max_ratio=0 is not allowed; max_ratio must be a number > 0"),
+         "*ValueError: max_ratio=0 is not allowed; max_ratio must be a number >= 1"),
         ("assert_budget_robust(quant_cell, budgets=(2, 11))",
-         "*ValueError: budget 11 in budgets=(2, 11) is not allowed; budgets must be integers from 0 to "
+         "*ValueError: budget 11 in budgets=(2, 11) is not allowed; budgets must be integers from 1 to "
          "the run's error budget 10 (raise --error-budget to judge larger ones)"),
         ("assert_budget_robust(quant_cell, budgets=())", "*ValueError: budgets is empty*"),
         ("assert_failure_set_invariant(quant_cell, min_rank_corr=2)",
@@ -182,3 +185,24 @@ def test_bad_arguments_raise_clear_errors(fake: pytest.Pytester, call: str, mess
     result = run(fake, f"def test_bad(quant_cell):\n    {call}\n", "--quant=fp8")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([message])
+
+
+def test_verdict_thresholds_from_options_reach_report_and_assertions(fake: pytest.Pytester) -> None:
+    # --quant-margin/--quant-max-ratio/--quant-tight-budgets are the report's thresholds and
+    # the assertions' defaults: the terminal verdict and the assertions agree (issue 23)
+    result = run(fake, """
+def test_score(quant_cell):
+    r = assert_score_equivalent(quant_cell)
+    assert "margin ±40.0 pts" in r.message
+
+def test_channels(quant_cell):
+    assert_no_channel_amplification(quant_cell, channel="unknown_tool")
+""", "--quant=int4", "--quant-margin=0.4", "--quant-max-ratio=5", "--quant-tight-budgets=3",
+        "--quant-report=report.json")
+    result.assert_outcomes(passed=2)
+    cell = json.loads((fake.path / "report.json").read_text())["cells"][0]
+    analysis = json.loads((fake.path / "report.json").read_text())["run"]["analysis"]
+    assert (analysis["margin"], analysis["max_ratio"], analysis["tight_budgets"]) == (0.4, 5.0, [3])
+    assert cell["success"]["margin"] == 0.4 and cell["budget"]["tight"] == [3]
+    assert cell["verdict"] == "MASKED_DAMAGE"  # the gap widens at K=3, not the ratio above ×5
+    assert not any("above ×5" in r for r in cell["reasons"])

@@ -92,41 +92,48 @@ def test_mock_suite_end_to_end(toy: pytest.Pytester) -> None:
         "--quant-config=arms.toml", "--quant=int4,fp8", "--domain=toy", "--quant-trials=8",
         "--quant-report=out/report.json", "--quant-html=out/report.html", "--junitxml=out/junit.xml",
     )
-    # int4: unknown_tool 12 vs 0 (amplified). fp8 = bf16: no failure at all. Neither cell has
-    # the 20 failures per arm a failure set needs: both failure-set tests skip ("cannot
-    # judge"); everything else passes; 12 pairs are too
-    # few for the report's ±7.5-point TOST (INCONCLUSIVE), enough for the test's ±50.
-    result.assert_outcomes(passed=7, failed=1, skipped=2)  # failure sets: too few to judge
+    # int4: unknown_tool 24 vs 0, but in only 3 tasks (8 trials each): with the task as the
+    # unit of evidence (issue 23) and Holm within the cell, 3 tasks cannot show amplification
+    # (raw one-sided p≈0.03, Holm p>0.05), nor its absence: INCONCLUSIVE, saying why. fp8 =
+    # bf16: no failure at all; 24 pairs in 3 tasks are too few for the report's ±7.5-point
+    # TOST (INCONCLUSIVE), enough for the test's ±50. Neither cell has the 20 failures per arm
+    # a failure set needs: both failure-set tests skip ("cannot judge"); nor can either cell
+    # bound unknown_tool below ×1.2 or +1 per 100 calls (int4 24 vs 0 in 3 tasks; fp8 0 vs 0
+    # in 48 calls): both test_no_unknown_tools skip ("cannot judge amplification").
+    result.assert_outcomes(passed=6, failed=0, skipped=4)
     result.stdout.fnmatch_lines([
-        "*test_no_unknown_tools?toy-int4?*",
-        "*unknown_tool: 50.0% of int4 tool calls vs 0.0% of bf16 (24 vs 0), ratio ×∞*",
         "*= quantagent =*",
         "*toy / fp8*INCONCLUSI*",
-        "*toy / int4*MASKED_DAM*",
+        "*toy / int4*INCONCLUSI*",
         "quantagent JSON report: out?report.json",
     ])
 
     report = read_report(toy.path / "out" / "report.json")
     validate_report(report)
     assert [(c["domain"], c["arm"], c["verdict"]) for c in report["cells"]] == [
-        ("toy", "fp8", "INCONCLUSIVE"), ("toy", "int4", "MASKED_DAMAGE"),
+        ("toy", "fp8", "INCONCLUSIVE"), ("toy", "int4", "INCONCLUSIVE"),
     ]
+    assert any(r.startswith("unknown_tool 24 vs 0 not shown below ×1.2")
+               for r in report["cells"][1]["reasons"])
     int4 = report["cells"][1]
     assert int4["channels"]["unknown_tool"]["arm_count"] == 24
     assert int4["paired"] == 24
     assert report["run"]["trials"] == 8 and report["run"]["budget"] == 10
 
-    # The failed and skipped tests, with their cells and why, are in the report and the page.
-    failed = [t for t in report["tests"] if t["outcome"] == "failed"]
-    assert [(t["nodeid"], t["cell"]) for t in failed] == [
-        ("test_gate.py::test_no_unknown_tools[toy-int4]", "toy-int4")]
-    assert "unknown_tool: 50.0% of int4 tool calls vs 0.0% of bf16" in failed[0]["message"]
-    skipped = sorted(t["cell"] for t in report["tests"] if t["outcome"] == "skipped")
-    assert skipped == ["toy-fp8", "toy-int4"]
-    assert all("cannot judge the failure set" in t["message"]
-               for t in report["tests"] if t["outcome"] == "skipped")
+    # The skipped tests, with their cells and why, are in the report and the page (a failed
+    # one too: see test_example_suite_on_mock_arms).
+    assert not [t for t in report["tests"] if t["outcome"] == "failed"]
+    skipped = sorted((t["nodeid"].split("::")[1], t["cell"]) for t in report["tests"]
+                     if t["outcome"] == "skipped")
+    assert skipped == [("test_failure_set[toy-fp8]", "toy-fp8"),
+                       ("test_failure_set[toy-int4]", "toy-int4"),
+                       ("test_no_unknown_tools[toy-fp8]", "toy-fp8"),
+                       ("test_no_unknown_tools[toy-int4]", "toy-int4")]
+    why = {t["nodeid"].split("::")[1]: t["message"] for t in report["tests"]}
+    assert "cannot judge the failure set" in why["test_failure_set[toy-int4]"]
+    assert "cannot judge amplification: unknown_tool 24 vs 0" in why["test_no_unknown_tools[toy-int4]"]
     page = (toy.path / "out" / "report.html").read_text(encoding="utf-8")
-    assert "Tests: 1 failed, 2 skipped" in page
+    assert "Tests: 0 failed, 4 skipped" in page
     assert "<script" not in page.lower()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<svg" in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
@@ -137,7 +144,7 @@ def test_mock_suite_end_to_end(toy: pytest.Pytester) -> None:
         for case in tree.iter("testcase") for p in case.iter("property")
     }
     assert props[("test_score[toy-int4]", "quantagent_cell")] == "toy-int4"
-    assert props[("test_no_unknown_tools[toy-int4]", "quantagent_verdict")] == "MASKED_DAMAGE"
+    assert props[("test_no_unknown_tools[toy-int4]", "quantagent_verdict")] == "INCONCLUSIVE"
     assert props[("test_score[toy-fp8]", "quantagent_verdict")] == "INCONCLUSIVE"
 
 
@@ -158,7 +165,7 @@ def test_xdist_gives_the_same_report_and_runs_episodes_once(toy: pytest.Pytester
     common = ["--quant-config=arms.toml", "--quant=int4,fp8", "--domain=toy", "--quant-trials=8",
               "-p", "no:randomly", "-p", "no:benchmark"]  # pytest-benchmark warns under xdist
     serial = toy.runpytest(*common, "-n", "0", "--quant-cache-dir=store0", "--quant-report=serial.json")
-    serial.assert_outcomes(passed=7, failed=1, skipped=2)
+    serial.assert_outcomes(passed=6, failed=0, skipped=4)
     # The controller loads the workers' cells by key from the store (cell manifests), never
     # through the run_cell hook (which would build backends, i.e. load models, again).
     toy.makeconftest("""
@@ -169,7 +176,7 @@ def pytest_quantagent_run_cell(config, cell):
     return None  # the default implementation runs or loads the cell
 """)
     dist = toy.runpytest(*common, "-n", "2", "--quant-cache-dir=store2", "--quant-report=dist.json")
-    dist.assert_outcomes(passed=7, failed=1, skipped=2)
+    dist.assert_outcomes(passed=6, failed=0, skipped=4)
     assert not (toy.path / "controller_ran_cells.txt").exists()
     assert len(list((toy.path / "store2" / "cells").glob("*.json"))) == 2
 
@@ -210,12 +217,14 @@ backend = "replay"
 path = "{results}"
 """)
     pytester.makepyfile("""
-from pytest_quantagent.assertions import assert_no_channel_amplification
-
 def test_same(quant_cell):
     assert all(e.backend == "replay" for e in quant_cell.episodes)
     assert len(quant_cell.episodes) == len(quant_cell.reference_episodes) > 0
-    assert_no_channel_amplification(quant_cell, channel=None)
+    # Identical arms: no channel is amplified (with 114 tasks and few failures per channel,
+    # not every one can also be shown below ×1.2, so the assertion itself may skip).
+    a = quant_cell.analysis()
+    assert all(c["p_holm"] is None or c["p_holm"] > 0.05 for c in a["channels"].values())
+    assert a["verdict"] != "MASKED_DAMAGE" and a["verdict"] != "DEGRADED"
 """)
     result = pytester.runpytest("--quant-config=arms.toml", "--quant-backend=replay",
                                 "--domain=retail", "--quant-report=r.json",

@@ -48,20 +48,26 @@ def test_example_suite_on_mock_arms(suite: pytest.Pytester, monkeypatch: pytest.
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     suite.makefile(".toml", arms=MOCK_ARMS)
     result = suite.runpytest("--quant-config=arms.toml", "--quant=int4", "--domain=telecom")
-    # test_fails_in_the_same_ways skips: 40 failures against none cannot be judged.
-    result.assert_outcomes(passed=4, failed=1, skipped=1)
+    # test_fails_in_the_same_ways skips: 40 failures against none cannot be judged; so does
+    # test_agent_does_not_call_device_tools: 0 vs 0 cross-role calls over too few agent calls
+    # to bound the increase (it used to pass on 0 vs 0).
+    result.assert_outcomes(passed=3, failed=1, skipped=2)
     result.stdout.fnmatch_lines(["*_ test_no_failure_channel_is_amplified?telecom-int4? _*"])
     result.stdout.fnmatch_lines([
         "*telecom-int4: 1 channel(s) amplified above ×1.2 while the final score is equivalent (MASKED_DAMAGE):",
-        "*unknown_tool: 50.0% of int4 tool calls vs 0.0% of bf16 (40 vs 0)*",
+        "*unknown_tool: 50.0% of int4 agent tool calls vs 0.0% of bf16 (40 vs 0)*",
     ])
     report = read_report(suite.path / "quantagent-report.json")  # path from the suite's pytest.ini
     validate_report(report)
     (cell,) = report["cells"]
     assert (cell["domain"], cell["arm"], cell["episodes"], cell["verdict"]) == (
         "telecom", "int4", 40, "MASKED_DAMAGE")
+    failed = [(t["nodeid"].split("::")[1], t["cell"]) for t in report["tests"]
+              if t["outcome"] == "failed"]
+    assert failed == [("test_no_failure_channel_is_amplified[telecom-int4]", "telecom-int4")]
     page = (suite.path / "quantagent-report.html").read_text(encoding="utf-8")
     assert "<script" not in page.lower() and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "Tests: 1 failed, 2 skipped" in page
     assert "| telecom-int4 | 0.0% vs 0.0% | MASKED_DAMAGE |" in summary.read_text()
 
 

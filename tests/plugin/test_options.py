@@ -25,7 +25,8 @@ def test_ini_names_follow_one_rule() -> None:
     assert names["--domain"] == "quant_domain"
     assert names["--error-budget"] == "quant_error_budget"
     assert names["--quant-tau2-data"] == "quant_tau2_data"
-    assert len(set(names.values())) == len(OPTIONS) == 20
+    assert names["--quant-margin"] == "quant_margin"
+    assert len(set(names.values())) == len(OPTIONS) == 24
 
 
 @pytest.mark.parametrize(
@@ -54,6 +55,12 @@ def test_ini_names_follow_one_rule() -> None:
          "*--quant-config: invalid value 'missing.toml'; allowed: an existing TOML file (no such file)*"),
         (["--quant-tau2-data=nowhere"],
          "*--quant-tau2-data: invalid value 'nowhere'; allowed: an existing τ²-bench data directory*"),
+        (["--quant-margin=0.9x"], "*--quant-margin: invalid value '0.9x'; allowed: a number > 0 and < 1*"),
+        (["--quant-margin=1.5"], "*--quant-margin: invalid value '1.5'; allowed: a number > 0 and < 1*"),
+        (["--quant-max-ratio=0.8"], "*--quant-max-ratio: invalid value '0.8'; allowed: a number >= 1*"),
+        (["--quant-tight-budgets=2,0"],
+         "*--quant-tight-budgets: invalid value '2,0'; allowed: comma-separated integers >= 1*"),
+        (["--quant-holm-scope=run"], "*--quant-holm-scope: invalid value 'run'; allowed: cell, report*"),
     ],
 )
 def test_bad_option_values_fail_before_collection(

@@ -137,14 +137,16 @@ def fake(pytester: pytest.Pytester) -> pytest.Pytester:
 
 def test_terminal_summary_quiet_levels_and_color(fake: pytest.Pytester) -> None:
     normal = fake.runpytest("--quant=int4,fp8", "--domain=telecom", "--color=no")
-    normal.stdout.fnmatch_lines(["*= quantagent =*", "*telecom /*LOSSLESS*", "*telecom /*MASKED_DAM*"])
+    # fp8 = bf16 (20 vs 20 unknown_tool in 60 episodes): equivalent score, but 20 failures
+    # cannot show the ratio below ×1.2 (issue 23: absence of evidence is not LOSSLESS)
+    normal.stdout.fnmatch_lines(["*= quantagent =*", "*telecom /*INCONCLUSI*", "*telecom /*MASKED_DAM*"])
     assert "\x1b[" not in normal.stdout.str()
 
     colored = fake.runpytest("--quant=int4", "--domain=telecom", "--color=yes")
     assert "\x1b[" in colored.stdout.str().split("quantagent")[-1]
 
     qq = fake.runpytest("--quant=int4,fp8", "--domain=telecom", "-qq")
-    qq.stdout.fnmatch_lines(["quantagent telecom-fp8: LOSSLESS", "quantagent telecom-int4: MASKED_DAMAGE"])
+    qq.stdout.fnmatch_lines(["quantagent telecom-fp8: INCONCLUSIVE", "quantagent telecom-int4: MASKED_DAMAGE"])
     assert "┏" not in qq.stdout.str()
 
 

@@ -1,56 +1,88 @@
-"""Calibration on synthetic episodes with a known true rate ratio on the same names.
+"""Calibration of the verdicts on simulated worlds with known truth (issue 23).
 
-For r in {1, 1.5, 2.5} (unknown_tool per-call rate of the candidate = r × reference's, same
-name distribution, same task difficulties so the score is flat), 200 simulated cells of
-40 tasks × 3 trials each: the 95% CI of the ratio must cover r in 90–99% of runs; at r = 1
-MASKED_DAMAGE or DEGRADED must come out in ≤ 6% of runs; at r = 2.5 MASKED_DAMAGE in ≥ 95%.
+The worlds and rows are ``benchmarks/calibration.py``'s (run it for the full table). The
+default run checks a few rows at 40 cells with fixed seeds; the tolerances are one-sided
+binomial bounds: with 30 cells, a true rate of 5% reaches 6/30 with probability < 0.4%, a
+true power of 94% falls below 24/30 with probability < 1%. The slow test runs every row at
+300 cells against the issue's "Done when".
 """
 
 from __future__ import annotations
 
-import numpy as np
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
 import pytest
 
-from pytest_quantagent.env.channels import Channel
-from pytest_quantagent.metrics import summarize_arm
-from pytest_quantagent.metrics.synthetic import make_tasks, synthetic_episodes
-from pytest_quantagent.report.model import CellInput, analyze
-
-RUNS = 200
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def simulate(r: float, runs: int = RUNS, seed: int = 20261130) -> tuple[float, dict[str, int]]:
-    """Coverage of the unknown_tool ratio CI and the verdict counts over ``runs`` cells."""
-    rng = np.random.default_rng([seed, int(r * 100)])
-    covered = 0
-    verdicts: dict[str, int] = {}
-    for _ in range(runs):
-        tasks = make_tasks(rng, 40)
-        ref = summarize_arm(synthetic_episodes(rng, tasks, arm="bf16", trials=3), "retail", "bf16")
-        arm = synthetic_episodes(rng, tasks, arm="int4", trials=3,
-                                 ratio={Channel.UNKNOWN_TOOL: r})
-        cell = analyze([CellInput("retail", "int4", arm, "bf16", ref)]).cells[0]
-        ci = cell.channels["unknown_tool"].ratio_ci
-        assert ci is not None and ci[0] is not None and ci[1] is not None
-        covered += ci[0] <= r <= ci[1]
-        verdicts[str(cell.verdict)] = verdicts.get(str(cell.verdict), 0) + 1
-    return covered / runs, verdicts
+def _bench() -> ModuleType:
+    name = "quantagent_calibration_bench"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / "calibration.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _row(name: str, cells: int, seed: int = 11) -> dict[str, float | str]:
+    bench = _bench()
+    (row,) = [r for r in bench.iter_rows([name]) if r.name == name]
+    out: dict[str, float | str] = bench.run_row(row, cells, seed)
+    return out
+
+
+def test_fast_subset() -> None:
+    masked = _row("benign x2.5 40x3", 30)
+    assert float(masked["MASKED_DAMAGE"]) >= 24 / 30, masked
+    assert float(masked["coverage"]) >= 0.8, masked
+    stuck = _row("stuck-episode null (rare malformed) 40x1", 30)
+    assert float(stuck["MASKED_DAMAGE"]) + float(stuck["DEGRADED"]) <= 5 / 30, stuck
+    margin = _row("harm-only drop at margin 40x1", 30)
+    assert float(margin["LOSSLESS"]) <= 5 / 30, margin
+    ratio = _row("ratio at max_ratio x1.2 40x3", 30)
+    assert float(ratio["LOSSLESS"]) <= 5 / 30, ratio
+
+
+def test_calibration_table_runs_and_filters(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _bench()
+    assert bench.main(["--cells", "3", "--rows", "low counts"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 3 and "low counts (3 vs 8 in 40) x2.7 40x1" in out
+    with pytest.raises(SystemExit):
+        bench.main(["--rows", "no such world"])
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("r", [1.0, 1.5, 2.5])
-def test_ratio_ci_coverage_and_verdicts(r: float) -> None:
-    coverage, verdicts = simulate(r)
-    print(f"\ncalibration r={r}: coverage={coverage:.3f} verdicts={verdicts}")
-    assert 0.90 <= coverage <= 0.99, (coverage, verdicts)
-    damage = verdicts.get("MASKED_DAMAGE", 0) + verdicts.get("DEGRADED", 0)
-    if r == 1.0:
-        assert damage / RUNS <= 0.06, verdicts
-    if r == 2.5:
-        assert verdicts.get("MASKED_DAMAGE", 0) / RUNS >= 0.95, verdicts
-
-
-def test_calibration_smoke() -> None:
-    # a fast look at the same simulation (20 runs) so the default suite exercises it
-    coverage, verdicts = simulate(2.5, runs=20, seed=7)
-    assert coverage >= 0.8 and verdicts.get("MASKED_DAMAGE", 0) >= 16, (coverage, verdicts)
+def test_done_when_table() -> None:
+    # issue 23 "Done when", at 300 cells per row
+    bench = _bench()
+    failures = []
+    for row in bench.iter_rows(None):
+        r = bench.run_row(row, 300, 20261202)
+        if row.kind == "advice":
+            if "tost_power" in r and float(r["tost_power"]) < 0.75 * 0.8:
+                failures.append((row.name, r))
+            continue
+        alarms = float(r["MASKED_DAMAGE"]) + float(r["DEGRADED"])
+        cov = float(r["coverage"])
+        if row.kind == "null" and alarms > 0.06:
+            failures.append((row.name, r))
+        if row.kind == "boundary" and float(r["LOSSLESS"]) > 0.05:
+            failures.append((row.name, r))
+        # under-coverage breaks a claim everywhere; over-coverage (conservative intervals) is
+        # allowed only in sparse worlds (few failures make the interval wide) and in worlds
+        # whose arms share seeds (identical failures: the ratio is exactly 1)
+        # the 92-98% band of the issue, widened by two Monte-Carlo standard errors of a
+        # 300-cell coverage estimate at 95% (2·sqrt(.95·.05/300) = 0.025)
+        if cov == cov and (cov < 0.92 - 0.025 or (cov > 0.98 + 0.025 and not row.sparse)):
+            failures.append((row.name, r))
+        if row.name == "benign x2.5 40x3" and float(r["MASKED_DAMAGE"]) < 0.90:
+            failures.append((row.name, r))
+    assert not failures, [name for name, _ in failures]

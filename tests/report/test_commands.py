@@ -57,7 +57,7 @@ def test_analyze_reference_choice_and_errors(tmp_path: Path, capsys: pytest.Capt
     assert main(["analyze", str(tmp_path / "missing")]) == 2
     assert "no such file or directory" in capsys.readouterr().err
     assert main(["analyze", str(store), "--budgets", "2,x"]) == 2
-    assert "--budgets='2,x' is not allowed" in capsys.readouterr().err
+    assert "--tight-budgets='2,x' is not allowed" in capsys.readouterr().err
 
 
 def test_analyze_bad_middle_line_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -76,3 +76,23 @@ def test_analyze_html_output(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["analyze", str(store), "--html", str(html), "--quiet"]) == 0
     text = html.read_text()
     assert text.lstrip().lower().startswith("<!doctype html") and "int4" in text
+
+
+def test_verdict_thresholds_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = _write_store(tmp_path / "run")
+    rc = main(["analyze", str(store), "--json", "-", "--quiet", "--margin", "0.2",
+               "--max-ratio", "2", "--tight-budgets", "3", "--holm-scope", "report"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    a = data["run"]["analysis"]
+    assert (a["margin"], a["max_ratio"], a["tight_budgets"], a["holm_scope"]) == (0.2, 2.0, [3], "report")
+    assert all(c["holm"]["scope"] == "report" for c in data["cells"] if c["reference"])
+    # the advice names this command's flags, not pytest's
+    assert "--quant-trials" not in json.dumps(data) and "--quant-tasks" not in json.dumps(data)
+    assert main(["analyze", str(store), "--tight-budgets", "2,12"]) == 2
+    assert "tight budget(s) [12] are above the run's error budget 10" in capsys.readouterr().err
+    # quantagent run refuses a bad threshold before any episode runs
+    assert main(["run", "--domain", "retail", "--arms", "bf16,int4", "--margin", "2",
+                 "--out", str(tmp_path / "out"), "-q"]) == 2
+    assert "margin=2.0 is not allowed" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

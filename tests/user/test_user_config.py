@@ -145,8 +145,13 @@ def test_user_failures_counted_apart_on_both_paths() -> None:
     fast.add_raw(LEAN_RECORD.validate_json(rec.model_dump_json()))
     for acc in (slow.finish(), fast.finish()):
         by = dict(zip([c.value for c in Channel], acc.channel_counts[0].tolist(), strict=False))
-        assert by["malformed_call"] == 0 and by["unknown_tool"] == 1 and by["user_tool_error"] == 1
-        assert dict(acc.user_failures) == {"malformed_call": 1, "unknown_tool": 1}
+        # every failed call of the user is the simulator's (issue 22.6/23), device-side included
+        assert by["malformed_call"] == 0 and by["unknown_tool"] == 1 and by["user_tool_error"] == 0
+        assert dict(acc.user_failures) == {"malformed_call": 1, "unknown_tool": 1,
+                                           "user_tool_error": 1}
         assert acc.user_sims == {"llm:x"}
-        assert acc.tool_calls[0] == 5  # the rate denominator stays every tool call
+        assert acc.tool_calls[0] == 5
+        assert acc.agent_calls is not None and acc.agent_calls[0] == 2  # the rate denominator
+        assert acc.user_calls is not None and acc.user_calls[0] == 3
+        assert acc.user_failed is not None and acc.user_failed[0] == 3
         assert dict(acc.names[Channel.UNKNOWN_TOOL]) == {"nope": 1}  # the agent's one only

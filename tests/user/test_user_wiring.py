@@ -265,10 +265,13 @@ def test_user_failures_are_the_users(tmp_path: Path, serve: Any) -> None:
     assert rec.n_errors == 3  # τ²-bench's counter counts user-side errors too
     assert rec.termination == TerminationReason.USER_STOP
     cell = analyze([CellInput(domain="telecom", arm="bf16", records=[rec])]).model_dump(mode="json")["cells"][0]
-    assert cell["user_failures"] == {"arm": {"cross_role_tool": 1, "malformed_call": 1}, "reference": None}
+    assert cell["user_failures"] == {"arm": {"cross_role_tool": 1, "malformed_call": 1,
+                                             "user_tool_error": 1}, "reference": None}
     ch = cell["channels"]
     assert (ch["malformed_call"]["arm_count"], ch["cross_role_tool"]["arm_count"]) == (0, 0)
-    assert ch["user_tool_error"]["arm_count"] == 1  # the device-side channel stays
+    # the user's own device-side failure is the simulator's too (issue 23: rates per agent call)
+    assert ch["user_tool_error"]["arm_count"] == 0
+    assert cell["user_side"]["arm"]["failures"] == 3
     assert cell["user_sim"] == rec.user_sim
 
 

@@ -1,0 +1,220 @@
+"""Calibration of the verdicts on simulated worlds with known truth (issue 23).
+
+Each row simulates ``--cells`` cells of one world and design, runs them through
+``analyze`` and prints the share of each verdict, the coverage of the 95% ratio CI of the
+row's focus channel, and the power (the share of the right verdict) where the truth is
+damage. ``--rows`` filters rows by substring; ``--cells`` sets cells per row (≥ 300 for the
+issue's table). Run from the repository root::
+
+    OMP_NUM_THREADS=1 python3 -m benchmarks.calibration --cells 300
+    OMP_NUM_THREADS=1 python3 -m benchmarks.calibration --cells 50 --rows margin,stuck
+
+Rows marked ``null`` must have false alarms (MASKED_DAMAGE + DEGRADED) ≤ 6%; rows marked
+``boundary`` (true drop at the margin, true ratio at max_ratio, amplified low counts) must
+have LOSSLESS ≤ 5%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from pytest_quantagent.env.channels import Channel
+from pytest_quantagent.metrics.synthetic import World, simulate_world
+from pytest_quantagent.report.model import AnalysisConfig, CellInput, Report, analyze
+
+U = Channel.UNKNOWN_TOOL
+M = Channel.MALFORMED_CALL
+RARE = ((M, 0.002),)
+SPARSE = ((U, 0.004), (Channel.BAD_ARGUMENTS, 0.002))
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    world: World
+    kind: str
+    """"null" (no damage), "boundary" (LOSSLESS would be wrong), "damage" (MASKED expected),
+    "drop" (DEGRADED expected), "advice" (run the advised design)."""
+    focus: Channel = U
+    cells_in_report: int = 1
+    holm_scope: str = "cell"
+
+    @property
+    def sparse(self) -> bool:
+        """Few failures of the focus channel per cell (under ~30), failures confined to a few
+        tasks, or arms coupled by shared seeds (identical failures give a ratio of exactly
+        1): over-coverage is expected."""
+        w = self.world
+        if w.shared or 0 < w.confined <= 3:
+            return True  # coupled arms, or failures in so few tasks that t(G'-1) is wide
+        rate = dict(w.rates).get(self.focus, 0.0) * max(1.0, w.true_ratio(self.focus))
+        share = w.confined / w.n_tasks if w.confined else 1.0
+        return rate * share * w.calls_mean * w.n_tasks * w.trials + w.burst_p * 9 * w.n_tasks * w.trials < 30
+
+
+def _rows() -> list[Row]:
+    b3 = World(n_tasks=40, trials=3)
+    b1 = World(n_tasks=40, trials=1)
+    b114 = World(n_tasks=114, trials=1)
+    shared1 = World(n_tasks=40, trials=1, success_noise=0.0, shared=True, rates=SPARSE)
+    rows = [
+        Row("benign null 40x3", b3, "null"),
+        Row("benign null 40x1", b1, "null"),
+        Row("benign x1.5 40x3", replace(b3, ratio=((U, 1.5),)), "damage"),
+        Row("benign x2.5 40x3", replace(b3, ratio=((U, 2.5),)), "damage"),
+        Row("benign x2.5 40x1", replace(b1, ratio=((U, 2.5),)), "damage"),
+        Row("benign x2.5 114x1", replace(b114, ratio=((U, 2.5),)), "damage"),
+        Row("x2.5 40x1 in 8 cells, cell Holm", replace(b1, ratio=((U, 2.5),)), "damage",
+            cells_in_report=8),
+        Row("x2.5 40x1 in 8 cells, report Holm", replace(b1, ratio=((U, 2.5),)), "damage",
+            cells_in_report=8, holm_scope="report"),
+        Row("ratio at max_ratio x1.2 40x3", replace(b3, ratio=((U, 1.2),)), "boundary"),
+        Row("shared seeds null 40x1", shared1, "null"),
+        Row("shared seeds null 114x1", replace(shared1, n_tasks=114), "null"),
+        Row("harm-only drop at margin 40x1", replace(shared1, drop=0.075), "boundary"),
+        Row("harm-only drop at margin 114x1", replace(shared1, n_tasks=114, drop=0.075),
+            "boundary"),
+        Row("harm-only drop at margin 40x3", replace(shared1, trials=3, drop=0.075,
+                                                     success_noise=0.1), "boundary"),
+        Row("stuck-episode null (rare malformed) 40x1",
+            replace(b1, rates=RARE, burst_p=0.02), "null", focus=M),
+        Row("stuck-episode null (rare malformed) 40x3",
+            replace(b3, rates=RARE, burst_p=0.02), "null", focus=M),
+        Row("failures in 2 tasks null 40x3", replace(b3, rates=((U, 0.3),), confined=2), "null"),
+        Row("failures in 2 tasks x2.5 40x3",
+            replace(b3, rates=((U, 0.2),), confined=2, ratio=((U, 2.5),)), "damage"),
+        Row("task effects null 40x3", replace(b3, task_effect=0.15, success_noise=0.2), "null"),
+        Row("task effects null 40x14", replace(b3, trials=14, task_effect=0.15,
+                                               success_noise=0.2), "null"),
+        Row("low counts (3 vs 8 in 40) x2.7 40x1",
+            replace(b1, rates=((U, 0.0075),), ratio=((U, 8 / 3),)), "boundary"),
+        Row("true 10-pt drop 40x1", replace(b1, drop=0.10), "drop"),
+        Row("true 10-pt drop 40x3", replace(b3, drop=0.10), "drop"),
+        Row("true 10-pt drop 114x1", replace(b114, drop=0.10), "drop"),
+        Row("telecom-like user calls null 40x3",
+            replace(b3, user_calls=4.0, user_fail=0.1), "null"),
+        Row("several trials null 40x5", replace(b3, trials=5), "null"),
+        Row("advised design (pilot 20x1 null, then advice)",
+            World(n_tasks=20, trials=1, success_noise=0.3), "advice"),
+        Row("advised design (pilot 40x3 task effects, then advice)",
+            replace(b3, task_effect=0.15, success_noise=0.2), "advice"),
+        Row("advised design (pilot 40x3 benign, then advice)", b3, "advice"),
+    ]
+    return rows
+
+
+def _cell_report(rng: np.random.Generator, row: Row, world: World, cfg: AnalysisConfig
+                 ) -> Report:
+    inputs = []
+    for i in range(row.cells_in_report):
+        w = world if i == 0 else replace(world, ratio=())
+        a, r = simulate_world(rng, w, arm=f"int4_{i}" if i else "int4")
+        inputs.append(CellInput("retail", a.arm, a, "bf16", r))
+    return analyze(inputs, cfg)
+
+
+def _advised(rng: np.random.Generator, row: Row, cells: int) -> tuple[dict[str, float], str]:
+    """``cells`` times: a pilot cell of ``row.world``; when it is INCONCLUSIVE with a
+    reachable advice, one cell of the advised design. The share of advised cells whose TOST
+    passes is the achieved power of the advice (requested: 0.8)."""
+    cfg = AnalysisConfig(max_tasks=400)
+    ok = n = 0
+    designs: list[tuple[int, int]] = []
+    for _ in range(cells):
+        c = _cell_report(rng, row, row.world, cfg).cells[0]
+        if not (c.verdict == "INCONCLUSIVE" and c.plan and c.plan.get("reachable")):
+            continue
+        t, m = int(c.plan["tasks"]), int(c.plan["trials"])
+        designs.append((t, m))
+        w = replace(row.world, n_tasks=t, trials=m)
+        a = _cell_report(rng, row, w, cfg).cells[0]
+        n += 1
+        ok += (a.success.tost_p or 1.0) < cfg.alpha
+    if not n:
+        return {}, "no advice"
+    ts = sorted(t for t, _ in designs)
+    ms = sorted(m for _, m in designs)
+    return ({"tost_power": ok / n, "advised": n},
+            f"{n} advised designs, median {ts[len(ts) // 2]} tasks x {ms[len(ms) // 2]} trials")
+def run_row(row: Row, cells: int, seed: int) -> dict[str, float | str]:
+    rng = np.random.default_rng([seed, sum(map(ord, row.name))])
+    if row.kind == "advice":
+        res, design = _advised(rng, row, cells)
+        return {"row": row.name, "design": design, "cells": cells, **res}
+    cfg = AnalysisConfig(holm_scope=row.holm_scope)  # type: ignore[arg-type]
+    counts = dict.fromkeys(("LOSSLESS", "MASKED_DAMAGE", "DEGRADED", "INCONCLUSIVE"), 0)
+    covered = 0
+    n_ci = 0
+    truth = row.world.true_ratio(row.focus)
+    for _ in range(cells):
+        c = _cell_report(rng, row, row.world, cfg).cells[0]
+        counts[str(c.verdict)] += 1
+        ci = c.channels[row.focus.value].ratio_ci
+        if ci is not None and ci[0] is not None:
+            n_ci += 1
+            hi = ci[1] if ci[1] is not None else float("inf")
+            covered += ci[0] <= truth <= hi
+    out: dict[str, float | str] = {"row": row.name, "kind": row.kind, "cells": cells}
+    out.update({k: v / cells for k, v in counts.items()})
+    out["coverage"] = covered / n_ci if n_ci else float("nan")
+    if row.kind == "damage":
+        out["power"] = counts["MASKED_DAMAGE"] / cells
+    elif row.kind == "drop":
+        out["power"] = counts["DEGRADED"] / cells
+    return out
+
+
+def iter_rows(names: list[str] | None) -> Iterator[Row]:
+    for row in _rows():
+        if not names or any(n in row.name for n in names):
+            yield row
+
+
+def _fmt(v: float | str | None) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    return f"{v:.3f}" if v == v else "n/a"
+
+
+def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> int:
+    p = argparse.ArgumentParser(prog="python3 -m benchmarks.calibration", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cells", type=int, default=300, help="cells per row (default 300)")
+    p.add_argument("--rows", default="", help="comma-separated substrings of row names")
+    p.add_argument("--seed", type=int, default=20261202)
+    args = p.parse_args(argv)
+    if args.cells < 1:
+        p.error(f"--cells={args.cells} is not allowed; give a positive integer")
+    names = [n.strip() for n in args.rows.split(",") if n.strip()] or None
+    rows = list(iter_rows(names))
+    if not rows:
+        p.error(f"--rows={args.rows!r} matches no row; rows: " +
+                "; ".join(r.name for r in _rows()))
+    out("| world, design | kind | cells | P(LOSSLESS) | P(MASKED) | P(DEGRADED) | "
+        "P(INCONCL.) | ratio-CI coverage | power | s |")
+    out("|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        t0 = time.perf_counter()
+        r = run_row(row, args.cells, args.seed)
+        dt = time.perf_counter() - t0
+        if row.kind == "advice":
+            out(f"| {row.name}: {r.get('design')} | advice | {r['cells']} pilots | - | - | - | - | "
+                f"- | TOST power {_fmt(r.get('tost_power'))} (requested 0.8) | {dt:.0f} |")
+            continue
+        out(f"| {row.name} | {row.kind} | {r['cells']} | {_fmt(r['LOSSLESS'])} | "
+            f"{_fmt(r['MASKED_DAMAGE'])} | {_fmt(r['DEGRADED'])} | {_fmt(r['INCONCLUSIVE'])} | "
+            f"{_fmt(r['coverage'])} | {_fmt(r.get('power'))} | {dt:.0f} |")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,298 @@
+"""The judgment: the verdict of a cell, its thresholds and its decision rule, in one place.
+
+The report (:mod:`pytest_quantagent.report.model`), the assertions and the CLI all take their
+thresholds from :class:`AnalysisConfig` and their verdict from :func:`decide`; DESIGN.md
+"Verdict per cell" is what this module implements:
+
+- ``DEGRADED``: the score is significantly lower (one-sided harm test, Holm within the
+  family).
+- ``MASKED_DAMAGE``: not DEGRADED, and a channel is amplified (one-sided test of
+  H0 ratio ≤ max_ratio rejected after Holm) or the gap widens at a tight budget (paired
+  one-sided test of gap(K_tight) − gap(K_run) < 0 after Holm).
+- ``LOSSLESS``: the score is equivalent within ±margin (TOST at alpha: the 1 − 2α interval
+  inside ±margin), **and** every channel is shown not amplified (its one-sided upper bound
+  below max_ratio, or the upper bound of its per-call rate increase below
+  ``rare_tolerance``), **and** the gap is shown not to widen by ``margin`` or more at every
+  tight budget, **and** the comparison is on paired episodes. Absence of evidence is not
+  LOSSLESS.
+- ``INCONCLUSIVE``: otherwise, with the reasons and the design that would decide it.
+
+Only this module and metrics/stats are needed to judge: it never imports pytest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Literal
+
+from pytest_quantagent.metrics.margins import DEFAULT_MARGIN_BINS
+
+
+class Verdict(str, Enum):
+    """The verdict of one cell (its value is the report JSON's string)."""
+
+    LOSSLESS = "LOSSLESS"
+    MASKED_DAMAGE = "MASKED_DAMAGE"
+    DEGRADED = "DEGRADED"
+    INCONCLUSIVE = "INCONCLUSIVE"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+VERDICTS: tuple[str, ...] = tuple(v.value for v in Verdict)
+
+DEFAULT_MARGIN = 0.075
+"""Equivalence margin on the success rate (absolute; 0.075 = 7.5 points)."""
+DEFAULT_MAX_RATIO = 1.2
+"""A channel's rate ratio above this is amplification."""
+DEFAULT_ALPHA = 0.05
+DEFAULT_TIGHT_BUDGETS: tuple[int, ...] = (2, 5)
+"""Tight error budgets whose gap widening is tested (those below the run's budget)."""
+DEFAULT_RARE_TOLERANCE = 0.01
+"""A channel whose per-call rate increase is shown below this (1 failed call more per 100
+agent calls) counts as not amplified even when its ratio cannot be bounded."""
+HolmScope = Literal["cell", "report"]
+
+
+def _fraction(name: str, v: float, lo_open: float = 0.0, hi_open: float = 1.0) -> None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
+        math.isfinite(v) and lo_open < v < hi_open
+    ):
+        raise ValueError(f"{name}={v!r} is not allowed; {name} must be in ({lo_open:g}, {hi_open:g})")
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """Thresholds and options of the analysis (every verdict threshold lives here)."""
+
+    margin: float = DEFAULT_MARGIN
+    """Equivalence margin on the success rate."""
+    max_ratio: float = DEFAULT_MAX_RATIO
+    """Amplification threshold of a channel's per-agent-call rate ratio (in the hypothesis:
+    H0 ratio ≤ max_ratio)."""
+    alpha: float = DEFAULT_ALPHA
+    """Family-wise level (Holm) of the damage tests, and the TOST / bound level."""
+    tight_budgets: tuple[int, ...] | None = None
+    """Tight budgets K whose gap widening is tested; None = :data:`DEFAULT_TIGHT_BUDGETS`
+    below the run's budget. Given explicitly, a budget above the run's is refused."""
+    rare_tolerance: float = DEFAULT_RARE_TOLERANCE
+    """Absolute per-call rate increase a rare channel must be shown below."""
+    holm_scope: HolmScope = "cell"
+    """Holm's family: each cell's own tests (default) or every test of the report."""
+    power: float = 0.8
+    """Power the INCONCLUSIVE advice plans for."""
+    confidence: float = 0.95
+    """Level of the reported two-sided intervals (ratio CIs, gap CIs, per-arm rates)."""
+    margin_bins: tuple[float, ...] = DEFAULT_MARGIN_BINS
+    max_tasks: int | None = None
+    """Tasks available to the planner (None: unknown)."""
+    trials_flag: str = "--quant-trials"
+    tasks_flag: str = "--quant-tasks"
+    """The caller's flag names, used in the INCONCLUSIVE advice."""
+    budgets: tuple[int, ...] | None = None
+    """Synonym of ``tight_budgets`` (the first release's name)."""
+
+    def __post_init__(self) -> None:
+        _fraction("margin", self.margin)
+        if isinstance(self.max_ratio, bool) or not isinstance(self.max_ratio, (int, float)) \
+                or not (math.isfinite(self.max_ratio) and self.max_ratio >= 1):
+            raise ValueError(f"max_ratio={self.max_ratio!r} is not allowed; max_ratio must be >= 1")
+        for name in ("alpha", "power", "confidence"):
+            _fraction(name, getattr(self, name))
+        _fraction("rare_tolerance", self.rare_tolerance)
+        if self.holm_scope not in ("cell", "report"):
+            raise ValueError(f"holm_scope={self.holm_scope!r} is not allowed; allowed: cell, report")
+        tb = self.tight_budgets if self.tight_budgets is not None else self.budgets
+        if tb is not None:
+            if any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in tb):
+                raise ValueError(f"tight_budgets={tb!r} is not allowed; budgets must be integers >= 1")
+            object.__setattr__(self, "tight_budgets", tuple(sorted(set(tb))))
+
+    def budgets_for(self, run_budget: int) -> tuple[list[int], list[str]]:
+        """The tight budgets tested for a run at ``run_budget`` and notes about them.
+
+        Explicit budgets above the run's are refused (ValueError naming them); a budget equal
+        to the run's is the run itself and is skipped."""
+        notes: list[str] = []
+        if self.tight_budgets is None:
+            ks = [k for k in DEFAULT_TIGHT_BUDGETS if k < run_budget]
+            return ks, notes
+        above = [k for k in self.tight_budgets if k > run_budget]
+        if above:
+            raise ValueError(
+                f"tight budget(s) {above} are above the run's error budget {run_budget}; success "
+                f"at K can only be recomputed for K <= {run_budget} (allowed: 1..{run_budget})")
+        ks = [k for k in self.tight_budgets if k < run_budget]
+        if run_budget in self.tight_budgets:
+            notes.append(f"tight budget {run_budget} is the run's budget: nothing to compare")
+        return ks, notes
+
+
+# --------------------------------------------------------------------------- the rule
+
+
+@dataclass
+class ChannelEvidence:
+    name: str
+    arm_count: int
+    reference_count: int
+    ratio: float | None
+    upper: float | None
+    """One-sided 1 − α upper bound of the ratio."""
+    p_holm: float | None
+    increase_upper: float | None
+    testable: bool
+    """False when a side has no agent tool call: the channel cannot be judged."""
+    p: float | None = None
+    """Raw one-sided p of H0 ratio ≤ max_ratio."""
+
+
+@dataclass
+class GapEvidence:
+    k: int
+    widening: float
+    """(candidate's lost successes − reference's) between the run's budget and K, per pair."""
+    p_holm: float | None
+    upper: float
+    """One-sided 1 − α upper bound of the widening."""
+    p: float | None = None
+    """Raw one-sided p of H0 "the gap does not widen"."""
+
+
+@dataclass
+class Evidence:
+    """What :func:`decide` needs about one cell."""
+
+    episodes: int
+    reference_episodes: int
+    diff: float | None
+    tost_p: float | None
+    ci: tuple[float, float] | None
+    harm_p_holm: float | None
+    harm_method: str
+    channels: list[ChannelEvidence] = field(default_factory=list)
+    gaps: list[GapEvidence] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Said in the reasons, whatever the verdict."""
+    blockers: list[str] = field(default_factory=list)
+    """What keeps the cell from LOSSLESS besides the tests (e.g. unpaired episodes)."""
+    plan: str | None = None
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None:
+        return "n/a"
+    return f"{p:.2g}" if p >= 1e-3 else f"{p:.0e}"
+
+
+def _ratio_text(c: ChannelEvidence) -> str:
+    if c.ratio is None or not math.isfinite(c.ratio):
+        return f"{c.arm_count} vs {c.reference_count}"
+    return f"×{c.ratio:.2g} ({c.arm_count} vs {c.reference_count})"
+
+
+def decide(e: Evidence, cfg: AnalysisConfig) -> tuple[Verdict, list[str]]:
+    """The verdict and its reasons (see the module docstring for the rule)."""
+    reasons = list(e.notes)
+    if e.episodes == 0 or e.reference_episodes == 0:
+        return Verdict.INCONCLUSIVE, [*reasons, "no scored episodes in one arm"]
+    a = cfg.alpha
+    amplified = [f"{c.name} {_ratio_text(c)} above ×{cfg.max_ratio:g} (Holm p={fmt_p(c.p_holm)})"
+                 for c in e.channels if c.p_holm is not None and c.p_holm < a]
+    widened = [f"gap widens by {g.widening * 100:.1f} pts from the run's budget to K={g.k} "
+               f"(Holm p={fmt_p(g.p_holm)})" for g in e.gaps
+               if g.p_holm is not None and g.p_holm < a]
+    nominal = [f"{c.name} {_ratio_text(c)} above ×{cfg.max_ratio:g} (p={fmt_p(c.p)}) is not "
+               f"significant after Holm (p={fmt_p(c.p_holm)})" for c in e.channels
+               if c.p is not None and c.p < a and c.p_holm is not None and c.p_holm >= a]
+    nominal += [f"gap at K={g.k} widens by {g.widening * 100:.1f} pts (p={fmt_p(g.p)}) is not "
+                f"significant after Holm (p={fmt_p(g.p_holm)})" for g in e.gaps
+                if g.p is not None and g.p < a and g.p_holm is not None and g.p_holm >= a]
+    score = f"success {e.diff * 100:+.1f} pts" if e.diff is not None else "success n/a"
+    ci = (f", {100 * (1 - 2 * a):g}% CI [{e.ci[0] * 100:+.1f}, {e.ci[1] * 100:+.1f}]"
+          if e.ci is not None else "")
+    if e.harm_p_holm is not None and e.harm_p_holm < a:
+        return Verdict.DEGRADED, [*reasons, f"{score}{ci}: significantly lower ({e.harm_method} "
+                                  f"Holm p={fmt_p(e.harm_p_holm)})", *amplified, *widened]
+    equivalent = e.tost_p is not None and e.tost_p < a
+    eq_text = (f"{score}{ci}: equivalent within ±{cfg.margin * 100:g} pts (TOST p={fmt_p(e.tost_p)})"
+               if equivalent else
+               f"{score}{ci}: not shown equivalent within ±{cfg.margin * 100:g} pts "
+               f"(TOST p={fmt_p(e.tost_p)}), nor significantly lower")
+    if amplified or widened:
+        return Verdict.MASKED_DAMAGE, [*reasons, *amplified, *widened, *nominal, eq_text]
+    open_channels: list[str] = []
+    silent: list[ChannelEvidence] = []
+    for c in e.channels:
+        if not c.testable:
+            open_channels.append(f"{c.name}: {c.arm_count} vs {c.reference_count} failures "
+                                 "but a side has no agent tool call, so it cannot be judged")
+            continue
+        ok_ratio = c.upper is not None and c.upper < cfg.max_ratio
+        ok_abs = c.increase_upper is not None and c.increase_upper < cfg.rare_tolerance
+        if not (ok_ratio or ok_abs) and c.arm_count == 0 and c.reference_count == 0:
+            silent.append(c)
+        elif not (ok_ratio or ok_abs):
+            up = "inf" if c.upper is None or not math.isfinite(c.upper) else f"{c.upper:.2g}"
+            inc = "n/a" if c.increase_upper is None else f"{c.increase_upper * 100:.2g}"
+            open_channels.append(
+                f"{c.name} {_ratio_text(c)} not shown below ×{cfg.max_ratio:g} (upper bound ×{up}; "
+                f"rate increase up to {inc} per 100 calls, tolerance {cfg.rare_tolerance * 100:g})")
+    if silent:
+        worst = max(c.increase_upper or 0.0 for c in silent)
+        open_channels.append(
+            f"{', '.join(c.name for c in silent)}: no failure on either side, but too few agent "
+            f"calls to bound the rate increase below {cfg.rare_tolerance * 100:g} per 100 calls "
+            f"(upper bound {worst * 100:.2g})")
+    open_gaps = [f"gap at K={g.k} not shown to widen by less than {cfg.margin * 100:g} pts "
+                 f"(upper bound {g.upper * 100:.1f})" for g in e.gaps if not g.upper < cfg.margin]
+    if equivalent and not open_channels and not open_gaps and not e.blockers:
+        return Verdict.LOSSLESS, [*reasons, eq_text,
+                                  f"every channel shown below ×{cfg.max_ratio:g} or within "
+                                  f"+{cfg.rare_tolerance * 100:g} per 100 calls",
+                                  *(["no widening of the gap at K=" +
+                                     ",".join(str(g.k) for g in e.gaps)] if e.gaps else [])]
+    out = [*reasons, eq_text, *nominal, *open_channels, *open_gaps, *e.blockers]
+    if not equivalent and e.plan:
+        out.append(f"to decide the score: {e.plan}")
+    return Verdict.INCONCLUSIVE, out
+
+
+def holm_groups(tests: Sequence[tuple[int, str, float]], scope: HolmScope
+                ) -> list[list[int]]:
+    """Indices of ``tests`` (cell index, id, p) grouped into Holm families."""
+    if scope == "report":
+        return [list(range(len(tests)))]
+    groups: dict[int, list[int]] = {}
+    for i, (cell, _, _) in enumerate(tests):
+        groups.setdefault(cell, []).append(i)
+    return list(groups.values())
+
+
+SUCCESS_WEIGHT = 0.5
+"""Share of a cell's α that the score's harm test gets in the weighted Holm family; the
+channel and gap-widening tests share the rest equally. DEGRADED keeps most of its power
+however many channels a cell tests, and the family-wise error stays at α."""
+
+
+def family_weights(tests: Sequence[tuple[int, str]]) -> list[float]:
+    """Weighted-Holm weights of (cell index, test id) pairs: per cell, the ``success`` test
+    :data:`SUCCESS_WEIGHT` and the others ``(1 − SUCCESS_WEIGHT)`` shared equally (all of it
+    when a test kind is absent); each cell's weights sum to 1."""
+    by_cell: dict[int, list[str]] = {}
+    for cell, tid in tests:
+        by_cell.setdefault(cell, []).append(tid)
+    out: list[float] = []
+    for cell, tid in tests:
+        ids = by_cell[cell]
+        others = sum(1 for t in ids if t != "success")
+        has_success = "success" in ids
+        if tid == "success":
+            out.append(SUCCESS_WEIGHT if others else 1.0)
+        else:
+            out.append((1.0 - SUCCESS_WEIGHT if has_success else 1.0) / others)
+    return out
