@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_quantagent.env.channels import Channel
+from pytest_quantagent.vocab.channels import Channel
 from pytest_quantagent.metrics.synthetic import make_tasks, synthetic_episodes
 
 DOMAINS = ("retail", "telecom")

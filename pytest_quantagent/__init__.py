@@ -36,8 +36,8 @@ _EXPORTS: dict[str, str] = {
     # records and taxonomy
     "EpisodeRecord": "pytest_quantagent.store.records",
     "CallRecord": "pytest_quantagent.store.records",
-    "Channel": "pytest_quantagent.env.channels",
-    "TerminationReason": "pytest_quantagent.env.channels",
+    "Channel": "pytest_quantagent.vocab.channels",
+    "TerminationReason": "pytest_quantagent.vocab.channels",
     # analysis and reports
     "AnalysisConfig": "pytest_quantagent.report.model",
     "CellInput": "pytest_quantagent.report.model",
@@ -103,7 +103,7 @@ if TYPE_CHECKING:
         assert_score_equivalent,
     )
     from pytest_quantagent.config import QuantAgentConfig
-    from pytest_quantagent.env.channels import Channel, TerminationReason
+    from pytest_quantagent.vocab.channels import Channel, TerminationReason
     from pytest_quantagent.options import TaskSelection
     from pytest_quantagent.quant.arms import ArmSpec, load_arms_config, resolve_arm
     from pytest_quantagent.report.html import render_html

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 
 from pytest_quantagent.env import dialogue
 from pytest_quantagent.env.dialogue import Act, Segment
-from pytest_quantagent.env.messages import STOP_TOKEN
+from pytest_quantagent.vocab.messages import STOP_TOKEN
 from pytest_quantagent.env.user import (
     _YES_NO_QUESTION,
     DeviceIntent,

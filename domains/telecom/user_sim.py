@@ -17,7 +17,7 @@ from typing import Any
 
 from pytest_quantagent.env import dialogue
 from pytest_quantagent.env.dialogue import Act, Segment
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
     ToolCall,

@@ -41,7 +41,7 @@ from pytest_quantagent.backends.base import (
 )
 from pytest_quantagent.backends.secrets import redact, without_userinfo
 from pytest_quantagent.backends.wrapper import with_timeout
-from pytest_quantagent.env.messages import Decision
+from pytest_quantagent.vocab.messages import Decision
 from pytest_quantagent.errors import ConfigurationError, ContextOverflowError
 from pytest_quantagent.quant.arms import ArmSpec
 

@@ -37,7 +37,7 @@ from pytest_quantagent.backends.base import (
     Generation,
     RawToolCall,
 )
-from pytest_quantagent.env.messages import Decision
+from pytest_quantagent.vocab.messages import Decision
 from pytest_quantagent.errors import MissingDependencyError, UnknownNameError
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@
   (``<tool_call>{json}</tool_call>``) or a bare JSON object. A call that cannot be read comes
   back with an empty name and the raw text, so the agent records ``malformed_call``.
 - **Margins**: ``SamplingParams(logprobs=2)`` gives the top-2 logprobs of every generated
-  token; a :class:`~pytest_quantagent.env.messages.Decision` is recorded at the first token
+  token; a :class:`~pytest_quantagent.vocab.messages.Decision` is recorded at the first token
   of each tool name.
 - **Batching**: concurrent episodes' ``generate`` calls are gathered and sent to vLLM as one
   ``LLM.chat`` batch (vLLM schedules them with continuous batching), in a worker thread so

@@ -16,7 +16,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from pytest_quantagent.env.messages import ToolCall, ToolMessage
+from pytest_quantagent.vocab.messages import ToolCall, ToolMessage
 from pytest_quantagent.env.tasks import Task, parse_tasks
 from pytest_quantagent.env.tasksets import tau2_data_arg
 from pytest_quantagent.errors import DataFileError, QuantAgentError

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from pytest_quantagent.env.channels import Channel
+from pytest_quantagent.vocab.channels import Channel
 from pytest_quantagent.env.db import DB
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
     ToolCall,

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pytest_quantagent.env.channels import SCORABLE_TERMINATIONS, TerminationReason
-from pytest_quantagent.env.messages import AssistantMessage, Message, ToolCall, UserMessage
+from pytest_quantagent.vocab.channels import SCORABLE_TERMINATIONS, TerminationReason
+from pytest_quantagent.vocab.messages import AssistantMessage, Message, ToolCall, UserMessage
 from pytest_quantagent.env.tasks import RewardType, Task
 
 if TYPE_CHECKING:

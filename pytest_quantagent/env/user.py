@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_quantagent.env import dialogue
 from pytest_quantagent.env.dialogue import Act, Segment
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.vocab.messages import (
     OUT_OF_SCOPE_TOKEN,
     STOP_TOKEN,
     TRANSFER_TOKEN,

@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import TypeAdapter
 from typing_extensions import NotRequired, TypedDict
 
-from pytest_quantagent.env.channels import ALL_CHANNELS, NAMED_CHANNELS, Channel, TerminationReason
+from pytest_quantagent.vocab.channels import ALL_CHANNELS, NAMED_CHANNELS, Channel, TerminationReason
 from pytest_quantagent.metrics.recovery import count_recoveries, recovery_events
 from pytest_quantagent.store.records import EpisodeRecord
 

@@ -10,7 +10,7 @@ from typing import Literal
 import numpy as np
 from scipy.stats import rankdata
 
-from pytest_quantagent.env.channels import NAMED_CHANNELS, Channel
+from pytest_quantagent.vocab.channels import NAMED_CHANNELS, Channel
 from pytest_quantagent.metrics.episode import failure_names
 from pytest_quantagent.stats.rank import failure_set_agreement
 from pytest_quantagent.stats.results import RankCorrelationResult

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pytest_quantagent.env.channels import Channel, TerminationReason
-from pytest_quantagent.env.messages import Decision
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
+from pytest_quantagent.vocab.messages import Decision
 from pytest_quantagent.store.records import CallRecord, EpisodeRecord
 
 #: Per-call reference failure rates used when none are given.

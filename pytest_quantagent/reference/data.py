@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_quantagent.env.domain import Domain
-from pytest_quantagent.env.messages import Message, ToolMessage, UserMessage
+from pytest_quantagent.vocab.messages import Message, ToolMessage, UserMessage
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.env.tasks import Task
 from pytest_quantagent.reference.chat import render_messages

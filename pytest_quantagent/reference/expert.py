@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_quantagent.env.domain import Domain
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
     ToolCall,

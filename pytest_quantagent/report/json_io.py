@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pytest_quantagent.env.channels import ALL_CHANNELS
+from pytest_quantagent.vocab.channels import ALL_CHANNELS
 from pytest_quantagent.errors import DataFileError, MissingDependencyError
 
 SCHEMA_VERSION = 1

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from pytest_quantagent.env.channels import ALL_CHANNELS, NAMED_CHANNELS
+from pytest_quantagent.vocab.channels import ALL_CHANNELS, NAMED_CHANNELS
 from pytest_quantagent.metrics.budget import success_at_budgets
 from pytest_quantagent.metrics.episode import ArmData, summarize_arm
 from pytest_quantagent.metrics.failure_sets import failure_set_change_pvalue, judge_failure_set

@@ -23,7 +23,7 @@ from typing import Any
 
 from pytest_quantagent.backends.base import GenerateRequest, Generation
 from pytest_quantagent.backends.wrapper import ModelClient
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
     SystemMessage,

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_quantagent.backends.wrapper import UsageCounter, bind_episode_usage, with_timeout
-from pytest_quantagent.env.channels import SCORABLE_TERMINATIONS, TerminationReason
+from pytest_quantagent.vocab.channels import SCORABLE_TERMINATIONS, TerminationReason
 from pytest_quantagent.env.evaluate import RewardInfo
 from pytest_quantagent.errors import ConfigurationError, InfrastructureError
 from pytest_quantagent.runner.build import AgentPrompt, ArmRuntime, UserRuntime, make_agent

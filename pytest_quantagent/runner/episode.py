@@ -26,11 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pytest_quantagent.env.channels import TerminationReason
+from pytest_quantagent.vocab.channels import TerminationReason
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.env.environment import Environment
 from pytest_quantagent.env.evaluate import RewardInfo, evaluate
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.vocab.messages import (
     USER_STOP_TOKENS,
     AssistantMessage,
     Decision,

@@ -38,9 +38,9 @@ from filelock import FileLock
 from pytest_quantagent.backends.base import Backend, BackendOptions, GenerateRequest
 from pytest_quantagent.backends.registry import create_backend
 from pytest_quantagent.backends.wrapper import ModelClient, RetryPolicy
-from pytest_quantagent.env.channels import SCORABLE_TERMINATIONS
+from pytest_quantagent.vocab.channels import SCORABLE_TERMINATIONS
 from pytest_quantagent.env.evaluate import RewardInfo, apply_nl_verdicts, needs_judge
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
     SystemMessage,

@@ -42,7 +42,7 @@ from filelock import FileLock
 
 from pytest_quantagent.backends.base import GenerateRequest, Generation
 from pytest_quantagent.backends.wrapper import ModelClient, UsageCounter, bind_episode_usage
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
     SystemMessage,

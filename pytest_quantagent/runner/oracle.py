@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pytest_quantagent.env.domain import Domain
-from pytest_quantagent.env.messages import AssistantMessage, Message, ToolCall
+from pytest_quantagent.vocab.messages import AssistantMessage, Message, ToolCall
 from pytest_quantagent.env.tasks import Task
 from pytest_quantagent.env.toolkit import ToolType
 from pytest_quantagent.runner.episode import EpisodeOutcome, run_episode

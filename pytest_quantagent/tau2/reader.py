@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_quantagent.env.channels import SCORABLE_TERMINATIONS, Channel, TerminationReason
-from pytest_quantagent.env.messages import Requestor
+from pytest_quantagent.vocab.channels import SCORABLE_TERMINATIONS, Channel, TerminationReason
+from pytest_quantagent.vocab.messages import Requestor
 from pytest_quantagent.errors import DataFileError
 from pytest_quantagent.store.records import CallRecord, EpisodeRecord
 from pytest_quantagent.tau2.classify import (

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_quantagent.env.messages import ToolCall
+from pytest_quantagent.vocab.messages import ToolCall
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.runner.oracle import run_oracle
 

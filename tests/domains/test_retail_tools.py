@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from pytest_quantagent.env.channels import Channel
+from pytest_quantagent.vocab.channels import Channel
 from pytest_quantagent.env.db import DB
 from pytest_quantagent.env.environment import Environment
-from pytest_quantagent.env.messages import ToolCall
+from pytest_quantagent.vocab.messages import ToolCall
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.env.toolkit import (
     ArgumentError,

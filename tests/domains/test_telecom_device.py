@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from telecom_helpers import telecom_module
 
-from pytest_quantagent.env.channels import Channel
+from pytest_quantagent.vocab.channels import Channel
 from pytest_quantagent.env.toolkit import ArgumentError, UserToolError
 
 ut = telecom_module("user_tools")
@@ -318,7 +318,7 @@ def test_tau2_mode_answers_impossible_actions_in_text() -> None:
 
 
 def test_official_domain_uses_tau2_device_semantics(tau2_data: Any) -> None:
-    from pytest_quantagent.env.messages import ToolCall
+    from pytest_quantagent.vocab.messages import ToolCall
     from pytest_quantagent.env.registry import get_domain
 
     dom = get_domain("telecom", tau2_data=tau2_data, tasks_file="tasks_small.json")

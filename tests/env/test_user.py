@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_quantagent.env.domain import Domain
-from pytest_quantagent.env.messages import AssistantMessage, Message, ToolMessage
+from pytest_quantagent.vocab.messages import AssistantMessage, Message, ToolMessage
 from pytest_quantagent.env.tasks import Task
 from pytest_quantagent.env.user import (
     DeviceIntent,

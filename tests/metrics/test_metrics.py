@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from pytest_quantagent.env.channels import Channel, TerminationReason
-from pytest_quantagent.env.messages import Decision
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
+from pytest_quantagent.vocab.messages import Decision
 from pytest_quantagent.metrics import (
     ArmAccumulator,
     budget_curve,

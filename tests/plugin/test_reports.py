@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_quantagent.env.channels import ALL_CHANNELS
+from pytest_quantagent.vocab.channels import ALL_CHANNELS
 from pytest_quantagent.errors import DataFileError
 from pytest_quantagent.report.html import render_html
 from pytest_quantagent.report.json_io import (

@@ -33,7 +33,7 @@ def test_prone_telecom_expert_calls_device_tools_then_asks_the_user() -> None:
     import random
     from collections import Counter
 
-    from pytest_quantagent.env.channels import Channel
+    from pytest_quantagent.vocab.channels import Channel
     from pytest_quantagent.reference.expert import (
         PRONE,
         ROBUST,
@@ -71,7 +71,7 @@ def test_restating_expert_has_ids_said_again_right_before_their_first_use() -> N
     import asyncio
     import random
 
-    from pytest_quantagent.env.messages import AssistantMessage, ToolMessage, UserMessage
+    from pytest_quantagent.vocab.messages import AssistantMessage, ToolMessage, UserMessage
     from pytest_quantagent.reference.decisions import CLEAN
     from pytest_quantagent.reference.expert import (
         RESTATE_QUESTIONS,
@@ -117,7 +117,7 @@ def test_confirm_args_shows_the_write_call_that_follows_verbatim() -> None:
     import asyncio
     import random
 
-    from pytest_quantagent.env.messages import AssistantMessage
+    from pytest_quantagent.vocab.messages import AssistantMessage
     from pytest_quantagent.env.toolkit import ToolType
     from pytest_quantagent.reference.chat import render_call
     from pytest_quantagent.reference.decisions import CLEAN

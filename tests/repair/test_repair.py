@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_quantagent.env.channels import Channel
-from pytest_quantagent.env.messages import ToolCall, ToolMessage
+from pytest_quantagent.vocab.channels import Channel
+from pytest_quantagent.vocab.messages import ToolCall, ToolMessage
 from pytest_quantagent.runner.repair import ReflexiveRepair, describe_arguments, make_repair
 
 TOOLS = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_quantagent.env.channels import Channel, TerminationReason
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
 from pytest_quantagent.report.screen import ScreenConfig, screen
 from pytest_quantagent.store.records import CallRecord, EpisodeRecord
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_quantagent.env.channels import Channel
+from pytest_quantagent.vocab.channels import Channel
 from pytest_quantagent.metrics import summarize_arm
 from pytest_quantagent.metrics.synthetic import make_tasks, synthetic_episodes
 from pytest_quantagent.report.model import CellInput, analyze

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_quantagent.cli import main
-from pytest_quantagent.env.channels import Channel
+from pytest_quantagent.vocab.channels import Channel
 from pytest_quantagent.metrics.synthetic import make_tasks, synthetic_episodes
 
 

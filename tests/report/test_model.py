@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from pytest_quantagent.env.channels import ALL_CHANNELS, Channel
+from pytest_quantagent.vocab.channels import ALL_CHANNELS, Channel
 from pytest_quantagent.metrics import summarize_arm
 from pytest_quantagent.metrics.synthetic import make_tasks, synthetic_episodes
 from pytest_quantagent.report.model import AnalysisConfig, CellInput, Report, analyze
@@ -173,7 +173,7 @@ def test_terminal_table_one_row_per_cell() -> None:
 
 
 def test_all_infrastructure_errors_arm_is_inconclusive() -> None:
-    from pytest_quantagent.env.channels import TerminationReason
+    from pytest_quantagent.vocab.channels import TerminationReason
 
     rng = np.random.default_rng(14)
     tasks = make_tasks(rng, 5)

@@ -11,7 +11,7 @@ import pytest
 from pytest_quantagent.backends.base import GenerateRequest, Generation, RawToolCall
 from pytest_quantagent.backends.mock import MockBackend
 from pytest_quantagent.backends.wrapper import ModelClient
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Decision,
     SystemMessage,

@@ -13,7 +13,7 @@ from mini_rules import solving_rule
 
 from pytest_quantagent.backends.mock import FakeOpenAIServer, MockBackend
 from pytest_quantagent.backends.wrapper import ModelClient, RetryPolicy
-from pytest_quantagent.env.channels import TerminationReason
+from pytest_quantagent.vocab.channels import TerminationReason
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.quant.arms import ArmSpec
 from pytest_quantagent.runner.batch import (

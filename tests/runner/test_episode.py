@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from pytest_quantagent.env import registry
-from pytest_quantagent.env.channels import Channel, TerminationReason
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
 from pytest_quantagent.env.domain import Domain
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
     ToolCall,

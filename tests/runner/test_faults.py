@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_quantagent.backends.wrapper import RetryPolicy
-from pytest_quantagent.env.channels import Channel, TerminationReason
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.errors import ConfigurationError
 from pytest_quantagent.quant.arms import ArmSpec

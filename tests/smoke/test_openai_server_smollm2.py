@@ -26,7 +26,7 @@ import pytest
 from pytest_quantagent.backends.base import BackendOptions, GenerateRequest, Generation
 from pytest_quantagent.backends.openai_compat import OpenAICompatBackend
 from pytest_quantagent.backends.registry import create_backend
-from pytest_quantagent.env.channels import ALL_CHANNELS, Channel, TerminationReason
+from pytest_quantagent.vocab.channels import ALL_CHANNELS, Channel, TerminationReason
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.quant.arms import ArmSpec
 from pytest_quantagent.runner.agent import generation_to_message

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pytest_quantagent.env.channels import TerminationReason
+from pytest_quantagent.vocab.channels import TerminationReason
 from pytest_quantagent.errors import DataFileError
 from pytest_quantagent.store.jsonl import EpisodeStore, TornLineWarning
 from pytest_quantagent.store.keys import episode_key, prompt_hash

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_quantagent.env.channels import Channel
-from pytest_quantagent.env.messages import Requestor
+from pytest_quantagent.vocab.channels import Channel
+from pytest_quantagent.vocab.messages import Requestor
 from pytest_quantagent.tau2.classify import ToolNames, classify_error, is_error_text
 
 NAMES = ToolNames.of(

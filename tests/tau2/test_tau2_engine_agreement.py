@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from pytest_quantagent.env.channels import Channel
-from pytest_quantagent.env.messages import Requestor, ToolCall
+from pytest_quantagent.vocab.channels import Channel
+from pytest_quantagent.vocab.messages import Requestor, ToolCall
 from pytest_quantagent.tau2 import read_results
 from pytest_quantagent.tau2.classify import ToolNames, classify_error
 

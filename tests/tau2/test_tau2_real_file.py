@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_quantagent.env.channels import Channel, TerminationReason
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
 from pytest_quantagent.tau2 import read_results
 
 RESULTS = "results/gpt-4.1_retail_1trial_feature-gym.json"

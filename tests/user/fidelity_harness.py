@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_quantagent.env.domain import Domain
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.vocab.messages import (
     OUT_OF_SCOPE_TOKEN,
     STOP_TOKEN,
     TRANSFER_TOKEN,

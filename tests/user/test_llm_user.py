@@ -10,8 +10,8 @@ import pytest
 from pytest_quantagent.backends.base import GenerateRequest, Generation, RawToolCall
 from pytest_quantagent.backends.mock import MockBackend
 from pytest_quantagent.backends.wrapper import ModelClient
-from pytest_quantagent.env.channels import Channel, TerminationReason
-from pytest_quantagent.env.messages import AssistantMessage, Message, ToolCall, UserMessage
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
+from pytest_quantagent.vocab.messages import AssistantMessage, Message, ToolCall, UserMessage
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.runner.episode import run_episode
 from pytest_quantagent.runner.llm_user import (

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_quantagent.env.channels import Channel, TerminationReason
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
 from pytest_quantagent.errors import DataFileError, UnknownNameError
 from pytest_quantagent.metrics.episode import LEAN_RECORD, ArmAccumulator
 from pytest_quantagent.quant.arms import (

@@ -14,8 +14,8 @@ import pytest
 from pytest_quantagent.backends.mock import FakeOpenAIServer
 from pytest_quantagent.backends.wrapper import RetryPolicy
 from pytest_quantagent.cli import main
-from pytest_quantagent.env.channels import Channel, TerminationReason
-from pytest_quantagent.env.messages import ToolCall, UserMessage
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
+from pytest_quantagent.vocab.messages import ToolCall, UserMessage
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.quant.arms import ArmSpec, UserModelConfig
 from pytest_quantagent.report.model import CellInput, analyze
