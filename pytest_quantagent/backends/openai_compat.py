@@ -661,7 +661,7 @@ def parse_completion(
         # The server's tool parser gave up (e.g. vLLM's hermes parser on broken JSON) and
         # returned the model's tool-call markup as text. It is still a call, a malformed one:
         # read it with our own parser so the engine records malformed_call, not a message.
-        from pytest_quantagent.reference.chat import parse_tool_calls
+        from pytest_quantagent.bundled.chat import parse_tool_calls
 
         turn = parse_tool_calls(content)
         calls = [RawToolCall(id=f"call_{i}", name=c.name, arguments=c.arguments)

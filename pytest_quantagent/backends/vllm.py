@@ -108,7 +108,7 @@ def logprobs_to_tokens(
 def output_to_generation(text: str, token_entries: list[dict[str, Any]], prompt_tokens: int | None,
                          completion_tokens: int | None) -> Generation:
     """One vLLM completion (text + top-2 token entries) → :class:`Generation`."""
-    from pytest_quantagent.reference.chat import parse_tool_calls
+    from pytest_quantagent.bundled.chat import parse_tool_calls
 
     turn = parse_tool_calls(text)
     calls = [

@@ -497,7 +497,7 @@ class ExpertAgent:
             if is_write and self._i not in self._confirmed:
                 self._confirmed.add(self._i)
                 if self.confirm_args:
-                    from pytest_quantagent.reference.chat import render_call
+                    from pytest_quantagent.bundled.chat import render_call
 
                     shown = render_call(action.name, action.arguments)
                     return AssistantMessage(content=f"I will make this call: {shown} Do you confirm that I should proceed?")
