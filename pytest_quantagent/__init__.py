@@ -103,7 +103,6 @@ if TYPE_CHECKING:
         assert_score_equivalent,
     )
     from pytest_quantagent.config import QuantAgentConfig
-    from pytest_quantagent.vocab.channels import Channel, TerminationReason
     from pytest_quantagent.options import TaskSelection
     from pytest_quantagent.quant.arms import ArmSpec, load_arms_config, resolve_arm
     from pytest_quantagent.report.html import render_html
@@ -116,3 +115,4 @@ if TYPE_CHECKING:
     from pytest_quantagent.report.model import AnalysisConfig, CellInput, analyze
     from pytest_quantagent.session import CellEpisodes, CellKey, QuantCell
     from pytest_quantagent.store.records import CallRecord, EpisodeRecord
+    from pytest_quantagent.vocab.channels import Channel, TerminationReason

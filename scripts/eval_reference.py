@@ -21,10 +21,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 from pytest_quantagent.backends.transformers import TransformersBackend
 from pytest_quantagent.backends.wrapper import ModelClient
 from pytest_quantagent.env.registry import get_domain
-from pytest_quantagent.training.data import render_episode
 from pytest_quantagent.runner.agent import LLMAgent
 from pytest_quantagent.runner.build import agent_system_prompt
 from pytest_quantagent.runner.episode import run_episode
+from pytest_quantagent.training.data import render_episode
 
 
 def main() -> int:

@@ -43,9 +43,6 @@ from typing import Any
 
 import numpy as np
 
-from pytest_quantagent.env.registry import get_domain
-from pytest_quantagent.training.data import build_corpus
-from pytest_quantagent.training.expert import NOISE_CONFIGS
 from pytest_quantagent.bundled.model import ModelSize, count_parameters, make_model
 from pytest_quantagent.bundled.tokenizer import (
     ALIAS_ORDERS,
@@ -56,6 +53,9 @@ from pytest_quantagent.bundled.tokenizer import (
     DomainTokenizer,
     name_alias_kind,
 )
+from pytest_quantagent.env.registry import get_domain
+from pytest_quantagent.training.data import build_corpus
+from pytest_quantagent.training.expert import NOISE_CONFIGS
 from pytest_quantagent.training.train import (
     TrainConfig,
     agent_loss_mask,

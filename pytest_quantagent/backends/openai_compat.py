@@ -41,9 +41,9 @@ from pytest_quantagent.backends.base import (
 )
 from pytest_quantagent.backends.secrets import redact, without_userinfo
 from pytest_quantagent.backends.wrapper import with_timeout
-from pytest_quantagent.vocab.messages import Decision
 from pytest_quantagent.errors import ConfigurationError, ContextOverflowError
 from pytest_quantagent.quant.arms import ArmSpec
+from pytest_quantagent.vocab.messages import Decision
 
 _ALLOWED_OPTIONS = frozenset(
     {"constrained", "logprobs", "timeout_s", "max_connections", "extra_body", "http_client",

@@ -37,8 +37,8 @@ from pytest_quantagent.backends.base import (
     Generation,
     RawToolCall,
 )
-from pytest_quantagent.vocab.messages import Decision
 from pytest_quantagent.errors import MissingDependencyError, UnknownNameError
+from pytest_quantagent.vocab.messages import Decision
 
 if TYPE_CHECKING:
     import torch

@@ -199,9 +199,9 @@ def _breakdown(outcome: Any) -> list[str]:
 
 def _save(out_dir: Path, domain: str, task_id: str, seed: int, max_errors: int, max_steps: int,
           outcome: Any) -> str:
-    from pytest_quantagent.vocab.channels import TerminationReason
     from pytest_quantagent.store.jsonl import EpisodeStore
     from pytest_quantagent.store.records import EpisodeRecord
+    from pytest_quantagent.vocab.channels import TerminationReason
 
     body = json.dumps([m.model_dump(mode="json") for m in outcome.messages], sort_keys=True)
     key = "play-" + hashlib.sha256(f"{domain}\0{task_id}\0{seed}\0{body}".encode()).hexdigest()[:24]

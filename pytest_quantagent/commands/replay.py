@@ -16,10 +16,10 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from pytest_quantagent.vocab.messages import ToolCall, ToolMessage
 from pytest_quantagent.env.tasks import Task, parse_tasks
 from pytest_quantagent.env.tasksets import tau2_data_arg
 from pytest_quantagent.errors import DataFileError, QuantAgentError
+from pytest_quantagent.vocab.messages import ToolCall, ToolMessage
 
 
 def add_parser(subparsers: Any) -> None:

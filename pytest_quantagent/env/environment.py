@@ -30,8 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from pytest_quantagent.vocab.channels import Channel
 from pytest_quantagent.env.db import DB
+from pytest_quantagent.env.tasks import EnvAssertion, EnvFunctionCall, InitialState
+from pytest_quantagent.env.toolkit import ArgumentError, ToolError, Toolkit, ToolType
+from pytest_quantagent.vocab.channels import Channel
 from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
@@ -39,8 +41,6 @@ from pytest_quantagent.vocab.messages import (
     ToolMessage,
     UserMessage,
 )
-from pytest_quantagent.env.tasks import EnvAssertion, EnvFunctionCall, InitialState
-from pytest_quantagent.env.toolkit import ArgumentError, ToolError, Toolkit, ToolType
 
 if TYPE_CHECKING:
     from pytest_quantagent.env.domain import Domain

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pytest_quantagent.store.records import CallRecord, EpisodeRecord
 from pytest_quantagent.vocab.channels import Channel, TerminationReason
 from pytest_quantagent.vocab.messages import Decision
-from pytest_quantagent.store.records import CallRecord, EpisodeRecord
 
 #: Per-call reference failure rates used when none are given.
 DEFAULT_RATES: dict[Channel, float] = {

@@ -17,7 +17,6 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from pytest_quantagent.vocab.channels import ALL_CHANNELS, NAMED_CHANNELS
 from pytest_quantagent.metrics.budget import success_at_budgets
 from pytest_quantagent.metrics.episode import ArmData, summarize_arm
 from pytest_quantagent.metrics.failure_sets import failure_set_change_pvalue, judge_failure_set
@@ -36,6 +35,7 @@ from pytest_quantagent.stats.power import trials_for_equivalence
 from pytest_quantagent.stats.rank import failure_set_agreement
 from pytest_quantagent.stats.ratio import per_unit_ci, rate_ci, rate_ratio_from_clusters
 from pytest_quantagent.store.records import EpisodeRecord
+from pytest_quantagent.vocab.channels import ALL_CHANNELS, NAMED_CHANNELS
 
 SCHEMA_VERSION: Literal[1] = 1
 Verdict = Literal["LOSSLESS", "MASKED_DAMAGE", "DEGRADED", "INCONCLUSIVE"]

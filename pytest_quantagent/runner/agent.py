@@ -23,6 +23,7 @@ from typing import Any
 
 from pytest_quantagent.backends.base import GenerateRequest, Generation
 from pytest_quantagent.backends.wrapper import ModelClient
+from pytest_quantagent.runner.repair import ReflexiveRepair
 from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
@@ -31,7 +32,6 @@ from pytest_quantagent.vocab.messages import (
     ToolMessage,
     UserMessage,
 )
-from pytest_quantagent.runner.repair import ReflexiveRepair
 
 _SEED_MASK = (1 << 31) - 1
 _TRUNCATED = "…[truncated by quantagent:"

@@ -42,6 +42,9 @@ from filelock import FileLock
 
 from pytest_quantagent.backends.base import GenerateRequest, Generation
 from pytest_quantagent.backends.wrapper import ModelClient, UsageCounter, bind_episode_usage
+from pytest_quantagent.env.tasks import StructuredUserInstructions, Task
+from pytest_quantagent.quant.arms import UserModelConfig
+from pytest_quantagent.runner.agent import generation_to_message, tool_calls_to_openai
 from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
@@ -49,9 +52,6 @@ from pytest_quantagent.vocab.messages import (
     ToolMessage,
     UserMessage,
 )
-from pytest_quantagent.env.tasks import StructuredUserInstructions, Task
-from pytest_quantagent.quant.arms import UserModelConfig
-from pytest_quantagent.runner.agent import generation_to_message, tool_calls_to_openai
 
 USER_PROMPT_VERSION = "1"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from pytest_quantagent.tau2.classify import as_requestor, is_error_text
 from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
@@ -19,7 +20,6 @@ from pytest_quantagent.vocab.messages import (
     ToolMessage,
     UserMessage,
 )
-from pytest_quantagent.tau2.classify import as_requestor, is_error_text
 
 
 def convert_messages(messages: list[dict[str, Any]]) -> list[Message]:

@@ -18,15 +18,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_quantagent.bundled.chat import render_messages
+from pytest_quantagent.bundled.tokenizer import is_id_like, split_pieces
 from pytest_quantagent.env.domain import Domain
-from pytest_quantagent.vocab.messages import Message, ToolMessage, UserMessage
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.env.tasks import Task
-from pytest_quantagent.bundled.chat import render_messages
-from pytest_quantagent.training.expert import ExpertAgent, NoiseConfig, decoy_ids, enum_arguments
-from pytest_quantagent.bundled.tokenizer import is_id_like, split_pieces
 from pytest_quantagent.runner.agent import message_to_openai
 from pytest_quantagent.runner.episode import run_episode
+from pytest_quantagent.training.expert import ExpertAgent, NoiseConfig, decoy_ids, enum_arguments
+from pytest_quantagent.vocab.messages import Message, ToolMessage, UserMessage
 
 EXCLUDED_SPLITS = ("test",)
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_quantagent.env.domain import Domain
+from pytest_quantagent.env.tasks import Action, Task
+from pytest_quantagent.env.toolkit import ToolType
 from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
@@ -36,8 +38,6 @@ from pytest_quantagent.vocab.messages import (
     ToolMessage,
     UserMessage,
 )
-from pytest_quantagent.env.tasks import Action, Task
-from pytest_quantagent.env.toolkit import ToolType
 
 TRANSFER_TOOL = "transfer_to_human_agents"
 TRANSFER_TEXT = "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."

@@ -126,8 +126,8 @@ def remap_classes(tokenizer: DomainTokenizer, *, min_digits: int = 5, min_member
     ``paypal_0000000``-style payment ids, 10- and 12-digit item and product ids, 5-digit
     zips. Email tails (``.romero0000@example.com``: one class per surname) count from two
     members. Amounts, dates and short codes keep their meaning and are never remapped."""
-    from pytest_quantagent.training.expert import id_shape
     from pytest_quantagent.bundled.tokenizer import is_id_like
+    from pytest_quantagent.training.expert import id_shape
 
     by_shape: dict[str, list[int]] = {}
     for i in range(tokenizer.vocab_size):

@@ -19,10 +19,10 @@ from pytest_quantagent.backends.transformers import (  # noqa: E402
     create_backend,
     resolve_model_path,
 )
-from pytest_quantagent.errors import UnknownNameError  # noqa: E402
-from pytest_quantagent.quant.arms import resolve_arm  # noqa: E402
 from pytest_quantagent.bundled.model import ModelSize, make_model  # noqa: E402
 from pytest_quantagent.bundled.tokenizer import CALL, DomainTokenizer  # noqa: E402
+from pytest_quantagent.errors import UnknownNameError  # noqa: E402
+from pytest_quantagent.quant.arms import resolve_arm  # noqa: E402
 from pytest_quantagent.training.train import save_model  # noqa: E402
 
 TOOLS = [{"type": "function", "function": {"name": "get_user", "parameters": {"type": "object"}}}]

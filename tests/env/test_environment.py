@@ -8,16 +8,16 @@ import sys
 
 import pytest
 
-from pytest_quantagent.vocab.channels import Channel
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.env.environment import to_json_str
-from pytest_quantagent.vocab.messages import ToolCall
 from pytest_quantagent.env.tasks import (
     EnvAssertion,
     EnvFunctionCall,
     InitializationData,
     InitialState,
 )
+from pytest_quantagent.vocab.channels import Channel
+from pytest_quantagent.vocab.messages import ToolCall
 
 
 def call(tool: str, requestor: str = "assistant", parse_error: str | None = None, **arguments: object) -> ToolCall:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_quantagent.vocab.channels import TerminationReason
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.env.evaluate import communicate_checks, evaluate
+from pytest_quantagent.vocab.channels import TerminationReason
 from pytest_quantagent.vocab.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_quantagent.training.decisions import DecisionPoint, copy_sources, summarize
 from pytest_quantagent.bundled.tokenizer import DomainTokenizer
+from pytest_quantagent.training.decisions import DecisionPoint, copy_sources, summarize
 
 
 def _dp(ep: int, gold: str, chosen: str, margin: float, kind: str = "tool_name") -> DecisionPoint:
@@ -111,8 +111,8 @@ def _fixed_arm(tok: DomainTokenizer, token: int, logit: float, tail: list[int]) 
 
 def test_aliased_ids_are_decided_at_their_alias_and_read_back_as_ids() -> None:
     pytest.importorskip("torch")
-    from pytest_quantagent.training.decisions import analyze_arm
     from pytest_quantagent.bundled.tokenizer import DEFAULT_ALIASES
+    from pytest_quantagent.training.decisions import analyze_arm
 
     text = ('<|user|>Not #W1234567, I mean #W7654321.<|end|><|assistant|><|call|>'
             '{"name":"get_order_details","arguments":{"order_id":"#W7654321"}}<|end|>')

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_quantagent.vocab.channels import Channel
 from pytest_quantagent.metrics import summarize_arm
 from pytest_quantagent.metrics.synthetic import make_tasks, synthetic_episodes
 from pytest_quantagent.report.model import CellInput, analyze
+from pytest_quantagent.vocab.channels import Channel
 
 RUNS = 200
 

@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from pytest_quantagent.vocab.channels import ALL_CHANNELS, Channel
 from pytest_quantagent.metrics import summarize_arm
 from pytest_quantagent.metrics.synthetic import make_tasks, synthetic_episodes
 from pytest_quantagent.report.model import AnalysisConfig, CellInput, Report, analyze
 from pytest_quantagent.stats import holm
+from pytest_quantagent.vocab.channels import ALL_CHANNELS, Channel
 
 DESIGN_CELL_KEYS = {
     "domain", "arm", "reference", "episodes", "reference_episodes", "paired", "tool_calls",

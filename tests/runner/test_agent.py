@@ -11,6 +11,7 @@ import pytest
 from pytest_quantagent.backends.base import GenerateRequest, Generation, RawToolCall
 from pytest_quantagent.backends.mock import MockBackend
 from pytest_quantagent.backends.wrapper import ModelClient
+from pytest_quantagent.runner.agent import LLMAgent, generation_to_message, message_to_openai
 from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Decision,
@@ -19,7 +20,6 @@ from pytest_quantagent.vocab.messages import (
     ToolMessage,
     UserMessage,
 )
-from pytest_quantagent.runner.agent import LLMAgent, generation_to_message, message_to_openai
 
 TOOLS = [{"type": "function", "function": {"name": "get_user", "parameters": {"type": "object"}}}]
 

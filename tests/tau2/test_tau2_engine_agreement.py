@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from pytest_quantagent.vocab.channels import Channel
-from pytest_quantagent.vocab.messages import Requestor, ToolCall
 from pytest_quantagent.tau2 import read_results
 from pytest_quantagent.tau2.classify import ToolNames, classify_error
+from pytest_quantagent.vocab.channels import Channel
+from pytest_quantagent.vocab.messages import Requestor, ToolCall
 
 RESULTS = "results/gpt-4.1_retail_1trial_feature-gym.json"
 
