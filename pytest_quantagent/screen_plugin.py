@@ -128,7 +128,7 @@ def pytest_quantagent_screen_episodes(config: pytest.Config, domain: str) -> lis
     qc = session.qc
     spec = session.arm_spec(qc.reference)
     if spec.backend == "replay":
-        from pytest_quantagent.backends.replay import load_replay_arm
+        from pytest_quantagent.tau2.arms import load_replay_arm
 
         return load_replay_arm(spec, domain)
     # The same plan, settings and store as QuantAgentSession.pytest_quantagent_run_cell, so

@@ -381,7 +381,7 @@ class QuantAgentSession:
         replayed: dict[str, list[EpisodeRecord]] = {}
         for spec in (ref_spec, arm_spec):
             if spec.backend == "replay":
-                from pytest_quantagent.backends.replay import load_replay_arm
+                from pytest_quantagent.tau2.arms import load_replay_arm
 
                 replayed[spec.label] = load_replay_arm(spec, cell.domain)
         if len(replayed) == 2:
@@ -445,7 +445,7 @@ class QuantAgentSession:
         (unless ``--quant-allow-mixed-tau2=yes``; the difference is then a warning)."""
         import warnings
 
-        from pytest_quantagent.backends.replay import load_replay_runs
+        from pytest_quantagent.tau2.arms import load_replay_runs
         from pytest_quantagent.tau2.compare import check_accounting
 
         refs = [r for r in load_replay_runs(ref_spec) if r.domain == domain]

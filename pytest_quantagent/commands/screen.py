@@ -88,7 +88,7 @@ def run_reference(args: argparse.Namespace) -> list[EpisodeRecord]:
         raise ValueError(f"--arm takes one arm label, got {args.arm!r}")
     (spec,) = resolve_arms(args.arm, model_spec=args.model, config_path=args.config)
     if spec.backend == "replay":
-        from pytest_quantagent.backends.replay import load_replay_arm
+        from pytest_quantagent.tau2.arms import load_replay_arm
 
         return load_replay_arm(spec, args.domain)
     _, result, _ = run_specs(args, [spec])
