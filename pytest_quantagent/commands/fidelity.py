@@ -1,4 +1,4 @@
-"""``quantagent replay``: re-execute a τ²-bench results file's tool calls on our engine.
+"""``quantagent fidelity``: re-execute a τ²-bench results file's tool calls on our engine.
 
 Every episode of the results file is replayed in order on a fresh environment built from
 the official DB and the task's initial state; each tool call (agent- and user-side) is
@@ -22,9 +22,10 @@ from pytest_quantagent.errors import DataFileError, QuantAgentError
 from pytest_quantagent.vocab.messages import ToolCall, ToolMessage
 
 
-def add_parser(subparsers: Any) -> None:
+def add_parser(subparsers: Any, name: str = "fidelity",
+               help: str = "re-execute the tool calls of a tau2-bench results file") -> None:
     p = subparsers.add_parser(
-        "replay", help="re-execute the tool calls of a tau2-bench results file",
+        name, help=help,
         description="Re-execute every tool call of a tau2-bench results file on our engine "
         "(official DB, each task's initial state) and compare each result with the recorded one.",
     )
@@ -155,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         out = replay_results(args.tau2_results, args.tau2_data, args.domain, args.tau2_tasks)
     except QuantAgentError as e:
-        print(f"quantagent replay: error: {e}", file=sys.stderr)
+        print(f"quantagent {args.command}: error: {e}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(out, indent=2))

@@ -2,7 +2,7 @@
 *when the failure happens* (by exception class, ``env/environment.py``) to the same calls.
 
 The engine is the reference: its domains reproduce τ²-bench's tool results byte for byte
-(``quantagent replay``), and it classifies a failure from the exception a tool raises, not
+(``quantagent fidelity``), and it classifies a failure from the exception a tool raises, not
 from the text. Skips when a domain cannot be loaded.
 """
 
