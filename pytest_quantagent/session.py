@@ -317,47 +317,23 @@ class QuantAgentSession:
     # it builds no backend (no model load) to recompute keys. A manifest is named by a hash of
     # the run's settings and the cell, and rewritten by every worker that loads the cell.
 
-    def _manifest_path(self, key: CellKey) -> Path:
-        import hashlib
-        import json
-
-        ident = json.dumps([self.qc.run_dict(), key.domain, key.arm, key.reference, "tasks-v2"],
-                           sort_keys=True, default=str)
-        digest = hashlib.sha256(ident.encode()).hexdigest()[:24]
-        return self.qc.cache_dir / "cells" / f"{digest}.json"
+    def _manifest_ident(self, key: CellKey) -> list[Any]:
+        return [self.qc.run_dict(), key.domain, key.arm, key.reference, "tasks-v2"]
 
     def _write_manifest(self, key: CellKey, got: CellEpisodes) -> None:
-        import json
-        import os
-        import tempfile
+        from pytest_quantagent.store.manifests import CellManifests
 
-        path = self._manifest_path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"cell": key.id, "arm": [r.key for r in got.arm],
-                "reference": [r.key for r in got.reference]}
-        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
+        CellManifests(self.qc.cache_dir).write(self._manifest_ident(key), key.id, got.arm,
+                                               got.reference)
 
     def _load_from_manifest(self, key: CellKey) -> CellEpisodes | None:
         """The cell's records by key from the store, or None when there is no manifest or a
         record is not in the store (e.g. a conftest hook produced them): then the caller
         asks the hook."""
-        import json
+        from pytest_quantagent.store.manifests import CellManifests
 
-        path = self._manifest_path(key)
-        if not path.is_file():
-            return None
-        from pytest_quantagent.store.jsonl import EpisodeStore
-
-        data = json.loads(path.read_text(encoding="utf-8"))
-        stored = EpisodeStore(self.qc.cache_dir).load()
-        try:
-            return CellEpisodes(arm=[stored[k] for k in data["arm"]],
-                                reference=[stored[k] for k in data["reference"]])
-        except KeyError:
-            return None
+        got = CellManifests(self.qc.cache_dir).read(self._manifest_ident(key))
+        return None if got is None else CellEpisodes(arm=got[0], reference=got[1])
 
     @pytest.hookimpl(trylast=True)
     def pytest_quantagent_run_cell(self, config: pytest.Config, cell: CellKey) -> CellEpisodes:
