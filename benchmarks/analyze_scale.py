@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_quantagent.env.channels import Channel
 from pytest_quantagent.metrics.synthetic import make_tasks, synthetic_episodes
+from pytest_quantagent.vocab.channels import Channel
 
 DOMAINS = ("retail", "telecom")
 ARMS: dict[str, dict[Channel, float] | None] = {

@@ -24,9 +24,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from pytest_quantagent.env.channels import Channel
 from pytest_quantagent.metrics.synthetic import World, simulate_world
 from pytest_quantagent.report.model import AnalysisConfig, CellInput, Report, analyze
+from pytest_quantagent.vocab.channels import Channel
 
 U = Channel.UNKNOWN_TOOL
 M = Channel.MALFORMED_CALL

@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_quantagent.env.messages import AssistantMessage, Message, UserMessage
 from pytest_quantagent.env.registry import get_domain, list_domains
 from pytest_quantagent.runner.episode import run_episode
 from pytest_quantagent.runner.oracle import run_oracle_task
+from pytest_quantagent.vocab.messages import AssistantMessage, Message, UserMessage
 
 
 def measure(name: str, tau2_data: Path | None, tasks_file: str | None, min_seconds: float) -> dict[str, Any]:

@@ -138,7 +138,7 @@ def _read_calls(domain: Domain, task: Task) -> list[tuple[str, dict[str, Any]]]:
 def domain_script(domain: Domain, n_calls: int) -> tuple[str, list[dict[str, Any]]]:
     """The first task with valid read-only agent calls (checked against a fresh
     environment), and a script cycling them."""
-    from pytest_quantagent.env.messages import ToolCall
+    from pytest_quantagent.vocab.messages import ToolCall
 
     for task in domain.tasks:
         env = domain.make_environment(task)

@@ -28,7 +28,7 @@ _EXPORTS: dict[str, str] = {
     "CellKey": "pytest_quantagent.session",
     "CellEpisodes": "pytest_quantagent.session",
     "QuantAgentConfig": "pytest_quantagent.config",
-    "TaskSelection": "pytest_quantagent.options",
+    "TaskSelection": "pytest_quantagent.runner.selection",
     # arms
     "ArmSpec": "pytest_quantagent.quant.arms",
     "load_arms_config": "pytest_quantagent.quant.arms",
@@ -36,8 +36,8 @@ _EXPORTS: dict[str, str] = {
     # records and taxonomy
     "EpisodeRecord": "pytest_quantagent.store.records",
     "CallRecord": "pytest_quantagent.store.records",
-    "Channel": "pytest_quantagent.env.channels",
-    "TerminationReason": "pytest_quantagent.env.channels",
+    "Channel": "pytest_quantagent.vocab.channels",
+    "TerminationReason": "pytest_quantagent.vocab.channels",
     # analysis and reports
     "AnalysisConfig": "pytest_quantagent.report.model",
     "CellInput": "pytest_quantagent.report.model",
@@ -103,8 +103,6 @@ if TYPE_CHECKING:
         assert_score_equivalent,
     )
     from pytest_quantagent.config import QuantAgentConfig
-    from pytest_quantagent.env.channels import Channel, TerminationReason
-    from pytest_quantagent.options import TaskSelection
     from pytest_quantagent.quant.arms import ArmSpec, load_arms_config, resolve_arm
     from pytest_quantagent.report.html import render_html
     from pytest_quantagent.report.json_io import (
@@ -114,5 +112,7 @@ if TYPE_CHECKING:
         write_report,
     )
     from pytest_quantagent.report.model import AnalysisConfig, CellInput, analyze
+    from pytest_quantagent.runner.selection import TaskSelection
     from pytest_quantagent.session import CellEpisodes, CellKey, QuantCell
     from pytest_quantagent.store.records import CallRecord, EpisodeRecord
+    from pytest_quantagent.vocab.channels import Channel, TerminationReason

@@ -24,13 +24,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_quantagent.env.channels import ALL_CHANNELS, NAMED_CHANNELS
 from pytest_quantagent.errors import UnknownNameError
 from pytest_quantagent.metrics.failure_sets import (
     DEFAULT_MIN_FAILURES,
     DEFAULT_MIN_RANK_CORR,
     judge_failure_set,
 )
+from pytest_quantagent.vocab.channels import ALL_CHANNELS, NAMED_CHANNELS
 
 if TYPE_CHECKING:
     from pytest_quantagent.session import QuantCell

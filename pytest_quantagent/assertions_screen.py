@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pytest_quantagent.env.channels import ALL_CHANNELS
 from pytest_quantagent.errors import UnknownNameError
 from pytest_quantagent.report.screen import ScreenReport, check_threshold
+from pytest_quantagent.vocab.channels import ALL_CHANNELS
 
 __all__ = ["assert_low_quantization_risk"]
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from pytest_quantagent.options import OPTIONS, TaskSelection
+from pytest_quantagent.options import OPTIONS
+from pytest_quantagent.runner.selection import TaskSelection
 
 DEFAULT_ARMS: tuple[str, ...] = ("int4",)
 DEFAULT_REFERENCE = "bf16"

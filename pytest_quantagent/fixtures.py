@@ -72,7 +72,7 @@ def precision_model(quant_arm: ArmSpec) -> Iterator[Any]:
     Closed after the test.
     """
     from pytest_quantagent.backends.registry import create_backend
-    from pytest_quantagent.session import run_sync
+    from pytest_quantagent.runner.service import run_sync
 
     backend = create_backend(quant_arm)
     yield backend

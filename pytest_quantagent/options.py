@@ -19,9 +19,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pytest
+
+from pytest_quantagent.runner.selection import TaskSelection
 
 #: Backends shipped with the package (third parties add more through the
 #: ``pytest_quantagent.backends`` entry-point group).
@@ -249,63 +251,6 @@ def parse_tau2_dir(option: str) -> Callable[[str], Path]:
 
     parse.__name__ = f"parse {option}"
     return parse
-
-
-@dataclass(frozen=True)
-class TaskSelection:
-    """Which tasks of each domain to run (``--quant-tasks``).
-
-    - ``all``: every task of the domain's default split.
-    - ``first``: the first ``count`` tasks (``--quant-tasks=20``).
-    - ``slice``: tasks ``start`` to ``stop`` (``--quant-tasks=10:30``, Python slice rules).
-    - ``split``: a named split of the domain (``--quant-tasks=split:test``).
-    - ``ids``: explicit task ids (``--quant-tasks=ids:3,7,12``).
-    """
-
-    kind: Literal["all", "first", "slice", "split", "ids"]
-    count: int | None = None
-    start: int | None = None
-    stop: int | None = None
-    split: str | None = None
-    ids: tuple[str, ...] = ()
-
-    def __str__(self) -> str:
-        if self.kind == "first":
-            return str(self.count)
-        if self.kind == "slice":
-            return f"{'' if self.start is None else self.start}:{'' if self.stop is None else self.stop}"
-        if self.kind == "split":
-            return f"split:{self.split}"
-        if self.kind == "ids":
-            return "ids:" + ",".join(self.ids)
-        return "all"
-
-    def select(
-        self, task_ids: list[str], splits: dict[str, list[str]] | None = None, domain: str = ""
-    ) -> list[str]:
-        """Apply the selection to a domain's ordered task ids.
-
-        Raises
-        ------
-        ValueError
-            For an unknown split (listing the known ones) or task id (naming the closest).
-        """
-        from pytest_quantagent.env.tasksets import check_split, check_task_ids
-
-        if self.kind == "all":
-            return list(task_ids)
-        if self.kind == "first":
-            assert self.count is not None
-            return list(task_ids[: self.count])
-        if self.kind == "slice":
-            return list(task_ids[self.start : self.stop])
-        if self.kind == "split":
-            splits = splits or {}
-            assert self.split is not None
-            check_split(domain or "domain's", self.split, splits)
-            return list(splits[self.split])
-        check_task_ids(domain or "domain's", self.ids, task_ids)
-        return list(self.ids)
 
 
 _TASKS_ALLOWED = "all, N (first N), A:B (slice), split:NAME, ids:ID1,ID2,..."

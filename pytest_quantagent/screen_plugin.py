@@ -117,46 +117,11 @@ def get_screen(config: pytest.Config, domain: str) -> ScreenReport:
 
 @pytest.hookimpl(trylast=True)
 def pytest_quantagent_screen_episodes(config: pytest.Config, domain: str) -> list[EpisodeRecord]:
-    import asyncio
+    from pytest_quantagent.runner.service import run_arms
 
-    from pytest_quantagent.env.registry import get_domain
-    from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_cell
-    from pytest_quantagent.runner.build import USER_TURNS_FILE, build_arm, build_user, resolve_user
-    from pytest_quantagent.store.jsonl import EpisodeStore
-
+    # The cells' own arms, request and store: the episode keys (and the episodes) are the
+    # cells' reference episodes, and the cells' claim of (domain, reference) is shared.
     session = get_session(config)
-    qc = session.qc
-    spec = session.arm_spec(qc.reference)
-    if spec.backend == "replay":
-        from pytest_quantagent.backends.replay import load_replay_arm
-
-        return load_replay_arm(spec, domain)
-    # The same plan, settings and store as QuantAgentSession.pytest_quantagent_run_cell, so
-    # the episode keys (and the episodes) are the cells' reference episodes.
-    dom = get_domain(domain, tau2_data=qc.tau2_data)
-    task_ids = qc.tasks.select([t.id for t in dom.tasks], dom.splits)
-    plan = plan_episodes(task_ids, qc.trials, qc.seed)
-    concurrency = qc.concurrency or RunSettings().concurrency
-    settings = RunSettings(max_errors=qc.error_budget, concurrency=concurrency, user_sim=qc.user)
-    qc.cache_dir.mkdir(parents=True, exist_ok=True)
-    store = EpisodeStore(qc.cache_dir)
-    user_config = None
-    if qc.user == "llm":
-        user_config = resolve_user(qc.user_model, config_path=qc.config_path)
-
-    async def go() -> list[EpisodeRecord]:
-        runtime = build_arm(spec, concurrency=concurrency)
-        user = None if user_config is None else build_user(
-            user_config, cache_path=qc.cache_dir / USER_TURNS_FILE, concurrency=concurrency)
-        try:
-            result = await run_cell(domain=dom, runtimes=[runtime], plan=plan, settings=settings,
-                                    store=store, user=user)
-            return result[spec.label]
-        finally:
-            await runtime.aclose()
-            if user is not None:
-                await user.aclose()
-
-    # The cells' claim of this (domain, arm): an xdist worker running a cell waits for us.
-    with store.claim(f"{domain}/{spec.label}"):
-        return asyncio.run(go())
+    result = run_arms(domain, session.run_arms_specs(), session.run_request(),
+                      session.qc.cache_dir, run=(session.qc.reference,))
+    return result.records[session.qc.reference]

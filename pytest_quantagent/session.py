@@ -19,11 +19,9 @@ How cells are shared:
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -33,9 +31,9 @@ from pytest_quantagent.markers import MarkerArgs, MarkerError, parse_markers
 if TYPE_CHECKING:
     from pytest_quantagent.quant.arms import ArmSpec
     from pytest_quantagent.runner.progress import CellProgress
+    from pytest_quantagent.runner.service import RunRequest
     from pytest_quantagent.store.records import EpisodeRecord
 
-T = TypeVar("T")
 
 #: Name of the user property that carries a test's cell id (also in JUnit XML).
 CELL_PROPERTY = "quantagent_cell"
@@ -321,148 +319,61 @@ class QuantAgentSession:
     # it builds no backend (no model load) to recompute keys. A manifest is named by a hash of
     # the run's settings and the cell, and rewritten by every worker that loads the cell.
 
-    def _manifest_path(self, key: CellKey) -> Path:
-        import hashlib
-        import json
-
-        ident = json.dumps([self.qc.run_dict(), key.domain, key.arm, key.reference, "tasks-v2"],
-                           sort_keys=True, default=str)
-        digest = hashlib.sha256(ident.encode()).hexdigest()[:24]
-        return self.qc.cache_dir / "cells" / f"{digest}.json"
+    def _manifest_ident(self, key: CellKey) -> list[Any]:
+        return [self.qc.run_dict(), key.domain, key.arm, key.reference, "tasks-v2"]
 
     def _write_manifest(self, key: CellKey, got: CellEpisodes) -> None:
-        import json
-        import os
-        import tempfile
+        from pytest_quantagent.store.manifests import CellManifests
 
-        path = self._manifest_path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"cell": key.id, "arm": [r.key for r in got.arm],
-                "reference": [r.key for r in got.reference]}
-        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
+        CellManifests(self.qc.cache_dir).write(self._manifest_ident(key), key.id, got.arm,
+                                               got.reference)
 
     def _load_from_manifest(self, key: CellKey) -> CellEpisodes | None:
         """The cell's records by key from the store, or None when there is no manifest or a
         record is not in the store (e.g. a conftest hook produced them): then the caller
         asks the hook."""
-        import json
+        from pytest_quantagent.store.manifests import CellManifests
 
-        path = self._manifest_path(key)
-        if not path.is_file():
-            return None
-        from pytest_quantagent.store.jsonl import EpisodeStore
-
-        data = json.loads(path.read_text(encoding="utf-8"))
-        stored = EpisodeStore(self.qc.cache_dir).load()
-        try:
-            return CellEpisodes(arm=[stored[k] for k in data["arm"]],
-                                reference=[stored[k] for k in data["reference"]])
-        except KeyError:
-            return None
+        got = CellManifests(self.qc.cache_dir).read(self._manifest_ident(key))
+        return None if got is None else CellEpisodes(arm=got[0], reference=got[1])
 
     @pytest.hookimpl(trylast=True)
     def pytest_quantagent_run_cell(self, config: pytest.Config, cell: CellKey) -> CellEpisodes:
-        from contextlib import ExitStack
+        from contextlib import closing
 
-        from pytest_quantagent.env.registry import get_domain_for_split
-        from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_cell
-        from pytest_quantagent.runner.build import (
-            USER_TURNS_FILE,
-            build_arm,
-            build_user,
-            resolve_user,
-        )
-        from pytest_quantagent.store.jsonl import EpisodeStore
+        from pytest_quantagent.runner.service import run_arms
+
+        progress = self._cell_progress(cell.id)
+        result = run_arms(cell.domain, self.run_arms_specs(), self.run_request(), self.qc.cache_dir,
+                          run=(cell.reference, cell.arm),
+                          progress=None if progress is None else closing(progress))
+        for label, stats in result.endpoints.items():
+            self._endpoint_stats[f"{cell.domain}-{label}"] = stats
+        return CellEpisodes(arm=result.records[cell.arm], reference=result.records[cell.reference])
+
+    def run_arms_specs(self) -> list[ArmSpec]:
+        """Every arm of the session (reference first): the arms the task pool depends on."""
+        labels = dict.fromkeys([self.qc.reference, *self.qc.arms])
+        return [self.arm_spec(label) for label in labels]
+
+    def run_request(self) -> RunRequest:
+        """The session's options as a :class:`~pytest_quantagent.runner.service.RunRequest`
+        (the same for every cell and for the screen plugin's reference run)."""
+        from pytest_quantagent.runner.batch import RunSettings
+        from pytest_quantagent.runner.build import resolve_user
+        from pytest_quantagent.runner.judge import resolve_judge
+        from pytest_quantagent.runner.service import RunRequest
 
         qc = self.qc
-        ref_spec, arm_spec = self.arm_spec(cell.reference), self.arm_spec(cell.arm)
-        # Replay arms are never run: their records come from τ²-bench results files.
-        replayed: dict[str, list[EpisodeRecord]] = {}
-        for spec in (ref_spec, arm_spec):
-            if spec.backend == "replay":
-                from pytest_quantagent.backends.replay import load_replay_arm
-
-                replayed[spec.label] = load_replay_arm(spec, cell.domain)
-        if len(replayed) == 2:
-            self._check_replay_versions(ref_spec, arm_spec, cell.domain)
-            return CellEpisodes(arm=replayed[cell.arm], reference=replayed[cell.reference])
-
-        domain = get_domain_for_split(cell.domain, qc.tau2_data, qc.tasks.split)
-        pool = ([t.id for t in domain.tasks] if qc.tasks.kind == "ids"
-                else _default_task_ids(domain, (ref_spec, arm_spec)))
-        task_ids = qc.tasks.select(pool, domain.splits, domain=cell.domain)
-        plan = plan_episodes(task_ids, qc.trials, qc.seed)
         concurrency = qc.concurrency or RunSettings().concurrency
-        settings = RunSettings(max_errors=qc.error_budget, concurrency=concurrency,
-                               user_sim=qc.user)
-        specs = [s for s in (ref_spec, arm_spec) if s.label not in replayed]
-        qc.cache_dir.mkdir(parents=True, exist_ok=True)
-        store = EpisodeStore(qc.cache_dir)
-
-        user_config = None
-        if qc.user == "llm":
-            user_config = resolve_user(qc.user_model, config_path=qc.config_path)
-        from pytest_quantagent.runner.judge import JUDGE_CACHE_FILE, build_judge, resolve_judge
-
-        judge_config = resolve_judge(qc.judge_model, qc.config_path)
-
-        async def go() -> dict[str, list[EpisodeRecord]]:
-            runtimes = [build_arm(s, concurrency=concurrency) for s in specs]
-            # One LLM user for both arms, its turns cached in the store: arms whose
-            # transcripts agree get the same replies, in this worker and in the others.
-            user = None if user_config is None else build_user(
-                user_config, cache_path=qc.cache_dir / USER_TURNS_FILE, concurrency=concurrency)
-            judge = None if judge_config is None else build_judge(
-                judge_config, cache_path=qc.cache_dir / JUDGE_CACHE_FILE, concurrency=concurrency)
-            progress = self._cell_progress(cell.id)
-            try:
-                return await run_cell(domain=domain, runtimes=runtimes, plan=plan,
-                                      settings=settings, store=store, user=user, judge=judge,
-                                      progress=None if progress is None else progress.arm)
-            finally:
-                if progress is not None:
-                    progress.close()
-                from pytest_quantagent.runner.endpoints import collect
-
-                for label, stats in collect(runtimes).items():
-                    self._endpoint_stats[f"{cell.domain}-{label}"] = stats
-                for rt in runtimes:
-                    await rt.aclose()
-                if user is not None:
-                    await user.aclose()
-                if judge is not None:
-                    await judge.aclose()
-
-        # One claim per (domain, arm), taken in sorted order: xdist workers running cells that
-        # share the reference arm wait for each other instead of running it twice, and the
-        # fixed order rules out a deadlock.
-        with ExitStack() as stack:
-            for label in sorted(s.label for s in specs):
-                stack.enter_context(store.claim(f"{cell.domain}/{label}"))
-            result = run_sync(go())
-        result.update(replayed)
-        return CellEpisodes(arm=result[cell.arm], reference=result[cell.reference])
-
-    def _check_replay_versions(self, ref_spec: Any, arm_spec: Any, domain: str) -> None:
-        """Refuse to pair replay arms whose τ²-bench files account for failures differently
-        (unless ``--quant-allow-mixed-tau2=yes``; the difference is then a warning)."""
-        import warnings
-
-        from pytest_quantagent.backends.replay import load_replay_runs
-        from pytest_quantagent.tau2.compare import check_accounting
-
-        refs = [r for r in load_replay_runs(ref_spec) if r.domain == domain]
-        cands = [r for r in load_replay_runs(arm_spec) if r.domain == domain]
-        for ref in refs:
-            for cand in cands:
-                note = check_accounting((str(ref.path), ref.provenance), (str(cand.path), cand.provenance),
-                                        allow_mixed=self.qc.allow_mixed_tau2 == "yes",
-                                        flag="--quant-allow-mixed-tau2=yes")
-                if note:
-                    warnings.warn(note, stacklevel=1)
+        return RunRequest(
+            tasks=qc.tasks, trials=qc.trials, seed=qc.seed,
+            settings=RunSettings(max_errors=qc.error_budget, concurrency=concurrency,
+                                 user_sim=qc.user),
+            user=resolve_user(qc.user_model, config_path=qc.config_path) if qc.user == "llm" else None,
+            judge=resolve_judge(qc.judge_model, qc.config_path),
+            tau2_data=qc.tau2_data, allow_mixed_tau2=qc.allow_mixed_tau2 == "yes",
+        )
 
     def _cell_progress(self, name: str) -> CellProgress | None:
         """Live progress of one cell's episodes (None under ``-q``): a rich live display on
@@ -702,31 +613,6 @@ class QuantAgentSession:
             for flag, path in (("JSON", self.qc.report_path), ("HTML", self.qc.html_path)):
                 if path is not None:
                     tr.write_line(f"quantagent {flag} report: {path}")
-
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from synchronous code, also when called from inside a
-    running event loop (an ``async def`` test touching ``quant_cell.episodes``), where
-    ``asyncio.run`` refuses: then it runs on a fresh loop in a helper thread."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="quantagent-run") as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
-def _default_task_ids(domain: Any, specs: tuple[ArmSpec, ...]) -> list[str]:
-    """The task ids that ``all``, ``N`` and ``A:B`` select from: the domain's test split when
-    every arm is a bundled model (it was trained on the other splits), else every task."""
-    from pytest_quantagent.quant.bundled import BUNDLED_SPECS
-
-    test = domain.splits.get("test")
-    if test and all(s.backend == "transformers" and s.model in BUNDLED_SPECS for s in specs):
-        return list(test)
-    return [t.id for t in domain.tasks]
 
 
 def _why(report: pytest.TestReport, lines: int = 8) -> str:

@@ -1,6 +1,6 @@
 """Closed-loop check of a reference-model folder on a domain's test tasks (no store, no report).
 
-    python scripts/eval_reference.py --model pytest_quantagent/reference/models/tiny-agent \
+    python scripts/eval_reference.py --model pytest_quantagent/bundled/models/tiny-agent \
         --domain telecom --tasks 20 [--quantization int4-rtn-g128] [--show 1]
 
 Prints success, channel counts per tool call and time; ``--show N`` prints N transcripts.
@@ -21,10 +21,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 from pytest_quantagent.backends.transformers import TransformersBackend
 from pytest_quantagent.backends.wrapper import ModelClient
 from pytest_quantagent.env.registry import get_domain
-from pytest_quantagent.reference.data import render_episode
 from pytest_quantagent.runner.agent import LLMAgent
 from pytest_quantagent.runner.build import agent_system_prompt
 from pytest_quantagent.runner.episode import run_episode
+from pytest_quantagent.training.data import render_episode
 
 
 def main() -> int:

@@ -1,7 +1,7 @@
 """Train the bundled reference agents (``tiny-agent`` and ``tiny-agent-prone``) on CPU.
 
 Phases, each resumable from the files of the previous one. The bundled models came from
-this recipe, 45 CPU-minutes per variant (``pytest_quantagent/reference/models/README.md``
+this recipe, 45 CPU-minutes per variant (``pytest_quantagent/bundled/models/README.md``
 says how it was chosen; each model's ``training.json`` records every step under
 ``lineage``)::
 
@@ -11,12 +11,12 @@ says how it was chosen; each model's ``training.json`` records every step under
     python scripts/train_reference.py base   --work /tmp/qa --seconds 1500 --name B1 --tied --heads 2 --head-dim 64
     python scripts/train_reference.py base   --work /tmp/qa --seconds 600 --name B2 --init /tmp/qa/B1 --lr 1e-3
     python scripts/train_reference.py finetune --work /tmp/qa --variant robust --seconds 600 --start B2 \
-        --out pytest_quantagent/reference/models/tiny-agent
+        --out pytest_quantagent/bundled/models/tiny-agent
     python scripts/train_reference.py finetune --work /tmp/qa --variant prone  --seconds 600 --start B2 \
-        --out pytest_quantagent/reference/models/tiny-agent-prone
+        --out pytest_quantagent/bundled/models/tiny-agent-prone
 
 (the two fine-tunes can run side by side, one thread each; then ``quantagent quantize``
-rebuilds each model's ``arms/``, see ``pytest_quantagent/reference/models/README.md``).
+rebuilds each model's ``arms/``, see ``pytest_quantagent/bundled/models/README.md``).
 The pairs before it (M2: the same without ``--confirm-args`` and ``--short-nums``; "J",
 58 minutes, grew its vocabulary in stages with ``add-aliases``) are described in that README.
 
@@ -43,11 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_quantagent.env.registry import get_domain
-from pytest_quantagent.reference.data import build_corpus
-from pytest_quantagent.reference.expert import NOISE_CONFIGS
-from pytest_quantagent.reference.model import ModelSize, count_parameters, make_model
-from pytest_quantagent.reference.tokenizer import (
+from pytest_quantagent.bundled.model import ModelSize, count_parameters, make_model
+from pytest_quantagent.bundled.tokenizer import (
     ALIAS_ORDERS,
     DEFAULT_ALIASES,
     FORMAT_VERSION,
@@ -56,7 +53,10 @@ from pytest_quantagent.reference.tokenizer import (
     DomainTokenizer,
     name_alias_kind,
 )
-from pytest_quantagent.reference.train import (
+from pytest_quantagent.env.registry import get_domain
+from pytest_quantagent.training.data import build_corpus
+from pytest_quantagent.training.expert import NOISE_CONFIGS
+from pytest_quantagent.training.train import (
     TrainConfig,
     agent_loss_mask,
     copy_drills,
@@ -356,13 +356,13 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--work", required=True)
     v.add_argument("--min-word-count", type=int, default=10)
     v.add_argument("--split-version", type=int, choices=SPLIT_VERSIONS, default=FORMAT_VERSION,
-                   help="tokenizer split rule (1 reproduces the previous bundled pair; see reference/tokenizer.py)")
+                   help="tokenizer split rule (1 reproduces the previous bundled pair; see bundled/tokenizer.py)")
     v.add_argument("--aliases", nargs="?", const="name", default=None, metavar="KINDS",
-                   help="entity ids (reference/tokenizer.py DEFAULT_ALIASES) and the listed kinds (default: "
+                   help="entity ids (bundled/tokenizer.py DEFAULT_ALIASES) and the listed kinds (default: "
                         f"name; \"\" for none; of: {ALIAS_KIND_NAMES}) become per-conversation alias tokens")
     v.add_argument("--alias-order", choices=ALIAS_ORDERS, default="appearance",
                    help="number a conversation's aliases by first appearance, or by a hash of the id "
-                        "(reference/tokenizer.py: the numbers then say nothing about order)")
+                        "(bundled/tokenizer.py: the numbers then say nothing about order)")
     v.add_argument("--short-nums", action="store_true",
                    help="the num kind also takes one-digit numbers (24 aliases instead of 16)")
     a = sub.add_parser("add-aliases", help="append alias kinds to a trained model's vocabulary")

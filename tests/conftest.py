@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from pytest_quantagent.env import registry
 
 _REPO = Path(__file__).resolve().parent.parent
 
@@ -39,3 +42,44 @@ def _one_torch_thread() -> None:
     except ImportError:
         return
     torch.set_num_threads(1)
+
+
+# ---- the mini domain and mock arms shared by the repair, screen and CLI tests
+
+_TESTS = Path(__file__).resolve().parent
+#: The runner tests' mini domain (users with emails), loaded through the real registry.
+MINI_DOMAINS_DIR = _TESTS / "runner" / "domains"
+#: Mock-backend rule modules (``mini_rules:...``, ``repair_rules:...``).
+RULE_DIRS = (_TESTS / "runner", _TESTS / "repair")
+
+#: bf16 never fails; int4 hallucinates ``get_usr`` until told it does not exist.
+ARMS_TOML = """
+[arms.bf16]
+backend = "mock"
+model = "scripted"
+rule = "repair_rules:solving_rule"
+
+[arms.int4]
+backend = "mock"
+model = "scripted"
+rule = "repair_rules:hallucinating_rule"
+"""
+
+
+@pytest.fixture
+def mini_domains_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("QUANTAGENT_DOMAINS_DIR", str(MINI_DOMAINS_DIR))
+    for d in RULE_DIRS:  # the rule modules, for subprocesses and pytester runs too
+        monkeypatch.syspath_prepend(str(d))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        p for p in (*map(str, RULE_DIRS), os.environ.get("PYTHONPATH", "")) if p))
+    registry.clear_cache()
+    yield MINI_DOMAINS_DIR
+    registry.clear_cache()
+
+
+@pytest.fixture
+def arms_toml(tmp_path: Path, mini_domains_dir: Path) -> Path:
+    p = tmp_path / "arms.toml"
+    p.write_text(ARMS_TOML)
+    return p

@@ -25,7 +25,6 @@ from collections.abc import Iterable, Sequence
 
 from pytest_quantagent.env import dialogue
 from pytest_quantagent.env.dialogue import Act, Segment
-from pytest_quantagent.env.messages import STOP_TOKEN
 from pytest_quantagent.env.user import (
     _YES_NO_QUESTION,
     DeviceIntent,
@@ -33,6 +32,7 @@ from pytest_quantagent.env.user import (
     UserScript,
     join_answers,
 )
+from pytest_quantagent.vocab.messages import STOP_TOKEN
 
 _CONFIRM = re.compile(
     r"\b(do you confirm|can you confirm|could you confirm|please confirm|to confirm|"

@@ -17,13 +17,6 @@ from typing import Any
 
 from pytest_quantagent.env import dialogue
 from pytest_quantagent.env.dialogue import Act, Segment
-from pytest_quantagent.env.messages import (
-    AssistantMessage,
-    Message,
-    ToolCall,
-    ToolMessage,
-    UserMessage,
-)
 from pytest_quantagent.env.toolkit import ToolError, Toolkit
 from pytest_quantagent.env.user import (
     DeviceIntent,
@@ -31,6 +24,13 @@ from pytest_quantagent.env.user import (
     UserScript,
     join_answers,
     matches,
+)
+from pytest_quantagent.vocab.messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
 )
 
 _MODES = {

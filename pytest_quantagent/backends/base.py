@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pytest_quantagent.env.messages import Decision
+from pytest_quantagent.vocab.messages import Decision
 
 
 @dataclass(frozen=True)

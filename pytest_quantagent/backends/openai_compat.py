@@ -43,9 +43,9 @@ from pytest_quantagent.backends.base import (
 )
 from pytest_quantagent.backends.secrets import redact, without_userinfo
 from pytest_quantagent.backends.wrapper import with_timeout
-from pytest_quantagent.env.messages import Decision
 from pytest_quantagent.errors import ConfigurationError, ContextOverflowError
 from pytest_quantagent.quant.arms import ArmSpec
+from pytest_quantagent.vocab.messages import Decision
 
 _ALLOWED_OPTIONS = frozenset(
     {"constrained", "logprobs", "timeout_s", "max_connections", "extra_body", "http_client",
@@ -883,7 +883,7 @@ def parse_completion(
         # The server's tool parser gave up (e.g. vLLM's hermes parser on broken JSON) and
         # returned the model's tool-call markup as text. It is still a call, a malformed one:
         # read it with our own parser so the engine records malformed_call, not a message.
-        from pytest_quantagent.reference.chat import parse_tool_calls
+        from pytest_quantagent.bundled.chat import parse_tool_calls
 
         turn = parse_tool_calls(content)
         calls = [RawToolCall(id=f"call_{i}", name=c.name, arguments=c.arguments)

@@ -4,7 +4,7 @@
   any arm folder of theirs), a local HF folder, or a hub id already in the local cache
   (``local_files_only``: a test run never downloads).
 - **Chat format.** Bundled models use their own compact format
-  (:mod:`pytest_quantagent.reference.chat`); other models use their tokenizer's chat
+  (:mod:`pytest_quantagent.bundled.chat`); other models use their tokenizer's chat
   template with the request's tools. Tool calls are parsed from the bundled
   ``<|call|>{json}`` form, the Hermes ``<tool_call>`` form or a bare JSON object; a call
   that cannot be read comes back with an empty name so the agent records
@@ -37,15 +37,15 @@ from pytest_quantagent.backends.base import (
     Generation,
     RawToolCall,
 )
-from pytest_quantagent.env.messages import Decision
 from pytest_quantagent.errors import MissingDependencyError, UnknownNameError
+from pytest_quantagent.vocab.messages import Decision
 
 if TYPE_CHECKING:
     import torch
 
     from pytest_quantagent.quant.arms import ArmSpec
 
-BUNDLED_DIR = Path(__file__).resolve().parent.parent / "reference" / "models"
+BUNDLED_DIR = Path(__file__).resolve().parent.parent / "bundled" / "models"
 _NAME_RE = re.compile(rb'"name"\s*:\s*"([^"]*)"')
 
 
@@ -119,7 +119,7 @@ class TransformersBackend(Backend):
         import torch
         from transformers import AutoModelForCausalLM
 
-        from pytest_quantagent.reference.tokenizer import TOKENIZER_FILE, DomainTokenizer
+        from pytest_quantagent.bundled.tokenizer import TOKENIZER_FILE, DomainTokenizer
 
         if threads > 0:
             torch.set_num_threads(threads)
@@ -204,7 +204,7 @@ class TransformersBackend(Backend):
     def prompt_ids(self, request: GenerateRequest) -> list[int]:
         """Token ids of the rendered chat (generation prompt included)."""
         if self.dtok is not None:
-            from pytest_quantagent.reference.chat import render_messages
+            from pytest_quantagent.bundled.chat import render_messages
 
             return self.dtok.encode(render_messages(request.messages))
         kwargs: dict[str, Any] = {"add_generation_prompt": True, "tokenize": True}
@@ -228,10 +228,10 @@ class TransformersBackend(Backend):
         return out
 
     def _aliases(self, request: GenerateRequest) -> dict[str, str] | None:
-        """Alias token → id for an aliasing domain tokenizer (see reference/tokenizer.py)."""
+        """Alias token → id for an aliasing domain tokenizer (see bundled/tokenizer.py)."""
         if self.dtok is None or not self.dtok.aliases:
             return None
-        from pytest_quantagent.reference.chat import render_messages
+        from pytest_quantagent.bundled.chat import render_messages
 
         return self.dtok.alias_map(render_messages(request.messages))
 
@@ -316,7 +316,7 @@ class TransformersBackend(Backend):
         self, prompt: list[int], gen_ids: list[int], logits: torch.Tensor | None,
         aliases: dict[str, str] | None = None,
     ) -> Generation:
-        from pytest_quantagent.reference.chat import parse_tool_calls
+        from pytest_quantagent.bundled.chat import parse_tool_calls
 
         text = self._decode(gen_ids, aliases)
         turn = parse_tool_calls(text)

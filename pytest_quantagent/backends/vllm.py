@@ -8,7 +8,7 @@
   (``<tool_call>{json}</tool_call>``) or a bare JSON object. A call that cannot be read comes
   back with an empty name and the raw text, so the agent records ``malformed_call``.
 - **Margins**: ``SamplingParams(logprobs=2)`` gives the top-2 logprobs of every generated
-  token; a :class:`~pytest_quantagent.env.messages.Decision` is recorded at the first token
+  token; a :class:`~pytest_quantagent.vocab.messages.Decision` is recorded at the first token
   of each tool name.
 - **Batching**: concurrent episodes' ``generate`` calls are gathered and sent to vLLM as one
   ``LLM.chat`` batch (vLLM schedules them with continuous batching), in a worker thread so
@@ -126,7 +126,7 @@ def logprobs_to_tokens(
 def output_to_generation(text: str, token_entries: list[dict[str, Any]], prompt_tokens: int | None,
                          completion_tokens: int | None) -> Generation:
     """One vLLM completion (text + top-2 token entries) → :class:`Generation`."""
-    from pytest_quantagent.reference.chat import parse_tool_calls
+    from pytest_quantagent.bundled.chat import parse_tool_calls
 
     turn = parse_tool_calls(text)
     calls = [

@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from pytest_quantagent.backends.base import BackendOptions
     from pytest_quantagent.backends.transformers import create_backend
     from pytest_quantagent.quant.arms import DEFAULT_MODEL_SPEC, parse_arm_labels, resolve_arm
-    from pytest_quantagent.reference.decisions import (
+    from pytest_quantagent.training.decisions import (
         analyze_arm,
         gold_transcripts,
         summarize,

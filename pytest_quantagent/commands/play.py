@@ -105,8 +105,8 @@ class HumanAgent:
         self._echo = not (callable(isatty) and isatty())  # a piped script: show its lines
 
     async def act(self, view: list[Any]) -> Any:
-        from pytest_quantagent.env.messages import STOP_TOKEN as AGENT_STOP_TOKEN
-        from pytest_quantagent.env.messages import (
+        from pytest_quantagent.vocab.messages import STOP_TOKEN as AGENT_STOP_TOKEN
+        from pytest_quantagent.vocab.messages import (
             AssistantMessage,
             ToolCall,
             ToolMessage,
@@ -163,7 +163,7 @@ class ShownUser:
         self.console = console
 
     async def act(self, view: list[Any]) -> Any:
-        from pytest_quantagent.env.messages import ToolMessage
+        from pytest_quantagent.vocab.messages import ToolMessage
 
         if view and isinstance(view[-1], ToolMessage):
             m = view[-1]
@@ -199,9 +199,9 @@ def _breakdown(outcome: Any) -> list[str]:
 
 def _save(out_dir: Path, domain: str, task_id: str, seed: int, max_errors: int, max_steps: int,
           outcome: Any) -> str:
-    from pytest_quantagent.env.channels import TerminationReason
     from pytest_quantagent.store.jsonl import EpisodeStore
     from pytest_quantagent.store.records import EpisodeRecord
+    from pytest_quantagent.vocab.channels import TerminationReason
 
     body = json.dumps([m.model_dump(mode="json") for m in outcome.messages], sort_keys=True)
     key = "play-" + hashlib.sha256(f"{domain}\0{task_id}\0{seed}\0{body}".encode()).hexdigest()[:24]

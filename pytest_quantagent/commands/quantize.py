@@ -77,9 +77,9 @@ def _copy_tokenizer(src: Path, out: Path) -> None:
 def calibration_ids(model_dir: Path, domains: str, n: int, seed: int = 0) -> list[list[int]]:
     """Token ids of ``n`` expert episodes (robust expert) of the training tasks of the
     comma-separated ``domains``, split evenly between them."""
-    from pytest_quantagent.reference.data import build_corpus
-    from pytest_quantagent.reference.expert import ROBUST
-    from pytest_quantagent.reference.tokenizer import TOKENIZER_FILE, DomainTokenizer
+    from pytest_quantagent.bundled.tokenizer import TOKENIZER_FILE, DomainTokenizer
+    from pytest_quantagent.training.data import build_corpus
+    from pytest_quantagent.training.expert import ROBUST
 
     names = [d.strip() for d in domains.split(",") if d.strip()]
     texts: list[str] = []

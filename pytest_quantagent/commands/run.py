@@ -14,17 +14,19 @@ With ``--user llm`` one LLM user (``--user-model SPEC`` or the ``[user]`` table 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_quantagent.env.tasksets import tau2_data_arg
 from pytest_quantagent.errors import QuantAgentError
 from pytest_quantagent.runner import endpoints as _endpoints
+
+if TYPE_CHECKING:
+    from pytest_quantagent.runner.service import ArmsRun
 
 DEFAULT_OUT = ".quantagent"
 
@@ -111,9 +113,10 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, no summary")
 
 
-def _run_info(args: argparse.Namespace, specs: list[Any], runtimes: list[Any],
-              user: Any = None) -> dict[str, Any]:
+def _run_info(args: argparse.Namespace, specs: list[Any], run: ArmsRun) -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
+
+    from pytest_quantagent.runner.judge import nl_basis_summary
 
     try:
         ours = version("pytest-quantagent")
@@ -124,7 +127,7 @@ def _run_info(args: argparse.Namespace, specs: list[Any], runtimes: list[Any],
         "arms": [s.label for s in specs],
         "reference": specs[0].label if len(specs) > 1 else None,
         "backend": sorted({s.backend for s in specs}),
-        "backends": {rt.arm.label: rt.backend.describe() for rt in runtimes},
+        "backends": run.backends,
         "versions": {"pytest-quantagent": ours, "python": sys.version.split()[0]},
         "domain": args.domain,
         "seed": args.seed,
@@ -133,9 +136,12 @@ def _run_info(args: argparse.Namespace, specs: list[Any], runtimes: list[Any],
         "repair": args.repair,
         "max_steps": args.max_steps,
         "store": str(args.out),
-        "user_sim": user.identity if user is not None else "scripted",
-        "user": user.describe() if user is not None else {"identity": "scripted"},
-        "endpoints": _endpoints.collect(runtimes),
+        "user_sim": run.user["identity"] if run.user is not None else "scripted",
+        "user": run.user["describe"] if run.user is not None else {"identity": "scripted"},
+        "judge": run.judge,
+        "judge_requests": run.judge_requests,
+        "nl_assertions": {label: nl_basis_summary(recs) for label, recs in run.records.items()},
+        "endpoints": run.endpoints,
     }
 
 
@@ -157,28 +163,16 @@ def with_repair_arms(arms: str, repair: str) -> str:
     return ",".join(out)
 
 
-def run_specs(
-    args: argparse.Namespace,
-    specs: list[Any],
-    info: Callable[[list[Any], Any], dict[str, Any]] | None = None,
-) -> tuple[Any, dict[str, list[Any]], dict[str, Any] | None]:
+def run_specs(args: argparse.Namespace, specs: list[Any]) -> ArmsRun:
     """Run or resume ``specs`` on the options of ``args`` (domain, task selection, trials,
-    seed, budget, user simulator, store): the one path shared by ``quantagent run`` and
-    ``quantagent screen``, so both compute the same episode keys and reuse each other's
-    episodes. Returns (domain, records by arm label, ``info(runtimes, user)`` taken while the
-    backends are alive)."""
-    from pytest_quantagent.env.registry import get_domain_for_split
-    from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_cell
-    from pytest_quantagent.runner.build import (
-        USER_TURNS_FILE,
-        build_arm,
-        build_user,
-        resolve_user,
-        select_tasks,
-    )
-    from pytest_quantagent.runner.preflight import preflight_specs_or_raise
+    seed, budget, user simulator, judge, store) through
+    :func:`pytest_quantagent.runner.service.run_arms`, the one pipeline the pytest plugin
+    uses too; every model is pre-flighted before any episode (and any weights)."""
+    from pytest_quantagent.runner.batch import RunSettings
+    from pytest_quantagent.runner.build import resolve_user
+    from pytest_quantagent.runner.judge import resolve_judge
     from pytest_quantagent.runner.progress import RunProgress
-    from pytest_quantagent.store.jsonl import EpisodeStore
+    from pytest_quantagent.runner.service import RunRequest, TaskSelection, run_arms
 
     user_model, user_temp = getattr(args, "user_model", None), getattr(args, "user_temperature", None)
     user_config = None
@@ -187,69 +181,15 @@ def run_specs(
     elif user_model is not None or user_temp is not None:
         raise ValueError("--user-model/--user-temperature configure the LLM user simulator, but "
                          "the user is 'scripted'; add --user llm or drop them")
-    domain = get_domain_for_split(args.domain, args.tau2_data, args.split)
-    task_ids = select_tasks(
-        domain,
-        num_tasks=args.num_tasks,
-        task_ids=[t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None,
-        split=args.split if args.split or args.tasks else _default_split(domain, specs),
+    request = RunRequest(
+        tasks=TaskSelection.from_flags(args.num_tasks, args.tasks, args.split),
+        trials=args.trials, seed=args.seed,
+        settings=RunSettings(max_errors=args.error_budget, max_steps=args.max_steps,
+                             concurrency=args.concurrency, episode_timeout_s=args.episode_timeout),
+        user=user_config, judge=resolve_judge(getattr(args, "judge_model", None), args.config),
+        tau2_data=args.tau2_data, preflight=True,
     )
-    plan = plan_episodes(task_ids, args.trials, args.seed)
-    settings = RunSettings(max_errors=args.error_budget, max_steps=args.max_steps,
-                           concurrency=args.concurrency, episode_timeout_s=args.episode_timeout,
-                           user_sim="llm" if user_config is not None else "scripted")
-    store = EpisodeStore(args.out)
-    from pytest_quantagent.runner.judge import (
-        JUDGE_CACHE_FILE,
-        build_judge,
-        nl_basis_summary,
-        resolve_judge,
-    )
-
-    judge_config = resolve_judge(getattr(args, "judge_model", None), args.config)
-    # Every model is checked before any episode (and before any weights are loaded).
-    models = {f"arm {s.label!r}": s for s in specs}
-    if user_config is not None:
-        models["user"] = user_config.arm
-    if judge_config is not None:
-        models["judge"] = judge_config.arm
-    preflight_specs_or_raise(models)
-
-    async def go() -> tuple[dict[str, list[Any]], dict[str, Any] | None]:
-        runtimes = [build_arm(s, concurrency=args.concurrency) for s in specs]
-        # One user for the whole run: every arm asks the same client and the same turn cache.
-        user = None if user_config is None else build_user(
-            user_config, cache_path=Path(args.out) / USER_TURNS_FILE, concurrency=args.concurrency)
-        judge = None if judge_config is None else build_judge(
-            judge_config, cache_path=Path(args.out) / JUDGE_CACHE_FILE, concurrency=args.concurrency)
-        try:
-            with RunProgress(quiet=args.quiet) as progress:
-                result = await run_cell(domain=domain, runtimes=runtimes, plan=plan,
-                                        settings=settings, store=store, progress=progress.arm,
-                                        user=user, judge=judge)
-            extra = info(runtimes, user) if info is not None else None
-            if extra is not None:
-                extra["judge"] = judge.describe() if judge is not None else None
-                extra["judge_requests"] = judge.requests if judge is not None else 0
-                extra["nl_assertions"] = {label: nl_basis_summary(recs) for label, recs in result.items()}
-            return result, extra
-        finally:
-            for rt in runtimes:
-                await rt.aclose()
-            if user is not None:
-                await user.aclose()
-            if judge is not None:
-                await judge.aclose()
-
-    # One claim per (domain, arm), as the pytest plugin takes them: a second run on the same
-    # --out waits for the first, then finds its episodes stored instead of redoing them.
-    from contextlib import ExitStack
-
-    with ExitStack() as stack:
-        for label in sorted(s.label for s in specs):
-            stack.enter_context(store.claim(f"{domain.name}/{label}"))
-        result, extra = asyncio.run(go())
-    return domain, result, extra
+    return run_arms(args.domain, specs, request, args.out, progress=RunProgress(quiet=args.quiet))
 
 
 def _verdict_config(args: argparse.Namespace) -> Any:
@@ -280,16 +220,14 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
     cfg = _verdict_config(args)  # bad thresholds are refused before any episode runs
     specs = resolve_arms(with_repair_arms(args.arms, args.repair), model_spec=args.model,
                          config_path=args.config)
-    domain, result, run_info = run_specs(
-        args, specs, info=lambda runtimes, user: _run_info(args, specs, runtimes, user)
-    )
-    assert run_info is not None  # info was given
+    ran = run_specs(args, specs)
+    result, run_info = ran.records, _run_info(args, specs, ran)
     ref = specs[0].label
     if len(specs) == 1:
-        inputs = [CellInput(domain=domain.name, arm=ref, records=result[ref])]
+        inputs = [CellInput(domain=args.domain, arm=ref, records=result[ref])]
     else:
         inputs = [
-            CellInput(domain=domain.name, arm=s.label, records=result[s.label],
+            CellInput(domain=args.domain, arm=s.label, records=result[s.label],
                       reference=ref, reference_records=result[ref])
             for s in specs[1:]
         ]
@@ -384,13 +322,3 @@ def _render(report: dict[str, Any]) -> None:
     render_terminal(report)
 
 
-def _default_split(domain: Any, specs: list[Any]) -> str | None:
-    """``test`` when every arm is a bundled model (it was trained on the other splits), as
-    in the pytest plugin; else None (every task)."""
-    from pytest_quantagent.quant.bundled import BUNDLED_SPECS
-
-    if "test" in domain.splits and all(
-        s.backend == "transformers" and s.model in BUNDLED_SPECS for s in specs
-    ):
-        return "test"
-    return None

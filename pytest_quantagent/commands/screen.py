@@ -71,9 +71,9 @@ def add_parser(subparsers: Any) -> None:
 def run_reference(args: argparse.Namespace) -> list[EpisodeRecord]:
     """Run or resume the episodes of ``args.arm`` alone; records in plan order.
 
-    Goes through ``commands.run.run_specs``, the same path as ``quantagent run``, so the
-    episode keys are those a ``quantagent run`` with the same options computes for its
-    reference arm.
+    Goes through ``commands.run.run_specs`` (:func:`pytest_quantagent.runner.service.run_arms`),
+    the same path as ``quantagent run``, so the episode keys are those a ``quantagent run``
+    with the same options computes for its reference arm; a replay arm is read, not run.
     """
     from pytest_quantagent.commands.run import run_specs
     from pytest_quantagent.quant.arms import REPAIR_SUFFIX
@@ -87,12 +87,7 @@ def run_reference(args: argparse.Namespace) -> list[EpisodeRecord]:
     if "," in args.arm:
         raise ValueError(f"--arm takes one arm label, got {args.arm!r}")
     (spec,) = resolve_arms(args.arm, model_spec=args.model, config_path=args.config)
-    if spec.backend == "replay":
-        from pytest_quantagent.backends.replay import load_replay_arm
-
-        return load_replay_arm(spec, args.domain)
-    _, result, _ = run_specs(args, [spec])
-    records: list[EpisodeRecord] = result[spec.label]
+    records: list[EpisodeRecord] = run_specs(args, [spec]).records[spec.label]
     return records
 
 

@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from pytest_quantagent.env.channels import Channel
 from pytest_quantagent.env.db import DB
 from pytest_quantagent.env.environment import Environment
-from pytest_quantagent.env.messages import ToolCall
 from pytest_quantagent.env.tasks import Action, Task
 from pytest_quantagent.env.toolkit import Toolkit, ToolType
 from pytest_quantagent.env.user import DeviceIntent, ScriptedUser, script_for_task
 from pytest_quantagent.errors import UnknownNameError
+from pytest_quantagent.vocab.channels import Channel
+from pytest_quantagent.vocab.messages import ToolCall
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,17 +30,17 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from pytest_quantagent.env.channels import Channel
 from pytest_quantagent.env.db import DB
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.env.tasks import EnvAssertion, EnvFunctionCall, InitialState
+from pytest_quantagent.env.toolkit import ArgumentError, ToolError, Toolkit, ToolType
+from pytest_quantagent.vocab.channels import Channel
+from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
     ToolCall,
     ToolMessage,
     UserMessage,
 )
-from pytest_quantagent.env.tasks import EnvAssertion, EnvFunctionCall, InitialState
-from pytest_quantagent.env.toolkit import ArgumentError, ToolError, Toolkit, ToolType
 
 if TYPE_CHECKING:
     from pytest_quantagent.env.domain import Domain

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pytest_quantagent.env.channels import SCORABLE_TERMINATIONS, TerminationReason
-from pytest_quantagent.env.messages import AssistantMessage, Message, ToolCall, UserMessage
 from pytest_quantagent.env.tasks import RewardType, Task
+from pytest_quantagent.vocab.channels import SCORABLE_TERMINATIONS, TerminationReason
+from pytest_quantagent.vocab.messages import AssistantMessage, Message, ToolCall, UserMessage
 
 if TYPE_CHECKING:
     from pytest_quantagent.env.domain import Domain

@@ -24,9 +24,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
 
-from pytest_quantagent.env.messages import Message, Requestor, ToolCall
 from pytest_quantagent.env.scenario import UserScript
 from pytest_quantagent.errors import DataFileError, UnknownNameError
+from pytest_quantagent.vocab.messages import Message, Requestor, ToolCall
 
 
 class _Model(BaseModel):

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, TypeVar, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from pytest_quantagent.env.channels import Channel
+from pytest_quantagent.vocab.channels import Channel
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -57,7 +57,8 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_quantagent.env import dialogue
 from pytest_quantagent.env.dialogue import Act, Segment
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.env.scenario import AnswerRule, DeviceAction, UserScript
+from pytest_quantagent.vocab.messages import (
     OUT_OF_SCOPE_TOKEN,
     STOP_TOKEN,
     TRANSFER_TOKEN,
@@ -67,7 +68,6 @@ from pytest_quantagent.env.messages import (
     ToolMessage,
     UserMessage,
 )
-from pytest_quantagent.env.scenario import AnswerRule, DeviceAction, UserScript
 
 __all__ = ["AnswerRule", "DeviceAction", "DeviceIntent", "ScriptedUser", "UserScript", "matches"]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pytest_quantagent.env.channels import ALL_CHANNELS, Channel
 from pytest_quantagent.metrics.episode import is_agent_channel_failure
 from pytest_quantagent.store.records import EpisodeRecord
+from pytest_quantagent.vocab.channels import ALL_CHANNELS, Channel
 
 
 def channel_counts(records: Iterable[EpisodeRecord]) -> tuple[dict[Channel, int], int, int]:

@@ -24,9 +24,14 @@ import numpy as np
 from pydantic import TypeAdapter
 from typing_extensions import NotRequired, TypedDict
 
-from pytest_quantagent.env.channels import ALL_CHANNELS, NAMED_CHANNELS, Channel, TerminationReason
 from pytest_quantagent.metrics.recovery import count_recoveries, recovery_events
 from pytest_quantagent.store.records import EpisodeRecord
+from pytest_quantagent.vocab.channels import (
+    ALL_CHANNELS,
+    NAMED_CHANNELS,
+    Channel,
+    TerminationReason,
+)
 
 CHANNEL_INDEX: dict[Channel, int] = {c: i for i, c in enumerate(ALL_CHANNELS)}
 _CHANNEL_POS: dict[str, int] = {c.value: i for i, c in enumerate(ALL_CHANNELS)}

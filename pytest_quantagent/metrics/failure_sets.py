@@ -10,11 +10,11 @@ from typing import Literal
 import numpy as np
 from scipy.stats import rankdata
 
-from pytest_quantagent.env.channels import NAMED_CHANNELS, Channel
 from pytest_quantagent.metrics.episode import failure_names
 from pytest_quantagent.stats.rank import failure_set_agreement
 from pytest_quantagent.stats.results import RankCorrelationResult
 from pytest_quantagent.store.records import EpisodeRecord
+from pytest_quantagent.vocab.channels import NAMED_CHANNELS, Channel
 
 
 def failure_profile(records: Iterable[EpisodeRecord], channel: Channel) -> Counter[str]:

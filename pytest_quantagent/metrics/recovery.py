@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_quantagent.env.channels import Channel
 from pytest_quantagent.store.records import CallRecord
+from pytest_quantagent.vocab.channels import Channel
 
 _NAME_IS_THE_MISTAKE = frozenset(
     {Channel.UNKNOWN_TOOL.value, Channel.CROSS_ROLE_TOOL.value, Channel.MALFORMED_CALL.value}

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from pytest_quantagent.env.channels import Channel, TerminationReason
-from pytest_quantagent.env.messages import Decision
 from pytest_quantagent.store.records import CallRecord, EpisodeRecord
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
+from pytest_quantagent.vocab.messages import Decision
 
 #: Per-call reference failure rates used when none are given.
 DEFAULT_RATES: dict[Channel, float] = {
@@ -198,8 +198,8 @@ def _arm_data(domain: str, arm: str, tasks: np.ndarray, trials: np.ndarray,
               user_calls: np.ndarray, user_failed: np.ndarray, max_errors: int) -> Any:
     from collections import Counter
 
-    from pytest_quantagent.env.channels import ALL_CHANNELS, NAMED_CHANNELS
     from pytest_quantagent.metrics.episode import ArmData
+    from pytest_quantagent.vocab.channels import ALL_CHANNELS, NAMED_CHANNELS
 
     n_err = counts.sum(axis=1) + user_failed
     stopped = n_err >= max_errors
@@ -230,7 +230,7 @@ def _arm_data(domain: str, arm: str, tasks: np.ndarray, trials: np.ndarray,
 def simulate_world(rng: np.random.Generator, world: World, *, domain: str = "retail",
                    arm: str = "int4", reference: str = "bf16") -> tuple[Any, Any]:
     """One cell of ``world``: the candidate's and the reference's :class:`ArmData`."""
-    from pytest_quantagent.env.channels import ALL_CHANNELS
+    from pytest_quantagent.vocab.channels import ALL_CHANNELS
 
     w = world
     t, m = w.n_tasks, w.trials

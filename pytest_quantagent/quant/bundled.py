@@ -26,7 +26,7 @@ from pathlib import Path
 from pytest_quantagent.errors import UnknownNameError
 from pytest_quantagent.quant.arms import ArmSpec, register_model_spec
 
-MODELS_DIR = Path(__file__).resolve().parent.parent / "reference" / "models"
+MODELS_DIR = Path(__file__).resolve().parent.parent / "bundled" / "models"
 BUNDLED_SPECS: tuple[str, ...] = ("tiny-agent", "tiny-agent-prone")
 BUNDLED_ARMS: tuple[str, ...] = ("bf16", "fp8", "int4", "int4-rtn", "int3-rtn", "int2-rtn")
 

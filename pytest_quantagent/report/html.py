@@ -43,7 +43,7 @@ pre{background:#f8f8f8;padding:.5rem;overflow-x:auto;font-size:.8rem;white-space
 td.why{min-width:22rem;width:60%}code{overflow-wrap:anywhere}.failed{color:#b00020}.skipped{color:#666}
 """
 
-# Alias tokens of the bundled tokenizer (reference/tokenizer.py: DEFAULT_ALIASES and the
+# Alias tokens of the bundled tokenizer (bundled/tokenizer.py: DEFAULT_ALIASES and the
 # kinds `train_reference.py vocab --aliases` adds). The transformers backend maps each alias
 # the model writes back to the id it stands for in the conversation; one that stays in a
 # failing name stood for nothing there (the model made up a slot).

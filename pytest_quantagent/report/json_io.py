@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pytest_quantagent.env.channels import ALL_CHANNELS
 from pytest_quantagent.errors import DataFileError, MissingDependencyError
+from pytest_quantagent.vocab.channels import ALL_CHANNELS
 
 SCHEMA_VERSION = 1
 

@@ -19,7 +19,6 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from pytest_quantagent.env.channels import ALL_CHANNELS, NAMED_CHANNELS
 from pytest_quantagent.metrics.budget import success_at_budgets
 from pytest_quantagent.metrics.episode import ArmData, summarize_arm
 from pytest_quantagent.metrics.failure_sets import failure_set_change_pvalue, judge_failure_set
@@ -44,6 +43,7 @@ from pytest_quantagent.verdict import (
     family_weights,
     holm_groups,
 )
+from pytest_quantagent.vocab.channels import ALL_CHANNELS, NAMED_CHANNELS
 
 __all__ = ["SCHEMA_VERSION", "VERDICTS", "AnalysisConfig", "CellInput", "CellReport", "Report",
            "Verdict", "analyze"]

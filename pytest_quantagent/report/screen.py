@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from pytest_quantagent.env.channels import ALL_CHANNELS
 from pytest_quantagent.stats.intervals import wilson_interval
 from pytest_quantagent.stats.ratio import rate_ci
 from pytest_quantagent.store.records import EpisodeRecord
+from pytest_quantagent.vocab.channels import ALL_CHANNELS
 
 if TYPE_CHECKING:
     from rich.console import Console

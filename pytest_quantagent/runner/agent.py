@@ -23,7 +23,8 @@ from typing import Any
 
 from pytest_quantagent.backends.base import GenerateRequest, Generation
 from pytest_quantagent.backends.wrapper import ModelClient
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.runner.repair import ReflexiveRepair
+from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
@@ -31,7 +32,6 @@ from pytest_quantagent.env.messages import (
     ToolMessage,
     UserMessage,
 )
-from pytest_quantagent.runner.repair import ReflexiveRepair
 
 _SEED_MASK = (1 << 31) - 1
 _TRUNCATED = "…[truncated by quantagent:"

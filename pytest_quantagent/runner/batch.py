@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_quantagent.backends.wrapper import UsageCounter, bind_episode_usage, with_timeout
-from pytest_quantagent.env.channels import SCORABLE_TERMINATIONS, TerminationReason
 from pytest_quantagent.env.evaluate import RewardInfo
 from pytest_quantagent.errors import ConfigurationError, InfrastructureError
 from pytest_quantagent.runner.build import AgentPrompt, ArmRuntime, UserRuntime, make_agent
@@ -40,6 +39,7 @@ from pytest_quantagent.runner.judge import JudgeRuntime, judge_record, judge_rew
 from pytest_quantagent.store.jsonl import EpisodeStore
 from pytest_quantagent.store.keys import episode_key
 from pytest_quantagent.store.records import EpisodeRecord
+from pytest_quantagent.vocab.channels import SCORABLE_TERMINATIONS, TerminationReason
 
 if TYPE_CHECKING:
     from pytest_quantagent.env.domain import Domain

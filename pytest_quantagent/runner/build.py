@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from pytest_quantagent.backends.base import Backend, BackendOptions
 from pytest_quantagent.backends.registry import create_backend
 from pytest_quantagent.backends.wrapper import ModelClient, RetryPolicy
-from pytest_quantagent.env.tasksets import check_split, check_task_ids
 from pytest_quantagent.quant.arms import (
     ArmSpec,
     UserModelConfig,
@@ -196,32 +195,3 @@ def make_agent(runtime: ArmRuntime, prompt: AgentPrompt, seed: int) -> LLMAgent:
     """A fresh agent for one episode (with the arm's repair policy, if any)."""
     repair = make_repair(runtime.arm.repair, prompt.tools)
     return LLMAgent(runtime.client, prompt.system_prompt, prompt.tools, seed, repair=repair)
-
-
-def select_tasks(
-    domain: Domain,
-    *,
-    num_tasks: int | None = None,
-    task_ids: Sequence[str] | None = None,
-    split: str | None = None,
-) -> list[str]:
-    """Task ids to run: explicit ``task_ids`` (validated), else the first ``num_tasks`` of
-    ``split`` (or of all tasks), in the domain's order."""
-    if task_ids is not None and num_tasks is not None:
-        raise ValueError("give either task ids or a number of tasks, not both")
-    if task_ids is not None:
-        if not task_ids:
-            raise ValueError("the list of task ids is empty")
-        # Names the few closest ids, not all of them.
-        check_task_ids(domain.name, task_ids, [t.id for t in domain.tasks])
-        return list(dict.fromkeys(task_ids))
-    if split is not None:
-        check_split(domain.name, split, domain.splits)
-        ids = list(domain.splits[split])
-    else:
-        ids = [t.id for t in domain.tasks]
-    if num_tasks is not None:
-        if num_tasks < 1:
-            raise ValueError(f"number of tasks ({num_tasks}) must be >= 1")
-        ids = ids[:num_tasks]
-    return ids

@@ -26,11 +26,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pytest_quantagent.env.channels import TerminationReason
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.env.environment import Environment
 from pytest_quantagent.env.evaluate import RewardInfo, evaluate
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.env.tasks import Task
+from pytest_quantagent.errors import ConfigurationError, ContextOverflowError, InfrastructureError
+from pytest_quantagent.store.records import CallRecord
+from pytest_quantagent.vocab.channels import TerminationReason
+from pytest_quantagent.vocab.messages import (
     USER_STOP_TOKENS,
     AssistantMessage,
     Decision,
@@ -38,9 +41,6 @@ from pytest_quantagent.env.messages import (
     ToolMessage,
     UserMessage,
 )
-from pytest_quantagent.env.tasks import Task
-from pytest_quantagent.errors import ConfigurationError, ContextOverflowError, InfrastructureError
-from pytest_quantagent.store.records import CallRecord
 
 GREETING = "Hi! How can I help you today?"
 AGENT_STOP_TOKEN = "###STOP###"

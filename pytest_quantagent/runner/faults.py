@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pytest_quantagent.env.channels import TerminationReason
 from pytest_quantagent.errors import InfrastructureError
 from pytest_quantagent.store.records import EpisodeRecord
+from pytest_quantagent.vocab.channels import TerminationReason
 
 _T = TerminationReason
 

@@ -38,19 +38,19 @@ from filelock import FileLock
 from pytest_quantagent.backends.base import Backend, BackendOptions, GenerateRequest
 from pytest_quantagent.backends.registry import create_backend
 from pytest_quantagent.backends.wrapper import ModelClient, RetryPolicy
-from pytest_quantagent.env.channels import SCORABLE_TERMINATIONS
 from pytest_quantagent.env.evaluate import RewardInfo, apply_nl_verdicts, needs_judge
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.env.tasks import RewardType, Task
+from pytest_quantagent.errors import QuantAgentError
+from pytest_quantagent.quant.arms import ArmSpec, UserModelConfig
+from pytest_quantagent.store.records import EpisodeRecord
+from pytest_quantagent.vocab.channels import SCORABLE_TERMINATIONS
+from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
     ToolMessage,
     UserMessage,
 )
-from pytest_quantagent.env.tasks import RewardType, Task
-from pytest_quantagent.errors import QuantAgentError
-from pytest_quantagent.quant.arms import ArmSpec, UserModelConfig
-from pytest_quantagent.store.records import EpisodeRecord
 
 JUDGE_PROMPT_VERSION = "1"
 JUDGE_CACHE_FILE = "judge_verdicts.jsonl"

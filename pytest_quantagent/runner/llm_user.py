@@ -42,16 +42,16 @@ from filelock import FileLock
 
 from pytest_quantagent.backends.base import GenerateRequest, Generation
 from pytest_quantagent.backends.wrapper import ModelClient, UsageCounter, bind_episode_usage
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.env.tasks import StructuredUserInstructions, Task
+from pytest_quantagent.quant.arms import UserModelConfig
+from pytest_quantagent.runner.agent import generation_to_message, tool_calls_to_openai
+from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
     ToolMessage,
     UserMessage,
 )
-from pytest_quantagent.env.tasks import StructuredUserInstructions, Task
-from pytest_quantagent.quant.arms import UserModelConfig
-from pytest_quantagent.runner.agent import generation_to_message, tool_calls_to_openai
 
 USER_PROMPT_VERSION = "1"
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pytest_quantagent.env.domain import Domain
-from pytest_quantagent.env.messages import AssistantMessage, Message, ToolCall
 from pytest_quantagent.env.tasks import Task
 from pytest_quantagent.env.toolkit import ToolType
 from pytest_quantagent.runner.episode import EpisodeOutcome, run_episode
+from pytest_quantagent.vocab.messages import AssistantMessage, Message, ToolCall
 
 TRANSFER_TOOL = "transfer_to_human_agents"
 TRANSFER_TEXT = "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."

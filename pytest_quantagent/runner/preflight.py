@@ -192,7 +192,7 @@ _CHECKS["vllm"] = _engine_check(("vllm",), "vllm")
 
 @register_check("replay")
 def _check_replay(spec: ArmSpec, timeout_s: float) -> str | None:
-    from pytest_quantagent.backends.replay import replay_paths
+    from pytest_quantagent.tau2.arms import replay_paths
 
     try:
         paths = replay_paths(spec)

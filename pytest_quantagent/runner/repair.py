@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_quantagent.env.channels import Channel
-from pytest_quantagent.env.messages import ToolCall, ToolMessage
+from pytest_quantagent.vocab.channels import Channel
+from pytest_quantagent.vocab.messages import ToolCall, ToolMessage
 
 REPAIRED_CHANNELS: frozenset[Channel] = frozenset(
     {Channel.UNKNOWN_TOOL, Channel.CROSS_ROLE_TOOL, Channel.BAD_ARGUMENTS}

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pytest_quantagent.env.channels import UNSCORED_TERMINATIONS, Channel, TerminationReason
-from pytest_quantagent.env.messages import Decision, Message, Requestor
+from pytest_quantagent.vocab.channels import UNSCORED_TERMINATIONS, Channel, TerminationReason
+from pytest_quantagent.vocab.messages import Decision, Message, Requestor
 
 RECORD_SCHEMA_VERSION = 1
 

@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_quantagent.env.channels import Channel
-from pytest_quantagent.env.messages import Requestor
+from pytest_quantagent.vocab.channels import Channel
+from pytest_quantagent.vocab.messages import Requestor
 
 ERROR_PREFIX = "Error:"
 

@@ -1,4 +1,4 @@
-"""τ²-bench message dicts → our message records (``env/messages.py``).
+"""τ²-bench message dicts → our message records (``vocab/messages.py``).
 
 τ²-bench messages carry extra fields (cost, usage, raw_data, timestamps, reasoning) that
 our records do not keep; trimmed leaderboard files lack ids, which are made up here so
@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.tau2.classify import as_requestor, is_error_text
+from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
     Requestor,
@@ -19,7 +20,6 @@ from pytest_quantagent.env.messages import (
     ToolMessage,
     UserMessage,
 )
-from pytest_quantagent.tau2.classify import as_requestor, is_error_text
 
 
 def convert_messages(messages: list[dict[str, Any]]) -> list[Message]:

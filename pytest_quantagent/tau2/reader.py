@@ -31,8 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_quantagent.env.channels import SCORABLE_TERMINATIONS, Channel, TerminationReason
-from pytest_quantagent.env.messages import Requestor
 from pytest_quantagent.errors import DataFileError
 from pytest_quantagent.store.records import CallRecord, EpisodeRecord
 from pytest_quantagent.tau2.classify import (
@@ -45,6 +43,8 @@ from pytest_quantagent.tau2.flags import VERSION_KEYS, Tau2Flags
 from pytest_quantagent.tau2.messages import convert_messages
 from pytest_quantagent.tau2.source import RESULTS_FILE, SIMULATIONS_DIR, Format, open_results
 from pytest_quantagent.tau2.version import Provenance, Signals, detect, tools_of_version
+from pytest_quantagent.vocab.channels import SCORABLE_TERMINATIONS, Channel, TerminationReason
+from pytest_quantagent.vocab.messages import Requestor
 
 #: τ²-bench termination strings that our taxonomy names differently. Both are scored 0 by
 #: τ²-bench; ``context_window_exceeded`` is, like an infrastructure error, excluded from its

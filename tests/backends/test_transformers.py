@@ -19,11 +19,11 @@ from pytest_quantagent.backends.transformers import (  # noqa: E402
     create_backend,
     resolve_model_path,
 )
+from pytest_quantagent.bundled.model import ModelSize, make_model  # noqa: E402
+from pytest_quantagent.bundled.tokenizer import CALL, DomainTokenizer  # noqa: E402
 from pytest_quantagent.errors import UnknownNameError  # noqa: E402
 from pytest_quantagent.quant.arms import resolve_arm  # noqa: E402
-from pytest_quantagent.reference.model import ModelSize, make_model  # noqa: E402
-from pytest_quantagent.reference.tokenizer import CALL, DomainTokenizer  # noqa: E402
-from pytest_quantagent.reference.train import save_model  # noqa: E402
+from pytest_quantagent.training.train import save_model  # noqa: E402
 
 TOOLS = [{"type": "function", "function": {"name": "get_user", "parameters": {"type": "object"}}}]
 
@@ -208,7 +208,7 @@ class _Scripted:
 
 
 def test_aliases_the_model_writes_become_the_conversations_ids(tmp_path: Path) -> None:
-    from pytest_quantagent.reference.tokenizer import DEFAULT_ALIASES
+    from pytest_quantagent.bundled.tokenizer import DEFAULT_ALIASES
 
     corpus = ['{"name":"get_order_details","arguments":{"order_id":"#W1234567"}} hello there'] * 30
     tok = DomainTokenizer.build(corpus, ["#W1234567"], aliases=DEFAULT_ALIASES)

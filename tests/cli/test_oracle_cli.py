@@ -94,11 +94,11 @@ def test_replay_matches_and_reports_mismatch(toy_dir: Path, tmp_path: Path, caps
     # Whitespace differs from ours: results are compared as parsed JSON.
     good = '{"account_id":"a1","name":"Ada","balance":15.0,"frozen":false}'
     p = _results_file(tmp_path, good)
-    assert main(["replay", "--tau2-results", str(p), "--tau2-data", str(tmp_path), "--json"]) == 0
+    assert main(["fidelity", "--tau2-results", str(p), "--tau2-data", str(tmp_path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out == {"episodes": 1, "calls": 3, "matched": 3, "mismatches": []}
     p = _results_file(tmp_path, good.replace("15.0", "16.0"))
-    assert main(["replay", "--tau2-results", str(p), "--tau2-data", str(tmp_path), "--json"]) == 1
+    assert main(["fidelity", "--tau2-results", str(p), "--tau2-data", str(tmp_path), "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert out["matched"] == 2
     [mm] = out["mismatches"]
@@ -106,11 +106,21 @@ def test_replay_matches_and_reports_mismatch(toy_dir: Path, tmp_path: Path, caps
     assert json.loads(mm["ours"]["content"])["balance"] == 15.0 and mm["theirs"]["error"] is False
 
 
+def test_replay_is_a_deprecated_alias_of_fidelity(toy_dir: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    good = '{"account_id":"a1","name":"Ada","balance":15.0,"frozen":false}'
+    p = _results_file(tmp_path, good.replace("15.0", "16.0"))
+    assert main(["replay", "--tau2-results", str(p), "--tau2-data", str(tmp_path), "--json"]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["matched"] == 2  # the same result as `fidelity`
+    assert "quantagent replay is deprecated" in captured.err and "quantagent fidelity" in captured.err
+
+
 @pytest.mark.tau2data
 def test_official_replay_gpt41_retail_all_match(tau2_data: Path, capsys: pytest.CaptureFixture[str]) -> None:
     registry.clear_cache()
     results = tau2_data / "results" / "gpt-4.1_retail_1trial_feature-gym.json"
-    rc = main(["replay", "--tau2-results", str(results), "--tau2-data", str(tau2_data), "--json"])
+    rc = main(["fidelity", "--tau2-results", str(results), "--tau2-data", str(tau2_data), "--json"])
     out = json.loads(capsys.readouterr().out)
     assert (out["episodes"], out["calls"]) == (40, 299)
     assert out["matched"] == out["calls"], out["mismatches"][:3]

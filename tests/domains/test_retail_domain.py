@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from pytest_quantagent.env.messages import STOP_TOKEN, TRANSFER_TOKEN
 from pytest_quantagent.env.registry import domains_dir, get_domain
 from pytest_quantagent.runner.oracle import run_oracle
+from pytest_quantagent.vocab.messages import STOP_TOKEN, TRANSFER_TOKEN
 
 
 def retail_module(name: str) -> ModuleType:
@@ -155,9 +155,9 @@ def test_oracle_succeeds_on_generated_tasks(domain: Any) -> None:
 
 
 def test_a_wrong_write_fails_the_db_check(domain: Any) -> None:
-    from pytest_quantagent.env.channels import TerminationReason
     from pytest_quantagent.env.evaluate import evaluate
-    from pytest_quantagent.env.messages import AssistantMessage, ToolCall
+    from pytest_quantagent.vocab.channels import TerminationReason
+    from pytest_quantagent.vocab.messages import AssistantMessage, ToolCall
 
     task = next(t for t in domain.tasks if kind_of(t) == "cancel")
     gold = task.evaluation_criteria.actions[-1]

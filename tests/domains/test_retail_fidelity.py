@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from pytest_quantagent.env.messages import ToolCall
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.runner.oracle import run_oracle
+from pytest_quantagent.vocab.messages import ToolCall
 
 RESULTS = "results/gpt-4.1_retail_1trial_feature-gym.json"
 

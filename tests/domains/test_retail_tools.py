@@ -10,10 +10,8 @@ from typing import Any
 
 import pytest
 
-from pytest_quantagent.env.channels import Channel
 from pytest_quantagent.env.db import DB
 from pytest_quantagent.env.environment import Environment
-from pytest_quantagent.env.messages import ToolCall
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.env.toolkit import (
     ArgumentError,
@@ -21,6 +19,8 @@ from pytest_quantagent.env.toolkit import (
     PolicyViolationError,
     ToolError,
 )
+from pytest_quantagent.vocab.channels import Channel
+from pytest_quantagent.vocab.messages import ToolCall
 
 
 def retail_module(name: str) -> ModuleType:

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from telecom_helpers import telecom_module
 
-from pytest_quantagent.env.channels import Channel
 from pytest_quantagent.env.toolkit import ArgumentError, UserToolError
+from pytest_quantagent.vocab.channels import Channel
 
 ut = telecom_module("user_tools")
 udm = telecom_module("user_data_model")
@@ -318,8 +318,8 @@ def test_tau2_mode_answers_impossible_actions_in_text() -> None:
 
 
 def test_official_domain_uses_tau2_device_semantics(tau2_data: Any) -> None:
-    from pytest_quantagent.env.messages import ToolCall
     from pytest_quantagent.env.registry import get_domain
+    from pytest_quantagent.vocab.messages import ToolCall
 
     dom = get_domain("telecom", tau2_data=tau2_data, tasks_file="tasks_small.json")
     env = dom.make_environment(dom.tasks[0])

@@ -8,10 +8,10 @@ from typing import Any, Literal
 import pytest
 from telecom_helpers import small_db, telecom_module
 
-from pytest_quantagent.env.channels import Channel
-from pytest_quantagent.env.messages import ToolCall
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.env.tasks import EnvAssertion, InitialState
+from pytest_quantagent.vocab.channels import Channel
+from pytest_quantagent.vocab.messages import ToolCall
 
 domain_mod = telecom_module("domain")
 udm = telecom_module("user_data_model")

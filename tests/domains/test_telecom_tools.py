@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from telecom_helpers import small_db, telecom_module
 
-from pytest_quantagent.env.channels import Channel
 from pytest_quantagent.env.toolkit import (
     ArgumentError,
     EntityNotFoundError,
     PolicyViolationError,
 )
+from pytest_quantagent.vocab.channels import Channel
 
 tools_mod = telecom_module("tools")
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from telecom_helpers import telecom_module
 
-from pytest_quantagent.env.messages import AssistantMessage, ToolMessage
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.runner.oracle import run_oracle
+from pytest_quantagent.vocab.messages import AssistantMessage, ToolMessage
 
 generate = telecom_module("generate")
 _DIR = Path(str(generate.__file__)).resolve().parent
@@ -149,8 +149,8 @@ def test_tau2_default_task_file_and_policy(tau2_data: Any) -> None:
 
 
 def test_a_do_nothing_agent_fails_every_bundled_task(domain: Any) -> None:
-    from pytest_quantagent.env.channels import TerminationReason
     from pytest_quantagent.env.evaluate import evaluate
+    from pytest_quantagent.vocab.channels import TerminationReason
 
     passed = [
         t.id
@@ -372,9 +372,9 @@ def test_paraphrased_requests_still_solve_every_task(official: bool, request: An
 
 
 def test_every_gold_action_of_every_bundled_task_is_needed(domain: Any) -> None:
-    from pytest_quantagent.env.channels import TerminationReason
     from pytest_quantagent.env.evaluate import evaluate
-    from pytest_quantagent.env.messages import ToolCall, UserMessage
+    from pytest_quantagent.vocab.channels import TerminationReason
+    from pytest_quantagent.vocab.messages import ToolCall, UserMessage
 
     unneeded = []
     for task in domain.tasks:

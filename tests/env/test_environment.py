@@ -8,16 +8,16 @@ import sys
 
 import pytest
 
-from pytest_quantagent.env.channels import Channel
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.env.environment import to_json_str
-from pytest_quantagent.env.messages import ToolCall
 from pytest_quantagent.env.tasks import (
     EnvAssertion,
     EnvFunctionCall,
     InitializationData,
     InitialState,
 )
+from pytest_quantagent.vocab.channels import Channel
+from pytest_quantagent.vocab.messages import ToolCall
 
 
 def call(tool: str, requestor: str = "assistant", parse_error: str | None = None, **arguments: object) -> ToolCall:
@@ -153,7 +153,7 @@ def test_db_hash_is_stable_across_processes(toy: Domain, toy_domains_dir: object
 
 
 def test_initial_state_data_actions_and_history(toy: Domain) -> None:
-    from pytest_quantagent.env.messages import AssistantMessage, ToolMessage
+    from pytest_quantagent.vocab.messages import AssistantMessage, ToolMessage
 
     state = InitialState(
         initialization_data=InitializationData(agent_data={"accounts": {"a2": {"balance": 7.0}}}),

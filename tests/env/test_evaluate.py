@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_quantagent.env.channels import TerminationReason
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.env.evaluate import communicate_checks, evaluate
-from pytest_quantagent.env.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from pytest_quantagent.vocab.channels import TerminationReason
+from pytest_quantagent.vocab.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 
 
 def _run(toy: Domain, task_id: str, calls: list[ToolCall], said: str = "") -> tuple[object, list]:

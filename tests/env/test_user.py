@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from pytest_quantagent.env.domain import Domain
-from pytest_quantagent.env.messages import AssistantMessage, Message, ToolMessage
 from pytest_quantagent.env.tasks import Task
 from pytest_quantagent.env.user import (
     DeviceIntent,
@@ -14,6 +13,7 @@ from pytest_quantagent.env.user import (
     matches,
     script_from_instructions,
 )
+from pytest_quantagent.vocab.messages import AssistantMessage, Message, ToolMessage
 
 SCRIPT = UserScript(
     requests=["I want to cancel order #W1.", "I also want to change my address."],

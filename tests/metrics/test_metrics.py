@@ -7,8 +7,6 @@ import math
 import numpy as np
 import pytest
 
-from pytest_quantagent.env.channels import Channel, TerminationReason
-from pytest_quantagent.env.messages import Decision
 from pytest_quantagent.metrics import (
     ArmAccumulator,
     budget_curve,
@@ -23,6 +21,8 @@ from pytest_quantagent.metrics import (
     success_at_budgets,
 )
 from pytest_quantagent.store.records import CallRecord, EpisodeRecord
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
+from pytest_quantagent.vocab.messages import Decision
 
 
 def call(name: str, channel: Channel | None = None, requestor: str = "assistant",

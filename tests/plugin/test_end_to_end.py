@@ -255,7 +255,7 @@ def test_precision_model_and_tau_env_fixtures(toy: pytest.Pytester) -> None:
 import asyncio
 
 from pytest_quantagent.backends.base import GenerateRequest
-from pytest_quantagent.env.messages import ToolCall
+from pytest_quantagent.vocab.messages import ToolCall
 
 def test_model(precision_model, quant_arm):
     gen = asyncio.run(precision_model.generate(

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from pytest_quantagent.env.channels import ALL_CHANNELS
 from pytest_quantagent.errors import DataFileError
 from pytest_quantagent.report.html import render_html
 from pytest_quantagent.report.json_io import (
@@ -22,6 +21,7 @@ from pytest_quantagent.report.json_io import (
     validate_report,
     write_report,
 )
+from pytest_quantagent.vocab.channels import ALL_CHANNELS
 from tests.plugin.fakes import FAKE_CONFTEST
 
 EVIL = '<script>alert("x")</script><img src=x onerror=alert(1)>'

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_quantagent.env.channels import Channel
-from pytest_quantagent.env.messages import ToolCall, ToolMessage
 from pytest_quantagent.runner.repair import ReflexiveRepair, describe_arguments, make_repair
+from pytest_quantagent.vocab.channels import Channel
+from pytest_quantagent.vocab.messages import ToolCall, ToolMessage
 
 TOOLS = [
     {"type": "function", "function": {"name": "get_order_details", "description": "",

@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from pytest_quantagent.env.channels import ALL_CHANNELS, Channel
 from pytest_quantagent.metrics import summarize_arm
 from pytest_quantagent.metrics.synthetic import make_tasks, synthetic_episodes
 from pytest_quantagent.report.model import AnalysisConfig, CellInput, Report, analyze
+from pytest_quantagent.vocab.channels import ALL_CHANNELS, Channel
 
 DESIGN_CELL_KEYS = {
     "domain", "arm", "reference", "episodes", "reference_episodes", "paired", "tool_calls",
@@ -176,7 +176,7 @@ def test_terminal_table_one_row_per_cell() -> None:
 
 
 def test_all_infrastructure_errors_arm_is_inconclusive() -> None:
-    from pytest_quantagent.env.channels import TerminationReason
+    from pytest_quantagent.vocab.channels import TerminationReason
 
     rng = np.random.default_rng(14)
     tasks = make_tasks(rng, 5)
@@ -207,7 +207,7 @@ def _user_cell() -> CellInput:
                              success=True, n_errors=sum(c.error for c in calls), steps=6,
                              calls=calls)
 
-    from pytest_quantagent.env.channels import TerminationReason
+    from pytest_quantagent.vocab.channels import TerminationReason
 
     arm = [rec("int4", i, i < 6) for i in range(20)]
     ref = [rec("bf16", i, i < 1) for i in range(20)]

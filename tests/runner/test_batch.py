@@ -13,7 +13,6 @@ from mini_rules import solving_rule
 
 from pytest_quantagent.backends.mock import FakeOpenAIServer, MockBackend
 from pytest_quantagent.backends.wrapper import ModelClient, RetryPolicy
-from pytest_quantagent.env.channels import TerminationReason
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.quant.arms import ArmSpec
 from pytest_quantagent.runner.batch import (
@@ -25,6 +24,7 @@ from pytest_quantagent.runner.batch import (
 )
 from pytest_quantagent.runner.build import ArmRuntime, build_arm
 from pytest_quantagent.store.jsonl import EpisodeStore
+from pytest_quantagent.vocab.channels import TerminationReason
 
 FAST = RetryPolicy(max_retries=3, base_delay_s=0.001, max_delay_s=0.005)
 RULE = "mini_rules:solving_rule"

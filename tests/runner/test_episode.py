@@ -9,18 +9,18 @@ from pathlib import Path
 import pytest
 
 from pytest_quantagent.env import registry
-from pytest_quantagent.env.channels import Channel, TerminationReason
 from pytest_quantagent.env.domain import Domain
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.env.tasks import InitialState
+from pytest_quantagent.errors import InfrastructureError
+from pytest_quantagent.runner.episode import GREETING, run_episode
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
+from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
     ToolCall,
     ToolMessage,
     UserMessage,
 )
-from pytest_quantagent.env.tasks import InitialState
-from pytest_quantagent.errors import InfrastructureError
-from pytest_quantagent.runner.episode import GREETING, run_episode
 
 TOY_DIR = Path(__file__).resolve().parent.parent / "env" / "toy_domains"
 

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from pytest_quantagent.backends.wrapper import RetryPolicy
-from pytest_quantagent.env.channels import Channel, TerminationReason
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.errors import ConfigurationError
 from pytest_quantagent.quant.arms import ArmSpec
@@ -20,6 +19,7 @@ from pytest_quantagent.runner.batch import ArmRunner, RunSettings, plan_episodes
 from pytest_quantagent.runner.build import build_arm
 from pytest_quantagent.store.jsonl import EpisodeStore
 from pytest_quantagent.testing.fault_server import FaultServer
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
 
 FAST = RetryPolicy(max_retries=6, base_delay_s=0.001, max_delay_s=0.005)
 KEY = "sk-planted-SECRET-4242-do-not-leak"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import io
 
-from pytest_quantagent.env.channels import TerminationReason
 from pytest_quantagent.runner.progress import RunProgress
 from pytest_quantagent.store.records import EpisodeRecord
+from pytest_quantagent.vocab.channels import TerminationReason
 
 
 class _TTY(io.StringIO):

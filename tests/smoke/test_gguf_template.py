@@ -103,7 +103,7 @@ def test_tools_calls_and_results_are_rendered() -> None:
 
 
 def test_template_lets_the_project_parser_read_its_own_calls() -> None:
-    from pytest_quantagent.reference.chat import parse_tool_calls
+    from pytest_quantagent.bundled.chat import parse_tool_calls
 
     messages: list[dict[str, Any]] = [
         {"role": "user", "content": "x"},

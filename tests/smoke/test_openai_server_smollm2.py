@@ -26,7 +26,6 @@ import pytest
 from pytest_quantagent.backends.base import BackendOptions, GenerateRequest, Generation
 from pytest_quantagent.backends.openai_compat import OpenAICompatBackend
 from pytest_quantagent.backends.registry import create_backend
-from pytest_quantagent.env.channels import ALL_CHANNELS, Channel, TerminationReason
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.quant.arms import ArmSpec
 from pytest_quantagent.runner.agent import generation_to_message
@@ -34,6 +33,7 @@ from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_arm
 from pytest_quantagent.runner.build import AgentPrompt, build_arm
 from pytest_quantagent.runner.episode import GREETING
 from pytest_quantagent.store.records import EpisodeRecord
+from pytest_quantagent.vocab.channels import ALL_CHANNELS, Channel, TerminationReason
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,6 @@ from pytest_quantagent.backends.base import BackendOptions, GenerateRequest, Gen
 from pytest_quantagent.backends.registry import create_backend
 from pytest_quantagent.backends.transformers import TransformersBackend
 from pytest_quantagent.backends.wrapper import ModelClient
-from pytest_quantagent.env.channels import ALL_CHANNELS, Channel, TerminationReason
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.quant.arms import ArmSpec
@@ -27,6 +26,7 @@ from pytest_quantagent.runner.build import AgentPrompt, ArmRuntime
 from pytest_quantagent.runner.episode import GREETING
 from pytest_quantagent.store.jsonl import EpisodeStore
 from pytest_quantagent.store.records import EpisodeRecord
+from pytest_quantagent.vocab.channels import ALL_CHANNELS, Channel, TerminationReason
 
 pytestmark = pytest.mark.slow
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from pytest_quantagent.env.channels import TerminationReason
 from pytest_quantagent.errors import DataFileError
 from pytest_quantagent.store.jsonl import EpisodeStore, TornLineWarning
 from pytest_quantagent.store.keys import episode_key, prompt_hash
 from pytest_quantagent.store.records import EpisodeRecord
+from pytest_quantagent.vocab.channels import TerminationReason
 
 
 def rec(key: str, task: str = "t0", termination: TerminationReason = TerminationReason.USER_STOP) -> EpisodeRecord:

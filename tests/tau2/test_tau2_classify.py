@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_quantagent.env.channels import Channel
-from pytest_quantagent.env.messages import Requestor
 from pytest_quantagent.tau2.classify import ToolNames, classify_error, is_error_text
+from pytest_quantagent.vocab.channels import Channel
+from pytest_quantagent.vocab.messages import Requestor
 
 NAMES = ToolNames.of(
     agent=["get_order_details", "get_customer_by_id", "suspend_line"],

@@ -2,7 +2,7 @@
 *when the failure happens* (by exception class, ``env/environment.py``) to the same calls.
 
 The engine is the reference: its domains reproduce τ²-bench's tool results byte for byte
-(``quantagent replay``), and it classifies a failure from the exception a tool raises, not
+(``quantagent fidelity``), and it classifies a failure from the exception a tool raises, not
 from the text. Skips when a domain cannot be loaded.
 """
 
@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from pytest_quantagent.env.channels import Channel
-from pytest_quantagent.env.messages import Requestor, ToolCall
 from pytest_quantagent.tau2 import read_results
 from pytest_quantagent.tau2.classify import ToolNames, classify_error
+from pytest_quantagent.vocab.channels import Channel
+from pytest_quantagent.vocab.messages import Requestor, ToolCall
 
 RESULTS = "results/gpt-4.1_retail_1trial_feature-gym.json"
 

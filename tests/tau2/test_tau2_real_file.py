@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from pytest_quantagent.env.channels import Channel, TerminationReason
 from pytest_quantagent.tau2 import read_results
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
 
 RESULTS = "results/gpt-4.1_retail_1trial_feature-gym.json"
 

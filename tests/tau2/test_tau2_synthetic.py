@@ -21,8 +21,8 @@ from tau2_builders import (
     write_json,
 )
 
-from pytest_quantagent.env.channels import Channel, TerminationReason
 from pytest_quantagent.tau2 import ToolNames, read_results
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
 
 UNREGISTERED = "no-such-domain-for-tests"
 

@@ -165,7 +165,7 @@ def test_replay_knows_the_tool_list_of_the_files_version(
     for version in ("0.9.0", "1.0.1"):
         data = results([simulation("0", conv.messages)], domain="retail", tau2_version=version)
         p = write_json(tmp_path / f"{version}.json", data)
-        rc = main(["replay", "--tau2-results", str(p), "--tau2-data", str(tau2_data), "--json"])
+        rc = main(["fidelity", "--tau2-results", str(p), "--tau2-data", str(tau2_data), "--json"])
         out[version] = (rc, json.loads(capsys.readouterr().out))
     # Before 1.0.0 the tool did not exist: the recorded error is what that version answered.
     assert out["0.9.0"][0] == 0 and out["0.9.0"][1]["matched"] == 1

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_quantagent.env.domain import Domain
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.env.registry import get_domain
+from pytest_quantagent.env.tasks import EnvFunctionCall
+from pytest_quantagent.vocab.messages import (
     OUT_OF_SCOPE_TOKEN,
     STOP_TOKEN,
     TRANSFER_TOKEN,
@@ -32,8 +34,6 @@ from pytest_quantagent.env.messages import (
     Message,
     ToolMessage,
 )
-from pytest_quantagent.env.registry import get_domain
-from pytest_quantagent.env.tasks import EnvFunctionCall
 
 CORPUS = Path(__file__).parent / "fidelity"
 GREETING = "Hi! How can I help you today?"

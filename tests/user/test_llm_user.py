@@ -10,8 +10,6 @@ import pytest
 from pytest_quantagent.backends.base import GenerateRequest, Generation, RawToolCall
 from pytest_quantagent.backends.mock import MockBackend
 from pytest_quantagent.backends.wrapper import ModelClient
-from pytest_quantagent.env.channels import Channel, TerminationReason
-from pytest_quantagent.env.messages import AssistantMessage, Message, ToolCall, UserMessage
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.runner.episode import run_episode
 from pytest_quantagent.runner.llm_user import (
@@ -21,6 +19,8 @@ from pytest_quantagent.runner.llm_user import (
     user_system_prompt,
     view_to_openai,
 )
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
+from pytest_quantagent.vocab.messages import AssistantMessage, Message, ToolCall, UserMessage
 
 SPEC = LLMUserSpec(model="scripted-user", backend="mock")
 

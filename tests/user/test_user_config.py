@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from pytest_quantagent.env.channels import Channel, TerminationReason
 from pytest_quantagent.errors import DataFileError, UnknownNameError
 from pytest_quantagent.metrics.episode import LEAN_RECORD, ArmAccumulator
 from pytest_quantagent.quant.arms import (
@@ -21,6 +20,7 @@ from pytest_quantagent.quant.arms import (
 from pytest_quantagent.runner.build import resolve_user
 from pytest_quantagent.runner.llm_user import LLMUserSpec
 from pytest_quantagent.store.records import CallRecord, EpisodeRecord
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
 
 
 def test_spec_with_backend_model_and_url() -> None:

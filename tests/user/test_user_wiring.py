@@ -14,8 +14,6 @@ import pytest
 from pytest_quantagent.backends.mock import FakeOpenAIServer
 from pytest_quantagent.backends.wrapper import RetryPolicy
 from pytest_quantagent.cli import main
-from pytest_quantagent.env.channels import Channel, TerminationReason
-from pytest_quantagent.env.messages import ToolCall, UserMessage
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.quant.arms import ArmSpec, UserModelConfig
 from pytest_quantagent.report.model import CellInput, analyze
@@ -25,6 +23,8 @@ from pytest_quantagent.runner.episode import run_episode
 from pytest_quantagent.runner.llm_user import LLMUserSpec
 from pytest_quantagent.runner.oracle import OracleAgent
 from pytest_quantagent.store.jsonl import EpisodeStore
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
+from pytest_quantagent.vocab.messages import ToolCall, UserMessage
 
 Rule = Callable[[dict[str, Any]], "Mapping[str, Any] | str"]
 

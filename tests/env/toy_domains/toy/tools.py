@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from pytest_quantagent.env.channels import Channel
 from pytest_quantagent.env.db import DB
 from pytest_quantagent.env.toolkit import (
     ArgumentError,
@@ -15,6 +14,7 @@ from pytest_quantagent.env.toolkit import (
     UserToolError,
     is_tool,
 )
+from pytest_quantagent.vocab.channels import Channel
 
 
 class Account(BaseModel):

@@ -36,11 +36,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_quantagent.bundled.tokenizer import CALL, END, DomainTokenizer
 from pytest_quantagent.env.registry import get_domain
-from pytest_quantagent.reference.data import agent_view, render_episode
-from pytest_quantagent.reference.expert import ExpertAgent, NoiseConfig, decoy_ids, enum_arguments
-from pytest_quantagent.reference.tokenizer import CALL, END, DomainTokenizer
 from pytest_quantagent.runner.episode import run_episode
+from pytest_quantagent.training.data import agent_view, render_episode
+from pytest_quantagent.training.expert import ExpertAgent, NoiseConfig, decoy_ids, enum_arguments
 
 CLEAN = NoiseConfig(name="clean", p_base=0.0, p_primed=0.0, primed_share=0.0)
 DECISION_KINDS: tuple[str, ...] = ("tool_name", "argument", "call_or_text")

@@ -29,15 +29,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_quantagent.env.domain import Domain
-from pytest_quantagent.env.messages import (
+from pytest_quantagent.env.tasks import Action, Task
+from pytest_quantagent.env.toolkit import ToolType
+from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
     ToolCall,
     ToolMessage,
     UserMessage,
 )
-from pytest_quantagent.env.tasks import Action, Task
-from pytest_quantagent.env.toolkit import ToolType
 
 TRANSFER_TOOL = "transfer_to_human_agents"
 TRANSFER_TEXT = "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."
@@ -497,7 +497,7 @@ class ExpertAgent:
             if is_write and self._i not in self._confirmed:
                 self._confirmed.add(self._i)
                 if self.confirm_args:
-                    from pytest_quantagent.reference.chat import render_call
+                    from pytest_quantagent.bundled.chat import render_call
 
                     shown = render_call(action.name, action.arguments)
                     return AssistantMessage(content=f"I will make this call: {shown} Do you confirm that I should proceed?")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_quantagent.reference.decisions import DecisionPoint, copy_sources, summarize
-from pytest_quantagent.reference.tokenizer import DomainTokenizer
+from pytest_quantagent.bundled.tokenizer import DomainTokenizer
+from pytest_quantagent.training.decisions import DecisionPoint, copy_sources, summarize
 
 
 def _dp(ep: int, gold: str, chosen: str, margin: float, kind: str = "tool_name") -> DecisionPoint:
@@ -57,8 +57,8 @@ def test_copy_sources_tells_copyable_from_recall_only_values() -> None:
 def test_gold_policy_follows_the_models_training_record(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import json
 
-    from pytest_quantagent.reference.decisions import gold_transcripts, trained_expert_policy
-    from pytest_quantagent.reference.expert import (
+    from pytest_quantagent.training.decisions import gold_transcripts, trained_expert_policy
+    from pytest_quantagent.training.expert import (
         EMAIL_QUESTION,
         NAME_ZIP_QUESTION,
         RESTATE_QUESTIONS,
@@ -111,8 +111,8 @@ def _fixed_arm(tok: DomainTokenizer, token: int, logit: float, tail: list[int]) 
 
 def test_aliased_ids_are_decided_at_their_alias_and_read_back_as_ids() -> None:
     pytest.importorskip("torch")
-    from pytest_quantagent.reference.decisions import analyze_arm
-    from pytest_quantagent.reference.tokenizer import DEFAULT_ALIASES
+    from pytest_quantagent.bundled.tokenizer import DEFAULT_ALIASES
+    from pytest_quantagent.training.decisions import analyze_arm
 
     text = ('<|user|>Not #W1234567, I mean #W7654321.<|end|><|assistant|><|call|>'
             '{"name":"get_order_details","arguments":{"order_id":"#W7654321"}}<|end|>')
@@ -130,7 +130,7 @@ def test_aliased_ids_are_decided_at_their_alias_and_read_back_as_ids() -> None:
 
 def test_call_or_text_is_decided_at_each_agent_turn_and_names_the_tool_called_instead() -> None:
     pytest.importorskip("torch")
-    from pytest_quantagent.reference.decisions import analyze_arm
+    from pytest_quantagent.training.decisions import analyze_arm
 
     text = ('<|assistant|>Please turn airplane mode off.<|end|><|user|>Done.<|end|>'
             '<|assistant|><|call|>{"name":"check_status_bar","arguments":{}}<|end|>')
@@ -156,7 +156,7 @@ def test_decisions_command_teacher_forces_the_policy_the_bundled_model_learned(c
 
     from pytest_quantagent.cli import main
     from pytest_quantagent.quant.arms import DEFAULT_MODEL_SPEC, resolve_arm
-    from pytest_quantagent.reference.decisions import trained_expert_policy
+    from pytest_quantagent.training.decisions import trained_expert_policy
 
     assert main(["decisions", "--domain", "retail", "--arms", "bf16,int4-rtn", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

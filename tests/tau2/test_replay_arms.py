@@ -10,14 +10,14 @@ from tau2_builders import Conversation, results, simulation, write_dir, write_js
 
 from pytest_quantagent.backends.base import BackendOptions, GenerateRequest
 from pytest_quantagent.backends.registry import create_backend, get_backend_factory
-from pytest_quantagent.backends.replay import (
+from pytest_quantagent.errors import DataFileError
+from pytest_quantagent.quant.arms import load_arms_config
+from pytest_quantagent.tau2.arms import (
     ReplayArmError,
     ReplayBackend,
     load_replay_arm,
     load_replay_runs,
 )
-from pytest_quantagent.errors import DataFileError
-from pytest_quantagent.quant.arms import load_arms_config
 
 
 def _file(path: Path, domain: str, errors: int) -> Path:

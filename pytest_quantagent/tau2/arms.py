@@ -142,7 +142,7 @@ class ReplayBackend(Backend):
         raise ReplayArmError(
             f"arm {self.arm.label!r} uses the replay backend: its episodes come from "
             f"{', '.join(map(str, self.paths))} via "
-            "pytest_quantagent.backends.replay.load_replay_arm; there is no model to "
+            "pytest_quantagent.tau2.arms.load_replay_arm; there is no model to "
             "generate with"
         )
 

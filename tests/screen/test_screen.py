@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_quantagent.env.channels import Channel, TerminationReason
 from pytest_quantagent.report.screen import ScreenConfig, screen
 from pytest_quantagent.store.records import CallRecord, EpisodeRecord
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
 
 
 def _episode(i: int, n_calls: int, failures: dict[Channel, int], success: bool = True,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_quantagent.reference.tokenizer import DEFAULT_ALIASES, DomainTokenizer
+from pytest_quantagent.bundled.tokenizer import DEFAULT_ALIASES, DomainTokenizer
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "train_reference.py"
 
@@ -82,7 +82,7 @@ def test_vocab_refuses_an_unknown_alias_kind(script, tmp_path: Path) -> None:  #
 
 
 def test_the_bundled_tokenizer_numbers_the_kinds_its_readme_lists() -> None:
-    bundled = Path(__file__).resolve().parents[2] / "pytest_quantagent" / "reference" / "models" / "tiny-agent"
+    bundled = Path(__file__).resolve().parents[2] / "pytest_quantagent" / "bundled" / "models" / "tiny-agent"
     if not (bundled / "quantagent_tokenizer.json").is_file():
         pytest.skip("bundled model not built")
     tok = DomainTokenizer.load(bundled)

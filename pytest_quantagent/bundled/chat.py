@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_quantagent.reference.tokenizer import (
+from pytest_quantagent.bundled.tokenizer import (
     ASSISTANT,
     BOS,
     CALL,

@@ -7,10 +7,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_quantagent.reference.chat import render_messages  # noqa: E402
-from pytest_quantagent.reference.model import ModelSize, make_model  # noqa: E402
-from pytest_quantagent.reference.tokenizer import DomainTokenizer  # noqa: E402
-from pytest_quantagent.reference.train import (  # noqa: E402
+from pytest_quantagent.bundled.chat import render_messages  # noqa: E402
+from pytest_quantagent.bundled.model import ModelSize, make_model  # noqa: E402
+from pytest_quantagent.bundled.tokenizer import DomainTokenizer  # noqa: E402
+from pytest_quantagent.training.train import (  # noqa: E402
     PackedRows,
     TrainConfig,
     agent_loss_mask,
@@ -96,8 +96,8 @@ def test_copies_are_agent_tokens_seen_earlier_outside_the_agent_turns() -> None:
 
 
 def test_alias_tokens_count_as_copies_however_frequent_they_are() -> None:
-    from pytest_quantagent.reference.tokenizer import DEFAULT_ALIASES
-    from pytest_quantagent.reference.train import copy_frequent_mask
+    from pytest_quantagent.bundled.tokenizer import DEFAULT_ALIASES
+    from pytest_quantagent.training.train import copy_frequent_mask
 
     text = render_messages([{"role": "user", "content": "Cancel #W1234567 please"},
                             {"role": "assistant", "content": "Cancelling #W1234567 now"}], add_generation_prompt=False)
@@ -137,7 +137,7 @@ def test_id_remapping_is_one_bijection_per_row_within_each_class() -> None:
 
 
 def test_remap_classes_group_entity_ids_by_shape_and_leave_numbers_alone() -> None:
-    from pytest_quantagent.reference.train import remap_classes
+    from pytest_quantagent.training.train import remap_classes
 
     orders = [f"#W{1000000 + 37 * i}" for i in range(25)]
     amounts = [f"{100 + i}.5" for i in range(25)]
@@ -175,7 +175,7 @@ def test_remap_prob_zero_keeps_every_row_and_half_remaps_some() -> None:
 def test_head_dim_widens_attention_and_survives_a_save_load(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from transformers import LlamaForCausalLM
 
-    from pytest_quantagent.reference.train import save_model
+    from pytest_quantagent.training.train import save_model
 
     tok = DomainTokenizer.build([EPISODE] * 3, min_word_count=1)
     size = ModelSize(hidden=32, layers=1, heads=2, mlp=64, max_positions=64, head_dim=24)
@@ -193,7 +193,7 @@ def test_head_dim_widens_attention_and_survives_a_save_load(tmp_path) -> None:  
 
 
 def test_kind_init_gives_each_id_kind_one_shared_direction() -> None:
-    from pytest_quantagent.reference.train import id_kinds, kind_init
+    from pytest_quantagent.training.train import id_kinds, kind_init
 
     orders = [f"#W{1000000 + 37 * i}" for i in range(25)]
     zips = [f"{10000 + 97 * i}" for i in range(25)]
@@ -234,7 +234,7 @@ def _drill_episode() -> str:
 
 
 def test_copy_drills_crop_each_copying_turn_with_its_evidence() -> None:
-    from pytest_quantagent.reference.train import copy_drills
+    from pytest_quantagent.training.train import copy_drills
 
     text = _drill_episode()
     tok = DomainTokenizer.build([text] * 3, ["#W1000037", "alice.smith1234@example.com"], min_word_count=1)
@@ -265,7 +265,7 @@ def test_drill_rows_are_remapped_and_fill_their_share_of_the_batch(monkeypatch: 
         {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {
             "name": "get_order_details", "arguments": '{"order_id":"#W1000037"}'}}]},
     ], add_generation_prompt=False)
-    from pytest_quantagent.reference.train import copy_drills, remap_classes
+    from pytest_quantagent.training.train import copy_drills, remap_classes
 
     tok = DomainTokenizer.build([text] * 3, orders, min_word_count=1)
     ids = np.array(tok.encode(text))
@@ -306,7 +306,7 @@ def test_drill_rows_are_remapped_and_fill_their_share_of_the_batch(monkeypatch: 
 
 
 def test_copy_head_init_makes_the_heads_output_value_circuit_a_projection() -> None:
-    from pytest_quantagent.reference.train import copy_head_init
+    from pytest_quantagent.training.train import copy_head_init
 
     tok = DomainTokenizer.build([EPISODE] * 3, min_word_count=1)
     model = make_model(tok, ModelSize(hidden=32, layers=2, heads=4, mlp=64, tied=True, head_dim=8), seed=0)
@@ -334,8 +334,8 @@ def test_copy_head_init_makes_the_heads_output_value_circuit_a_projection() -> N
 
 
 def test_added_aliases_keep_every_id_and_start_as_their_source_rows() -> None:
-    from pytest_quantagent.reference.tokenizer import DEFAULT_ALIASES, AliasKind
-    from pytest_quantagent.reference.train import extend_embeddings
+    from pytest_quantagent.bundled.tokenizer import DEFAULT_ALIASES, AliasKind
+    from pytest_quantagent.training.train import extend_embeddings
 
     text = "Cancel #W1234567; my zip is 12345 and my phone 555-0109" * 3
     old = DomainTokenizer.build([text] * 20, ["555-0109"], min_word_count=1, aliases=DEFAULT_ALIASES)

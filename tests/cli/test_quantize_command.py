@@ -9,10 +9,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from pytest_quantagent.bundled.model import ModelSize, make_model  # noqa: E402
+from pytest_quantagent.bundled.tokenizer import DomainTokenizer  # noqa: E402
 from pytest_quantagent.cli import main  # noqa: E402
-from pytest_quantagent.reference.model import ModelSize, make_model  # noqa: E402
-from pytest_quantagent.reference.tokenizer import DomainTokenizer  # noqa: E402
-from pytest_quantagent.reference.train import save_model  # noqa: E402
+from pytest_quantagent.training.train import save_model  # noqa: E402
 
 
 @pytest.fixture(scope="module")

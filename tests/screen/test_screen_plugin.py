@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from pytest_quantagent.assertions_screen import assert_low_quantization_risk
-from pytest_quantagent.env.channels import Channel, TerminationReason
 from pytest_quantagent.report.screen import screen
 from pytest_quantagent.store.records import CallRecord, EpisodeRecord
+from pytest_quantagent.vocab.channels import Channel, TerminationReason
 
 PLUGIN = ("-p", "pytest_quantagent.screen_plugin")
 

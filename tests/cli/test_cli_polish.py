@@ -44,8 +44,9 @@ def test_piped_run_prints_blocks_with_advice_in_its_own_flags(
     out = capsys.readouterr().out
     (cell,) = json.loads(rep.read_text())["cells"]
     assert cell["verdict"] == "INCONCLUSIVE"
-    advice = [r for r in cell["reasons"] if "run with" in r]
-    assert advice and all("--trials " in r and "--quant-trials" not in r for r in advice)
+    advice = [r for r in cell["reasons"] if r.startswith("to decide the score:")]
+    assert advice and all(("--trials " in r or "--num-tasks " in r) and "--quant-" not in r
+                          for r in advice)
     # Captured output is not a terminal (80 columns): blocks, each reason on one whole line.
     assert "┃" not in out and "mini / int4 vs bf16: verdict INCONCLUSIVE" in out
     for reason in cell["reasons"]:

@@ -3,7 +3,7 @@
 Tasks come from the domain's ``train`` split plus extra tasks drawn by the domain's own
 generator (``Domain.generate_tasks(seed, n)``) — never a scenario of the
 ``test`` split, which the closed-loop evaluation uses. Each task is played by
-:class:`~pytest_quantagent.reference.expert.ExpertAgent` against the domain's scripted user
+:class:`~pytest_quantagent.training.expert.ExpertAgent` against the domain's scripted user
 through the real episode loop, and only episodes that the evaluator scores 1 are kept.
 The agent's view of the conversation (user tool calls hidden, as in τ²-bench) is rendered
 in the bundled chat format.
@@ -18,15 +18,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_quantagent.bundled.chat import render_messages
+from pytest_quantagent.bundled.tokenizer import is_id_like, split_pieces
 from pytest_quantagent.env.domain import Domain
-from pytest_quantagent.env.messages import Message, ToolMessage, UserMessage
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.env.tasks import Task
-from pytest_quantagent.reference.chat import render_messages
-from pytest_quantagent.reference.expert import ExpertAgent, NoiseConfig, decoy_ids, enum_arguments
-from pytest_quantagent.reference.tokenizer import is_id_like, split_pieces
 from pytest_quantagent.runner.agent import message_to_openai
 from pytest_quantagent.runner.episode import run_episode
+from pytest_quantagent.training.expert import ExpertAgent, NoiseConfig, decoy_ids, enum_arguments
+from pytest_quantagent.vocab.messages import Message, ToolMessage, UserMessage
 
 EXCLUDED_SPLITS = ("test",)
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from pytest_quantagent.reference.tokenizer import DomainTokenizer
+    from pytest_quantagent.bundled.tokenizer import DomainTokenizer
 
 
 @dataclass(frozen=True)

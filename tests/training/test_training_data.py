@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_quantagent.env.registry import get_domain
-from pytest_quantagent.reference.data import training_tasks
+from pytest_quantagent.training.data import training_tasks
 
 # Each generator's own notion of "the same scenario" (what makes two tasks one test item).
 SCENARIO_KEY = {"retail": "_task_key", "telecom": "scenario_key"}
@@ -33,15 +33,15 @@ def test_prone_telecom_expert_calls_device_tools_then_asks_the_user() -> None:
     import random
     from collections import Counter
 
-    from pytest_quantagent.env.channels import Channel
-    from pytest_quantagent.reference.expert import (
+    from pytest_quantagent.runner.episode import run_episode
+    from pytest_quantagent.training.expert import (
         PRONE,
         ROBUST,
         ExpertAgent,
         decoy_ids,
         enum_arguments,
     )
-    from pytest_quantagent.runner.episode import run_episode
+    from pytest_quantagent.vocab.channels import Channel
 
     domain = get_domain("telecom")
     tasks = [domain.task(t) for t in domain.splits["train"]][:30]
@@ -71,15 +71,15 @@ def test_restating_expert_has_ids_said_again_right_before_their_first_use() -> N
     import asyncio
     import random
 
-    from pytest_quantagent.env.messages import AssistantMessage, ToolMessage, UserMessage
-    from pytest_quantagent.reference.decisions import CLEAN
-    from pytest_quantagent.reference.expert import (
+    from pytest_quantagent.runner.episode import run_episode
+    from pytest_quantagent.training.decisions import CLEAN
+    from pytest_quantagent.training.expert import (
         RESTATE_QUESTIONS,
         ExpertAgent,
         decoy_ids,
         enum_arguments,
     )
-    from pytest_quantagent.runner.episode import run_episode
+    from pytest_quantagent.vocab.messages import AssistantMessage, ToolMessage, UserMessage
 
     domain = get_domain("retail")
     tasks = [domain.task(t) for t in domain.splits["test"]]
@@ -117,12 +117,12 @@ def test_confirm_args_shows_the_write_call_that_follows_verbatim() -> None:
     import asyncio
     import random
 
-    from pytest_quantagent.env.messages import AssistantMessage
+    from pytest_quantagent.bundled.chat import render_call
     from pytest_quantagent.env.toolkit import ToolType
-    from pytest_quantagent.reference.chat import render_call
-    from pytest_quantagent.reference.decisions import CLEAN
-    from pytest_quantagent.reference.expert import ExpertAgent, decoy_ids, enum_arguments
     from pytest_quantagent.runner.episode import run_episode
+    from pytest_quantagent.training.decisions import CLEAN
+    from pytest_quantagent.training.expert import ExpertAgent, decoy_ids, enum_arguments
+    from pytest_quantagent.vocab.messages import AssistantMessage
 
     domain = get_domain("retail")
     tasks = [domain.task(t) for t in domain.splits["test"]]

@@ -48,7 +48,7 @@ import numpy as np
 if TYPE_CHECKING:
     from transformers import LlamaForCausalLM
 
-    from pytest_quantagent.reference.tokenizer import DomainTokenizer
+    from pytest_quantagent.bundled.tokenizer import DomainTokenizer
 
 
 @dataclass(frozen=True)
@@ -126,8 +126,8 @@ def remap_classes(tokenizer: DomainTokenizer, *, min_digits: int = 5, min_member
     ``paypal_0000000``-style payment ids, 10- and 12-digit item and product ids, 5-digit
     zips. Email tails (``.romero0000@example.com``: one class per surname) count from two
     members. Amounts, dates and short codes keep their meaning and are never remapped."""
-    from pytest_quantagent.reference.expert import id_shape
-    from pytest_quantagent.reference.tokenizer import is_id_like
+    from pytest_quantagent.bundled.tokenizer import is_id_like
+    from pytest_quantagent.training.expert import id_shape
 
     by_shape: dict[str, list[int]] = {}
     for i in range(tokenizer.vocab_size):
@@ -146,7 +146,7 @@ def id_kinds(tokenizer: DomainTokenizer) -> list[np.ndarray]:
     """Token ids of the entity-id vocabulary grouped by kind: the id classes of
     :func:`remap_classes` (order, payment, item, product ids, zips), with every email token
     in one kind."""
-    from pytest_quantagent.reference.tokenizer import is_id_like
+    from pytest_quantagent.bundled.tokenizer import is_id_like
 
     kinds = [c for c in remap_classes(tokenizer) if "@" not in tokenizer.id_to_piece(int(c[0]))]
     emails = [i for i in range(tokenizer.vocab_size)
@@ -206,7 +206,7 @@ def extend_embeddings(model: LlamaForCausalLM, old: DomainTokenizer, new: Domain
 
 def copy_frequent_mask(episodes: Sequence[np.ndarray], tokenizer: DomainTokenizer, n: int = 300) -> np.ndarray:
     """:func:`frequent_mask` of the episodes, except that alias tokens (see
-    ``reference/tokenizer.py``) always count as copies: they are among the most frequent
+    ``bundled/tokenizer.py``) always count as copies: they are among the most frequent
     tokens, yet each one's meaning is only in its episode's context."""
     ids = np.concatenate([np.asarray(e, dtype=np.int64) for e in episodes])
     mask = frequent_mask(ids, n)
@@ -229,7 +229,7 @@ def copy_drills(
     messages (drawn per crop) before that turn through its ``<|end|>``; the mask keeps only
     that last turn, so each crop is one decision with its evidence close by. The crops come
     back in a shuffled order, deterministic for a ``seed``."""
-    from pytest_quantagent.reference.tokenizer import ASSISTANT, SYSTEM, TOOL, USER
+    from pytest_quantagent.bundled.tokenizer import ASSISTANT, SYSTEM, TOOL, USER
 
     if min_back < 1 or max_back < min_back:
         raise ValueError(f"copy_drills: need 1 <= min_back <= max_back, got min_back={min_back}, max_back={max_back}")

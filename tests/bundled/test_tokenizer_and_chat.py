@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from pytest_quantagent.backends.base import Generation, RawToolCall
-from pytest_quantagent.errors import DataFileError
-from pytest_quantagent.reference.chat import compact_json, parse_tool_calls, render_messages
-from pytest_quantagent.reference.tokenizer import (
+from pytest_quantagent.bundled.chat import compact_json, parse_tool_calls, render_messages
+from pytest_quantagent.bundled.tokenizer import (
     ASSISTANT,
     CALL,
     DEFAULT_ALIASES,
@@ -22,6 +21,7 @@ from pytest_quantagent.reference.tokenizer import (
     name_alias_kind,
     split_pieces,
 )
+from pytest_quantagent.errors import DataFileError
 from pytest_quantagent.runner.agent import generation_to_message
 
 CORPUS = [

@@ -28,7 +28,7 @@ model's HF files, with the version of the split rule it was built with:
 **Entity aliases** (optional, saved in the file with their patterns). Even with every id one
 token, a model of a few million parameters trained for half an hour *recalls* ids instead
 of copying them: each id token is rare, so its embedding hardly moves, and the model writes
-a memorised id of the same kind (see ``reference/models/README.md``). An aliasing tokenizer
+a memorised id of the same kind (see ``bundled/models/README.md``). An aliasing tokenizer
 replaces each entity id of a listed kind (order ids, payment-method ids, ...) by a numbered
 alias token of its kind, in order of first appearance in the text it encodes: the first
 order id of a conversation becomes ``<order1>`` wherever it recurs, the second ``<order2>``,
@@ -340,7 +340,7 @@ class DomainTokenizer:
     def with_aliases(self, extra: Sequence[AliasKind]) -> DomainTokenizer:
         """This vocabulary with more alias kinds appended: every existing token keeps its
         id, the new alias tokens come last, and pieces the new kinds match are no longer
-        produced (see :func:`pytest_quantagent.reference.train.extend_embeddings`)."""
+        produced (see :func:`pytest_quantagent.training.train.extend_embeddings`)."""
         return DomainTokenizer(self.pieces, version=self.version, aliases=[*self.aliases, *extra],
                                alias_order=self.alias_order)
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from pytest_quantagent.cli import main
-from pytest_quantagent.env.channels import Channel
 from pytest_quantagent.metrics.synthetic import make_tasks, synthetic_episodes
+from pytest_quantagent.vocab.channels import Channel
 
 
 def _write_store(run_dir: Path, *, torn: bool = False) -> Path:

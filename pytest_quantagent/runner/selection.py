@@ -1,0 +1,116 @@
+"""Which tasks of a domain a run plays: one :class:`TaskSelection`, one grammar.
+
+pytest spells it ``--quant-tasks`` (``all``, ``N``, ``A:B``, ``split:NAME``, ``ids:ID,...``;
+parsed by :func:`pytest_quantagent.options.parse_tasks`); the ``quantagent`` commands spell
+the same selections ``--num-tasks N``, ``--tasks ID,...`` and ``--split NAME``
+(:meth:`TaskSelection.from_flags`). Both resolve through :meth:`TaskSelection.task_ids`, so a
+pytest cell, the screen and ``quantagent run`` with the same selection play the same tasks
+(and compute the same episode keys).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from pytest_quantagent.env.domain import Domain
+    from pytest_quantagent.quant.arms import ArmSpec
+
+
+@dataclass(frozen=True)
+class TaskSelection:
+    """Which tasks of each domain to run.
+
+    - ``all``: every task of the pool.
+    - ``first``: the first ``count`` tasks of the pool (``--quant-tasks=20``, ``--num-tasks 20``).
+    - ``slice``: tasks ``start`` to ``stop`` of the pool (``--quant-tasks=10:30``, Python
+      slice rules).
+    - ``split``: a named split of the domain (``--quant-tasks=split:test``, ``--split test``).
+    - ``ids``: explicit task ids (``--quant-tasks=ids:3,7,12``, ``--tasks 3,7,12``).
+
+    The pool of ``all``/``first``/``slice`` is ``split`` when it is set (``--split test
+    --num-tasks 5``), else the default pool of the run's arms (:func:`default_pool`).
+    """
+
+    kind: Literal["all", "first", "slice", "split", "ids"]
+    count: int | None = None
+    start: int | None = None
+    stop: int | None = None
+    split: str | None = None
+    ids: tuple[str, ...] = ()
+
+    @classmethod
+    def from_flags(cls, num_tasks: int | None = None, tasks: str | None = None,
+                   split: str | None = None) -> TaskSelection:
+        """The CLI's spellings: ``--num-tasks N`` / ``--tasks ID,...`` / ``--split NAME``."""
+        if tasks is not None and num_tasks is not None:
+            raise ValueError("give either task ids or a number of tasks, not both")
+        if tasks is not None:
+            ids = tuple(t.strip() for t in tasks.split(",") if t.strip())
+            if not ids:
+                raise ValueError("the list of task ids is empty")
+            return cls("ids", ids=ids, split=split)
+        if num_tasks is not None:
+            if num_tasks < 1:
+                raise ValueError(f"number of tasks ({num_tasks}) must be >= 1")
+            return cls("first", count=num_tasks, split=split)
+        return cls("split", split=split) if split is not None else cls("all")
+
+    def __str__(self) -> str:
+        pool = "" if self.split is None or self.kind == "split" else f" of split:{self.split}"
+        if self.kind == "first":
+            return f"{self.count}{pool}"
+        if self.kind == "slice":
+            return f"{'' if self.start is None else self.start}:{'' if self.stop is None else self.stop}{pool}"
+        if self.kind == "split":
+            return f"split:{self.split}"
+        if self.kind == "ids":
+            return "ids:" + ",".join(self.ids)
+        return f"all{pool}"
+
+    def select(
+        self, task_ids: list[str], splits: dict[str, list[str]] | None = None, domain: str = ""
+    ) -> list[str]:
+        """Apply the selection to a pool of ordered task ids (ids are checked against it).
+
+        Raises
+        ------
+        ValueError
+            For an unknown split (listing the known ones) or task id (naming the closest).
+        """
+        from pytest_quantagent.env.tasksets import check_split, check_task_ids
+
+        name = domain or "domain's"
+        if self.kind == "ids":
+            check_task_ids(name, self.ids, task_ids)
+            return list(dict.fromkeys(self.ids))
+        if self.split is not None:
+            splits = splits or {}
+            check_split(name, self.split, splits)
+            task_ids = list(splits[self.split])
+        if self.kind == "first":
+            assert self.count is not None
+            return list(task_ids[: self.count])
+        if self.kind == "slice":
+            return list(task_ids[self.start : self.stop])
+        return list(task_ids)
+
+    def task_ids(self, domain: Domain, arms: Sequence[ArmSpec]) -> list[str]:
+        """The task ids this selection plays on ``domain`` for a run of ``arms`` (every arm
+        of the run, not only those run now: the pool must not depend on which cell asks)."""
+        pool = ([t.id for t in domain.tasks] if self.kind == "ids" or self.split is not None
+                else default_pool(domain, arms))
+        return self.select(pool, domain.splits, domain=domain.name)
+
+
+def default_pool(domain: Domain, arms: Sequence[ArmSpec]) -> list[str]:
+    """The task ids ``all``, ``N`` and ``A:B`` select from: the domain's test split when
+    every arm is a bundled model (it was trained on the other splits), else every task."""
+    from pytest_quantagent.quant.bundled import BUNDLED_SPECS
+
+    test = domain.splits.get("test")
+    if test and all(s.backend == "transformers" and s.model in BUNDLED_SPECS for s in arms):
+        return list(test)
+    return [t.id for t in domain.tasks]
