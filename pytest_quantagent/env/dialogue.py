@@ -98,6 +98,19 @@ def strip_reasoning(text: str) -> str:
     return _REASONING.sub(" ", text)
 
 
+# A request run on into a confirmation question without a full stop ("Please make the payment
+# for the request I sent you confirm that I should proceed?", a degraded model's fusion of two
+# sentences): two acts, split before the confirmation.
+_RUN_ON_CONFIRM = re.compile(
+    r"^(please\s+\S.*?\S)\s+((?:do you |can you |could you |please )?confirm (?:that )?(?:i|we) "
+    r"(?:should|can|may)\b.*)$", re.IGNORECASE | re.DOTALL)
+
+
+def _split_run_on(clause: str) -> list[str]:
+    m = _RUN_ON_CONFIRM.match(clause)
+    return [m.group(1), m.group(2)] if m else [clause]
+
+
 def strip_markdown(text: str) -> str:
     """``text`` without emphasis, headings, quotes and link syntax."""
     for pattern, repl in _MARKDOWN:
@@ -137,11 +150,12 @@ def segments(text: str) -> list[tuple[str, str]]:
         parts: list[str] = []
         for p in _SENTENCE_END.split(line):
             clauses = [
-                d.strip(" ,")
+                e.strip(" ,")
                 for c in _CLAUSE_END.split(p)
                 # "Since the SIM isn't detected, please reseat it": the reason apart.
                 for d in (_REASON_THEN_PLEASE.split(c, maxsplit=1) if _REASON.match(c) else [c])
-                if d.strip(" ,")
+                for e in _split_run_on(d.strip(" ,"))
+                if e.strip(" ,")
             ]
             if p.rstrip().endswith("?"):
                 # "Before I check, what's the reason — A or B?": the question mark ends

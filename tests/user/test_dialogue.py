@@ -126,3 +126,15 @@ def test_a_leaked_reasoning_block_asks_for_nothing() -> None:
                     ("Could you tell me the phone number on your account?", Act.QUESTION)]
     # Unclosed (the reply was cut inside the block): nothing after "<think>" is said.
     assert [s.act for s in read("Sure.<think>Please reset the APN settings")] == [Act.STATEMENT]
+
+
+def test_a_request_run_on_into_a_confirmation_is_two_acts() -> None:
+    # A degraded model fused "Please make the payment for the request I sent you." and "Do you
+    # confirm that I should proceed?": the user is asked to pay *and* to confirm.
+    msg = "Please make the payment for the request I sent you confirm that I should proceed?"
+    assert [(s.text, s.act) for s in read(msg)] == [
+        ("Please make the payment for the request I sent you", Act.REQUEST),
+        ("confirm that I should proceed?", Act.OFFER)]
+    # A request that only mentions confirming stays one request.
+    assert [s.act for s in read("Please restart your phone and confirm that you see signal.")] == [
+        Act.REQUEST]
