@@ -103,9 +103,12 @@ def test_example_suite_on_the_bundled_model_within_three_minutes(
     report = read_report(suite.path / "quantagent-report.json")
     validate_report(report)
     cells = {c["arm"]: c for c in report["cells"]}
-    assert cells["int2-rtn"]["verdict"] in ("MASKED_DAMAGE", "DEGRADED")
+    # The positive control fails its score gate, with the numbers; its 18 unknown-tool calls
+    # come from two stuck episodes, so amplification is not claimed (README).
+    assert cells["int2-rtn"]["verdict"] in ("INCONCLUSIVE", "MASKED_DAMAGE", "DEGRADED")
     failed = {t["nodeid"].split("::")[1] for t in report["tests"] if t["outcome"] == "failed"}
-    assert "test_no_failure_channel_is_amplified[telecom-int2-rtn]" in failed
-    result.stdout.fnmatch_lines(["*unknown_tool: *% of int2-rtn tool calls vs *% of bf16 (* vs *)*"])
+    assert "test_final_score_is_equivalent[telecom-int2-rtn]" in failed
+    assert not any("telecom-int4" in t for t in failed)
+    result.stdout.fnmatch_lines(["*telecom-int2-rtn at error budget K=10: success *% (int2-rtn) vs *% (bf16)*"])
     # The README quotes the wall time; report it rather than fail on a busy machine.
     print(f"example suite took {elapsed:.0f} s on this machine")
