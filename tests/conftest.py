@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,3 +84,21 @@ def arms_toml(tmp_path: Path, mini_domains_dir: Path) -> Path:
     p = tmp_path / "arms.toml"
     p.write_text(ARMS_TOML)
     return p
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    """``serve(**faults)`` starts a loopback :class:`FaultServer` and returns it with its base
+    URL; every server started is stopped after the test."""
+    from pytest_quantagent.testing.fault_server import FaultServer
+
+    servers: list[FaultServer] = []
+
+    def start(**kw: Any) -> tuple[FaultServer, str]:
+        s = FaultServer(**kw)
+        servers.append(s)
+        return s, s.start_in_thread()
+
+    yield start
+    for s in servers:
+        s.stop()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +21,6 @@ from pytest_quantagent.backends.wrapper import ModelClient, RetryPolicy
 from pytest_quantagent.errors import DataFileError, InfrastructureError
 from pytest_quantagent.quant.arms import ArmSpec, load_arms_config
 from pytest_quantagent.runner.preflight import preflight
-from pytest_quantagent.testing.fault_server import FaultServer
-
-
-@pytest.fixture
-def serve() -> Iterator[Any]:
-    servers: list[FaultServer] = []
-
-    def start(**kw: Any) -> tuple[FaultServer, str]:
-        s = FaultServer(**kw)
-        servers.append(s)
-        return s, s.start_in_thread()
-
-    yield start
-    for s in servers:
-        s.stop()
 
 
 def _closed_port() -> int:

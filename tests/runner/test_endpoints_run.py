@@ -8,7 +8,6 @@ import functools
 import json
 import socket
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +16,6 @@ import pytest
 from pytest_quantagent.backends import wrapper
 from pytest_quantagent.cli import main
 from pytest_quantagent.testing.fault_server import FaultServer
-
-
-@pytest.fixture
-def serve() -> Iterator[Any]:
-    servers: list[FaultServer] = []
-
-    def start(**kw: Any) -> tuple[FaultServer, str]:
-        s = FaultServer(**kw)
-        servers.append(s)
-        return s, s.start_in_thread()
-
-    yield start
-    for s in servers:
-        s.stop()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,25 +17,10 @@ from pytest_quantagent.quant.arms import ArmSpec
 from pytest_quantagent.runner.batch import ArmRunner, RunSettings, plan_episodes, run_arm
 from pytest_quantagent.runner.build import build_arm
 from pytest_quantagent.store.jsonl import EpisodeStore
-from pytest_quantagent.testing.fault_server import FaultServer
 from pytest_quantagent.vocab.channels import Channel, TerminationReason
 
 FAST = RetryPolicy(max_retries=6, base_delay_s=0.001, max_delay_s=0.005)
 KEY = "sk-planted-SECRET-4242-do-not-leak"
-
-
-@pytest.fixture
-def serve() -> Iterator[Any]:
-    servers: list[FaultServer] = []
-
-    def start(**kw: Any) -> tuple[FaultServer, str]:
-        s = FaultServer(**kw)
-        servers.append(s)
-        return s, s.start_in_thread()
-
-    yield start
-    for s in servers:
-        s.stop()
 
 
 def _run(domain: Domain, url: str, tmp_path: Path, *, tasks: int = 2, trials: int = 1,

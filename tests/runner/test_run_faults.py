@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ import pytest
 
 from pytest_quantagent.backends import wrapper
 from pytest_quantagent.cli import main
-from pytest_quantagent.testing.fault_server import FaultServer
 
 HERE = Path(__file__).parent
 
@@ -25,20 +23,6 @@ HERE = Path(__file__).parent
 def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wrapper, "RetryPolicy",
                         functools.partial(wrapper.RetryPolicy, base_delay_s=0.001, max_delay_s=0.002))
-
-
-@pytest.fixture
-def serve() -> Iterator[Any]:
-    servers: list[FaultServer] = []
-
-    def start(**kw: Any) -> tuple[FaultServer, str]:
-        s = FaultServer(**kw)
-        servers.append(s)
-        return s, s.start_in_thread()
-
-    yield start
-    for s in servers:
-        s.stop()
 
 
 def _config(tmp_path: Path, **urls: str) -> Path:
