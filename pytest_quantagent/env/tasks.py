@@ -216,25 +216,15 @@ def load_tasks(path: str | Path) -> list[Task]:
 
 def load_splits(path: str | Path, task_ids: list[str]) -> dict[str, list[str]]:
     """Load a τ²-bench ``split_tasks.json`` (split name → task ids); every id must exist."""
+    from pytest_quantagent.env.tasksets import read_split_file
+
     p = Path(path)
-    try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataFileError(p, "", "file not found") from None
-    except json.JSONDecodeError as e:
-        raise DataFileError(p, f"line {e.lineno} column {e.colno}", f"invalid JSON: {e.msg}") from None
-    if not isinstance(raw, dict):
-        raise DataFileError(p, "", "expected an object mapping split names to lists of task ids")
+    splits = read_split_file(p)
     known = set(task_ids)
-    splits: dict[str, list[str]] = {}
-    for name, ids in raw.items():
-        if not isinstance(ids, list):
-            raise DataFileError(p, f"split {name!r}", "expected a list of task ids")
-        ids = [str(x) for x in ids]
+    for name, ids in splits.items():
         for tid in ids:
             if tid not in known:
                 raise DataFileError(p, f"split {name!r}", f"unknown task id {tid!r}")
-        splits[name] = ids
     return splits
 
 
