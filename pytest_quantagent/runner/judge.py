@@ -26,14 +26,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from filelock import FileLock
 
 from pytest_quantagent.backends.base import Backend, BackendOptions, GenerateRequest
 from pytest_quantagent.backends.registry import create_backend
@@ -42,6 +39,7 @@ from pytest_quantagent.env.evaluate import RewardInfo, apply_nl_verdicts, needs_
 from pytest_quantagent.env.tasks import RewardType, Task
 from pytest_quantagent.errors import QuantAgentError
 from pytest_quantagent.quant.arms import ArmSpec, UserModelConfig
+from pytest_quantagent.store.jsonl import append_line_locked, read_appended_rows
 from pytest_quantagent.store.records import EpisodeRecord
 from pytest_quantagent.vocab.channels import SCORABLE_TERMINATIONS
 from pytest_quantagent.vocab.messages import (
@@ -208,21 +206,13 @@ class JudgeCache:
     def _load(self) -> None:
         if self.path is None:
             return
-        try:
-            with self.path.open("rb") as f:
-                f.seek(self._offset)
-                data = f.read()
-        except FileNotFoundError:
-            return
-        end = data.rfind(b"\n") + 1
-        for line in data[:end].splitlines():
+        rows, self._offset = read_appended_rows(self.path, self._offset)
+        for row in rows:
             try:
-                row = json.loads(line)
                 if isinstance(row["met"], bool) and isinstance(row["reason"], str):
                     self._mem.setdefault(str(row["key"]), {"met": row["met"], "reason": row["reason"]})
-            except (ValueError, KeyError, TypeError):
+            except (KeyError, TypeError):
                 continue
-        self._offset += end
 
     def __len__(self) -> int:
         return len(self._mem)
@@ -240,12 +230,8 @@ class JudgeCache:
         self._mem[key] = {"met": met, "reason": reason}
         if self.path is None:
             return
-        line = json.dumps({"key": key, "met": met, "reason": reason}, ensure_ascii=False) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(self.path) + ".lock"), self.path.open("a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        append_line_locked(
+            self.path, json.dumps({"key": key, "met": met, "reason": reason}, ensure_ascii=False) + "\n")
 
 
 # --------------------------------------------------------------------------- runtime

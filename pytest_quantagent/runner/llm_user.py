@@ -32,19 +32,17 @@ import asyncio
 import contextvars
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from filelock import FileLock
 
 from pytest_quantagent.backends.base import GenerateRequest, Generation
 from pytest_quantagent.backends.wrapper import ModelClient, UsageCounter, bind_episode_usage
 from pytest_quantagent.env.tasks import StructuredUserInstructions, Task
 from pytest_quantagent.quant.arms import UserModelConfig
 from pytest_quantagent.runner.agent import generation_to_message, tool_calls_to_openai
+from pytest_quantagent.store.jsonl import append_line_locked, read_appended_rows
 from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
@@ -211,20 +209,12 @@ class UserTurnCache:
 
     def _load(self, path: Path) -> None:
         """Read the lines appended since the last read (complete lines only)."""
-        try:
-            with path.open("rb") as f:
-                f.seek(self._offset)
-                data = f.read()
-        except FileNotFoundError:
-            return
-        end = data.rfind(b"\n") + 1
-        for line in data[:end].splitlines():
+        rows, self._offset = read_appended_rows(path, self._offset)
+        for row in rows:
             try:
-                row = json.loads(line)
                 self._mem.setdefault(row["key"], row["message"])
-            except (ValueError, KeyError, TypeError):
+            except (KeyError, TypeError):
                 continue  # foreign line: the turn will simply be asked again
-        self._offset += end
 
     def __len__(self) -> int:
         return len(self._mem)
@@ -292,11 +282,7 @@ class UserTurnCache:
 
     def _append(self, line: str) -> None:
         assert self.path is not None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(self.path) + ".lock"), self.path.open("a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        append_line_locked(self.path, line)
 
 
 def transcript_key(identity: str, task_id: str, trial: int, seed: int,

@@ -25,6 +25,7 @@ Infrastructure failures (``termination == infrastructure_error``) are not outcom
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import threading
@@ -64,6 +65,37 @@ def split_lines(data: bytes, first_line: int = 1) -> tuple[list[tuple[int, bytes
         if line.strip():
             lines.append((first_line + i, line))
     return lines, data[end:]
+
+
+def read_appended_rows(path: Path, offset: int) -> tuple[list[Any], int]:
+    """The JSON values of the complete lines appended to ``path`` since byte ``offset``, and
+    the offset to read from next: for the side caches (LLM user turns, judge verdicts), where a
+    missing file has no rows, a torn tail waits for its newline and a line that is not JSON is
+    skipped (the answer is simply asked again)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return [], offset
+    lines, tail = split_lines(data)
+    rows = []
+    for _, line in lines:
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue
+    return rows, offset + len(data) - len(tail)
+
+
+def append_line_locked(path: Path, line: str) -> None:
+    """Append one whole ``line`` to ``path`` under its file lock, flushed and fsynced (the
+    side caches' write; processes sharing a store may append at once)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock"), path.open("a", encoding="utf-8") as f:
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def iter_store_lines(path: str | Path, warn: Any = None) -> Iterator[tuple[int, bytes]]:
