@@ -30,6 +30,7 @@ from pytest_quantagent.metrics.failure_sets import (
     DEFAULT_MIN_RANK_CORR,
     judge_failure_set,
 )
+from pytest_quantagent.verdict import shown_not_amplified
 from pytest_quantagent.vocab.channels import ALL_CHANNELS, NAMED_CHANNELS
 
 if TYPE_CHECKING:
@@ -314,7 +315,7 @@ def assert_no_channel_amplification(
     for name in names:
         ch = channels[name]
         up, inc = ch.get("ratio_upper"), ch.get("rate_increase_upper")
-        if (up is not None and up < cfg.max_ratio) or (inc is not None and inc < cfg.rare_tolerance):
+        if shown_not_amplified(up, inc, cfg):
             continue
         up_s = "inf" if up is None or not math.isfinite(up) else f"{up:.2g}"
         inc_s = "n/a" if inc is None else f"{inc * 100:.2g}"

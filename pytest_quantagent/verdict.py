@@ -195,6 +195,14 @@ def _ratio_text(c: ChannelEvidence) -> str:
     return f"×{c.ratio:.2g} ({c.arm_count} vs {c.reference_count})"
 
 
+def shown_not_amplified(upper: float | None, increase_upper: float | None,
+                        cfg: AnalysisConfig) -> bool:
+    """LOSSLESS's rule for one channel: its ratio's upper bound below ``max_ratio``, or (a
+    rare channel) its per-call rate increase's upper bound below ``rare_tolerance``."""
+    return ((upper is not None and upper < cfg.max_ratio)
+            or (increase_upper is not None and increase_upper < cfg.rare_tolerance))
+
+
 def decide(e: Evidence, cfg: AnalysisConfig) -> tuple[Verdict, list[str]]:
     """The verdict and its reasons (see the module docstring for the rule)."""
     reasons = list(e.notes)
@@ -232,11 +240,10 @@ def decide(e: Evidence, cfg: AnalysisConfig) -> tuple[Verdict, list[str]]:
             open_channels.append(f"{c.name}: {c.arm_count} vs {c.reference_count} failures "
                                  "but a side has no agent tool call, so it cannot be judged")
             continue
-        ok_ratio = c.upper is not None and c.upper < cfg.max_ratio
-        ok_abs = c.increase_upper is not None and c.increase_upper < cfg.rare_tolerance
-        if not (ok_ratio or ok_abs) and c.arm_count == 0 and c.reference_count == 0:
+        shown = shown_not_amplified(c.upper, c.increase_upper, cfg)
+        if not shown and c.arm_count == 0 and c.reference_count == 0:
             silent.append(c)
-        elif not (ok_ratio or ok_abs):
+        elif not shown:
             up = "inf" if c.upper is None or not math.isfinite(c.upper) else f"{c.upper:.2g}"
             inc = "n/a" if c.increase_upper is None else f"{c.increase_upper * 100:.2g}"
             open_channels.append(
