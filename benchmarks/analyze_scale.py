@@ -22,6 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
+# This checkout's package, not whichever one is installed (an editable install of another
+# worktree would otherwise be measured).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from pytest_quantagent.metrics.synthetic import make_tasks, synthetic_episodes
 from pytest_quantagent.vocab.channels import Channel
 

@@ -21,8 +21,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
+
+# This checkout's package, not whichever one is installed (an editable install of another
+# worktree would otherwise be measured).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_quantagent.metrics.synthetic import World, simulate_world
 from pytest_quantagent.report.model import AnalysisConfig, CellInput, Report, analyze

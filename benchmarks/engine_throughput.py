@@ -15,9 +15,14 @@ import argparse
 import asyncio
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
+
+# This checkout's package, not whichever one is installed (an editable install of another
+# worktree would otherwise be measured).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_quantagent.env.registry import get_domain, list_domains
 from pytest_quantagent.runner.episode import run_episode

@@ -23,6 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
+# This checkout's package, not whichever one is installed (an editable install of another
+# worktree would otherwise be measured).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.quant.arms import ArmSpec
 from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_arm
