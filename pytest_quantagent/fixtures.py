@@ -74,6 +74,11 @@ def precision_model(quant_arm: ArmSpec) -> Iterator[Any]:
     from pytest_quantagent.backends.registry import create_backend
     from pytest_quantagent.runner.service import run_sync
 
+    if quant_arm.source == "results":
+        pytest.fail(f"precision_model: arm {quant_arm.label!r} is a replay arm (backend = "
+                    "\"replay\"): its episodes are read from τ²-bench results files and it has "
+                    "no model to generate with; use quant_cell/episodes, or a live arm",
+                    pytrace=False)
     backend = create_backend(quant_arm)
     yield backend
     run_sync(backend.aclose())
