@@ -55,14 +55,14 @@ def quant_cell(request: pytest.FixtureRequest, _quantagent_cell_key: CellKey) ->
 @pytest.fixture
 def quant_arm(request: pytest.FixtureRequest, _quantagent_cell_key: CellKey) -> ArmSpec:
     """The candidate arm of this test's cell, resolved (backend, model, quantization)."""
-    return get_session(request.config).arm_spec(_quantagent_cell_key.arm)
+    return get_session(request.config).setup.arm(_quantagent_cell_key.arm)
 
 
 @pytest.fixture
 def reference_arm(request: pytest.FixtureRequest) -> ArmSpec:
     """The reference arm (``--quant-reference``, default bf16), resolved."""
     session = get_session(request.config)
-    return session.arm_spec(session.qc.reference)
+    return session.setup.arm(session.qc.reference)
 
 
 @pytest.fixture
