@@ -55,10 +55,30 @@ def write_summary(tr: Any, report: dict[str, Any] | None, error: str | None, *,
             tr.write_line(plain_text(f"quantagent {c['domain']}-{c['arm']}: {line}"))
     for line in endpoint_lines(endpoint_stats):
         tr.write_line(plain_text(f"quantagent {line}"))
+    judge = judge_line(report.get("run") or {})
+    if judge is not None:
+        tr.write_line(plain_text(f"quantagent {judge}"))
     if verbosity >= 0:
         for flag, path in outputs.items():
             if path is not None:
                 tr.write_line(f"quantagent {flag} report: {path}")
+
+
+def judge_line(run: Mapping[str, Any]) -> str | None:
+    """Which judge decided the NL assertions, and of how many episodes (from the report's
+    ``run`` section); None when the run has no judge."""
+    judge = run.get("judge")
+    if not judge:
+        return None
+    nl = [v for v in (run.get("nl_assertions") or {}).values() if isinstance(v, Mapping)]
+    with_nl = sum(int(v.get("episodes") or 0) for v in nl)
+    judged = sum(int(v.get("judged") or 0) for v in nl)
+    errors = sum(int(v.get("judge_errors") or 0) for v in nl)
+    line = (f"judge: {judge} decided the NL assertions of {judged} of {with_nl} episode(s) "
+            "that have them")
+    if errors:
+        line += f"; {errors} episode(s) with a judge error (scored not met)"
+    return line
 
 
 def test_outcome_message(report: Any, lines: int = 8) -> str:
