@@ -85,13 +85,15 @@ def precision_model(quant_arm: ArmSpec) -> Iterator[Any]:
 
 
 class TauEnvFactory:
-    """Makes fresh environments of one domain: ``tau_env()`` for the first task,
-    ``tau_env("task_id")`` for a given task."""
+    """Makes fresh environments of one domain (the tasks the run's cells use): ``tau_env()``
+    for the first task, ``tau_env("task_id")`` for a given task."""
 
-    def __init__(self, domain_name: str, tau2_data: Any) -> None:
-        from pytest_quantagent.env.registry import get_domain
+    def __init__(self, domain_name: str, tau2_data: Any, split: str | None = None) -> None:
+        # Split-aware, as the cells are: with τ²-bench data, the task file holding the run's
+        # split (which need not be tasks.json) is the one loaded.
+        from pytest_quantagent.env.registry import get_domain_for_split
 
-        self.domain = get_domain(domain_name, tau2_data=tau2_data)
+        self.domain = get_domain_for_split(domain_name, tau2_data, split)
 
     def task_ids(self) -> list[str]:
         return [t.id for t in self.domain.tasks]
@@ -110,7 +112,7 @@ class TauEnvFactory:
 def tau_env(request: pytest.FixtureRequest, _quantagent_cell_key: CellKey) -> Callable[..., Environment]:
     """Environment factory for the cell's domain (fresh DB each call)."""
     session = get_session(request.config)
-    return TauEnvFactory(_quantagent_cell_key.domain, session.qc.tau2_data)
+    return TauEnvFactory(_quantagent_cell_key.domain, session.qc.tau2_data, session.qc.tasks.split)
 
 
 @pytest.fixture
