@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from pytest_quantagent.options import OPTIONS
+from pytest_quantagent.quant.replay import REPLAY
 from pytest_quantagent.runner.selection import TaskSelection
 
 DEFAULT_ARMS: tuple[str, ...] = ("int4",)
@@ -172,7 +173,7 @@ def check_contradictions(qc: QuantAgentConfig) -> None:
             "--quant-user-model=SPEC (e.g. openai:gpt-4.1@http://host:8000/v1 or tiny-agent) "
             "or a [user] table in --quant-config"
         )
-    if qc.backend == "replay" and qc.config_path is None:
+    if qc.backend == REPLAY and qc.config_path is None:
         raise pytest.UsageError(
             "--quant-backend=replay reads τ²-bench results files named per arm in the arms "
             "config; add --quant-config=arms.toml with [arms.<label>] backend = \"replay\" and "
@@ -188,7 +189,7 @@ def check_contradictions(qc: QuantAgentConfig) -> None:
         qc.report_path.resolve() == qc.html_path.resolve()
     ):
         raise pytest.UsageError("--quant-report and --quant-html name the same file; give two paths")
-    if qc.tau2_data is not None and qc.backend == "replay":
+    if qc.tau2_data is not None and qc.backend == REPLAY:
         raise pytest.UsageError(
             "--quant-tau2-data runs τ²-bench's tasks through our engine with live models, while "
             "--quant-backend=replay reads finished τ²-bench results; use one of the two"

@@ -55,14 +55,14 @@ def quant_cell(request: pytest.FixtureRequest, _quantagent_cell_key: CellKey) ->
 @pytest.fixture
 def quant_arm(request: pytest.FixtureRequest, _quantagent_cell_key: CellKey) -> ArmSpec:
     """The candidate arm of this test's cell, resolved (backend, model, quantization)."""
-    return get_session(request.config).arm_spec(_quantagent_cell_key.arm)
+    return get_session(request.config).setup.arm(_quantagent_cell_key.arm)
 
 
 @pytest.fixture
 def reference_arm(request: pytest.FixtureRequest) -> ArmSpec:
     """The reference arm (``--quant-reference``, default bf16), resolved."""
     session = get_session(request.config)
-    return session.arm_spec(session.qc.reference)
+    return session.setup.arm(session.qc.reference)
 
 
 @pytest.fixture
@@ -74,19 +74,26 @@ def precision_model(quant_arm: ArmSpec) -> Iterator[Any]:
     from pytest_quantagent.backends.registry import create_backend
     from pytest_quantagent.runner.service import run_sync
 
+    if quant_arm.source == "results":
+        pytest.fail(f"precision_model: arm {quant_arm.label!r} is a replay arm (backend = "
+                    "\"replay\"): its episodes are read from τ²-bench results files and it has "
+                    "no model to generate with; use quant_cell/episodes, or a live arm",
+                    pytrace=False)
     backend = create_backend(quant_arm)
     yield backend
     run_sync(backend.aclose())
 
 
 class TauEnvFactory:
-    """Makes fresh environments of one domain: ``tau_env()`` for the first task,
-    ``tau_env("task_id")`` for a given task."""
+    """Makes fresh environments of one domain (the tasks the run's cells use): ``tau_env()``
+    for the first task, ``tau_env("task_id")`` for a given task."""
 
-    def __init__(self, domain_name: str, tau2_data: Any) -> None:
-        from pytest_quantagent.env.registry import get_domain
+    def __init__(self, domain_name: str, tau2_data: Any, split: str | None = None) -> None:
+        # Split-aware, as the cells are: with τ²-bench data, the task file holding the run's
+        # split (which need not be tasks.json) is the one loaded.
+        from pytest_quantagent.env.registry import get_domain_for_split
 
-        self.domain = get_domain(domain_name, tau2_data=tau2_data)
+        self.domain = get_domain_for_split(domain_name, tau2_data, split)
 
     def task_ids(self) -> list[str]:
         return [t.id for t in self.domain.tasks]
@@ -105,7 +112,7 @@ class TauEnvFactory:
 def tau_env(request: pytest.FixtureRequest, _quantagent_cell_key: CellKey) -> Callable[..., Environment]:
     """Environment factory for the cell's domain (fresh DB each call)."""
     session = get_session(request.config)
-    return TauEnvFactory(_quantagent_cell_key.domain, session.qc.tau2_data)
+    return TauEnvFactory(_quantagent_cell_key.domain, session.qc.tau2_data, session.qc.tasks.split)
 
 
 @pytest.fixture

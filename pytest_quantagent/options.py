@@ -23,11 +23,13 @@ from typing import Any
 
 import pytest
 
+from pytest_quantagent.quant.replay import REPLAY
 from pytest_quantagent.runner.selection import TaskSelection
 
 #: Backends shipped with the package (third parties add more through the
-#: ``pytest_quantagent.backends`` entry-point group).
-BUILTIN_BACKENDS: tuple[str, ...] = ("mock", "openai", "replay", "transformers", "vllm")
+#: ``pytest_quantagent.backends`` entry-point group), and ``replay``: spelled like a backend,
+#: it makes every arm read τ²-bench results files (an arm source, see quant/replay.py).
+BUILTIN_BACKENDS: tuple[str, ...] = tuple(sorted(("mock", "openai", "transformers", "vllm", REPLAY)))
 USER_KINDS: tuple[str, ...] = ("llm", "scripted")
 REPAIR_KINDS: tuple[str, ...] = ("none", "reflexive")
 

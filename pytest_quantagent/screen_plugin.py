@@ -122,6 +122,6 @@ def pytest_quantagent_screen_episodes(config: pytest.Config, domain: str) -> lis
     # The cells' own arms, request and store: the episode keys (and the episodes) are the
     # cells' reference episodes, and the cells' claim of (domain, reference) is shared.
     session = get_session(config)
-    result = run_arms(domain, session.run_arms_specs(), session.run_request(),
+    result = run_arms(domain, session.setup.arms(), session.setup.request(),
                       session.qc.cache_dir, run=(session.qc.reference,))
     return result.records[session.qc.reference]

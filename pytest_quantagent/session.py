@@ -27,12 +27,12 @@ import pytest
 
 from pytest_quantagent.config import QuantAgentConfig, known_domains
 from pytest_quantagent.markers import MarkerArgs, MarkerError, parse_markers
+from pytest_quantagent.resolve import RunSetup, default_arm
 
 if TYPE_CHECKING:
     from pytest_quantagent.quant.arms import ArmSpec
-    from pytest_quantagent.runner.progress import CellProgress
-    from pytest_quantagent.runner.service import RunRequest
     from pytest_quantagent.store.records import EpisodeRecord
+    from pytest_quantagent.verdict import AnalysisConfig
 
 
 #: Name of the user property that carries a test's cell id (also in JUnit XML).
@@ -131,11 +131,11 @@ class QuantAgentSession:
         self._endpoint_stats: dict[str, list[dict[str, Any]]] = {}
         """Per-endpoint figures of arms served by several endpoints ("<domain>-<arm>" →)."""
         self._analysis: dict[CellKey, dict[str, Any]] = {}
-        self._arms: dict[str, ArmSpec] = {}
+        self.setup = RunSetup(qc, self._resolve_arm)
+        """The run's arms, run request, pre-flight models and report ``run`` section."""
         self._domains: tuple[str, ...] | None = None
         # Looked up once per run, not once per test (markers are validated per test).
         self._domain_names: tuple[list[str] | None] | None = None
-        self._arm_names: tuple[str, ...] | None = None
         self.seen_cells: set[CellKey] = set()
         """Cells some test used (from test reports, so xdist workers' cells count)."""
         self.report: dict[str, Any] | None = None
@@ -176,29 +176,13 @@ class QuantAgentSession:
             marks,
             run_budget=self.qc.error_budget,
             known_domains=self._known_domains(),
-            known_arms=self.known_arms(),
+            known_arms=self.setup.known_arms(),
         )
 
     def _known_domains(self) -> list[str] | None:
         if self._domain_names is None:
             self._domain_names = (known_domains(),)
         return self._domain_names[0]
-
-    def known_arms(self) -> tuple[str, ...]:
-        """Arm labels a ``precision`` marker may name: the run's arms, the project's
-        precisions, and the arms of ``--quant-config`` (with their ``+repair`` variants)."""
-        if self._arm_names is None:
-            self._arm_names = self._list_known_arms()
-        return self._arm_names
-
-    def _list_known_arms(self) -> tuple[str, ...]:
-        from pytest_quantagent.quant import arms as arms_mod
-
-        labels = {*self.qc.arms, self.qc.reference, *arms_mod.KNOWN_PRECISIONS}
-        if self.qc.config_path is not None:
-            labels.update(arms_mod.load_arms_config(self.qc.config_path))
-        labels.update([f"{a}{arms_mod.REPAIR_SUFFIX}" for a in labels])
-        return tuple(sorted(labels))
 
     def cells_for(self, args: MarkerArgs) -> list[CellKey]:
         """Grid cells of a test, narrowed by its markers (domain-major order)."""
@@ -235,21 +219,6 @@ class QuantAgentSession:
 
     # ------------------------------------------------------------------ pre-flight
 
-    def preflight_models(self) -> dict[str, ArmSpec]:
-        """Every model the run will call: the arms, the reference, the LLM user and the judge."""
-        models = {f"arm {label!r}": self.arm_spec(label)
-                  for label in dict.fromkeys((self.qc.reference, *self.qc.arms))}
-        if self.qc.user == "llm":
-            from pytest_quantagent.runner.build import resolve_user
-
-            models["user"] = resolve_user(self.qc.user_model, config_path=self.qc.config_path).arm
-        from pytest_quantagent.runner.judge import resolve_judge
-
-        judge = resolve_judge(self.qc.judge_model, self.qc.config_path)
-        if judge is not None:
-            models["judge"] = judge.arm
-        return models
-
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Before any test: every model reachable, served, importable, present; else the run
@@ -260,7 +229,7 @@ class QuantAgentSession:
         from pytest_quantagent.runner.preflight import format_problems, preflight
 
         try:
-            problems = preflight(self.preflight_models(), extra=self.preflight_checks)
+            problems = preflight(self.setup.preflight_models(), extra=self.preflight_checks)
         except (QuantAgentError, ValueError) as e:
             pytest.exit(f"quantagent: {e}", returncode=pytest.ExitCode.USAGE_ERROR)
         if problems:
@@ -269,28 +238,15 @@ class QuantAgentSession:
 
     # ------------------------------------------------------------------ episodes
 
-    def arm_spec(self, label: str) -> ArmSpec:
-        """Resolve an arm label (hook :func:`pytest_quantagent_resolve_arm`)."""
-        if label not in self._arms:
-            spec = self.config.hook.pytest_quantagent_resolve_arm(config=self.config, label=label)
-            if spec is None:
-                raise RuntimeError(f"no plugin resolved arm {label!r}")
-            self._arms[label] = spec
-        return self._arms[label]
+    def _resolve_arm(self, label: str) -> ArmSpec | None:
+        """An arm label through the hook :func:`pytest_quantagent_resolve_arm` (first result)."""
+        spec: ArmSpec | None = self.config.hook.pytest_quantagent_resolve_arm(
+            config=self.config, label=label)
+        return spec
 
     @pytest.hookimpl(trylast=True)
     def pytest_quantagent_resolve_arm(self, config: pytest.Config, label: str) -> ArmSpec:
-        from dataclasses import replace
-
-        from pytest_quantagent.quant.arms import load_arms_config, resolve_arm
-
-        table = load_arms_config(self.qc.config_path) if self.qc.config_path else None
-        spec = resolve_arm(label, self.qc.model, table)
-        if self.qc.backend is not None and spec.backend != self.qc.backend:
-            spec = replace(spec, backend=self.qc.backend)
-        if self.qc.repair != "none" and label != self.qc.reference and spec.repair == "none":
-            spec = replace(spec, repair=self.qc.repair)
-        return spec
+        return default_arm(self.qc, label)
 
     def episodes(self, key: CellKey) -> CellEpisodes:
         """Both arms' records of a cell, produced at most once per process."""
@@ -341,71 +297,16 @@ class QuantAgentSession:
     def pytest_quantagent_run_cell(self, config: pytest.Config, cell: CellKey) -> CellEpisodes:
         from contextlib import closing
 
+        from pytest_quantagent.report.pytest_terminal import cell_progress
         from pytest_quantagent.runner.service import run_arms
 
-        progress = self._cell_progress(cell.id)
-        result = run_arms(cell.domain, self.run_arms_specs(), self.run_request(), self.qc.cache_dir,
+        progress = cell_progress(self.config, cell.id)
+        result = run_arms(cell.domain, self.setup.arms(), self.setup.request(), self.qc.cache_dir,
                           run=(cell.reference, cell.arm),
                           progress=None if progress is None else closing(progress))
         for label, stats in result.endpoints.items():
             self._endpoint_stats[f"{cell.domain}-{label}"] = stats
         return CellEpisodes(arm=result.records[cell.arm], reference=result.records[cell.reference])
-
-    def run_arms_specs(self) -> list[ArmSpec]:
-        """Every arm of the session (reference first): the arms the task pool depends on."""
-        labels = dict.fromkeys([self.qc.reference, *self.qc.arms])
-        return [self.arm_spec(label) for label in labels]
-
-    def run_request(self) -> RunRequest:
-        """The session's options as a :class:`~pytest_quantagent.runner.service.RunRequest`
-        (the same for every cell and for the screen plugin's reference run)."""
-        from pytest_quantagent.runner.batch import RunSettings
-        from pytest_quantagent.runner.build import resolve_user
-        from pytest_quantagent.runner.judge import resolve_judge
-        from pytest_quantagent.runner.service import RunRequest
-
-        qc = self.qc
-        concurrency = qc.concurrency or RunSettings().concurrency
-        return RunRequest(
-            tasks=qc.tasks, trials=qc.trials, seed=qc.seed,
-            settings=RunSettings(max_errors=qc.error_budget, concurrency=concurrency,
-                                 user_sim=qc.user),
-            user=resolve_user(qc.user_model, config_path=qc.config_path) if qc.user == "llm" else None,
-            judge=resolve_judge(qc.judge_model, qc.config_path),
-            tau2_data=qc.tau2_data, allow_mixed_tau2=qc.allow_mixed_tau2 == "yes",
-        )
-
-    def _cell_progress(self, name: str) -> CellProgress | None:
-        """Live progress of one cell's episodes (None under ``-q``): a rich live display on
-        a terminal, else a line every ``$QUANTAGENT_PROGRESS_SECONDS`` (default 30) seconds;
-        an xdist worker writes its lines, prefixed with its id, to stderr (which reaches
-        the controller's terminal). Episodes run inside a test, so every write suspends
-        pytest's capture."""
-        import os
-        from contextlib import nullcontext
-        from typing import cast
-
-        from pytest_quantagent.runner.progress import CellProgress
-
-        if self.config.get_verbosity() < 0:
-            return None
-        raw = os.environ.get("QUANTAGENT_PROGRESS_SECONDS", "30")
-        try:
-            interval = float(raw)
-        except ValueError:
-            interval = 30.0
-        capman = self.config.pluginmanager.getplugin("capturemanager")
-        guard = nullcontext if capman is None else capman.global_and_fixture_disabled
-        if self.is_xdist_worker:
-            wid = os.environ.get("PYTEST_XDIST_WORKER", "worker")
-            return CellProgress(name, cast("Any", _StderrFile()), live=False,
-                                interval_s=interval, prefix=f"[{wid}] quantagent ", guard=guard)
-        tr = self.config.pluginmanager.getplugin("terminalreporter")
-        if tr is None:
-            return None
-        tw = self.config.get_terminal_writer()
-        return CellProgress(name, cast("Any", _TerminalFile(tw)), live=bool(tr.isatty),
-                            interval_s=interval, guard=guard, width=tw.fullwidth)
 
     # ------------------------------------------------------------------ analysis
 
@@ -416,73 +317,17 @@ class QuantAgentSession:
             self._analysis[key] = report["cells"][0]
         return self._analysis[key]
 
-    def analysis_config(self) -> Any:
-        """The verdict's thresholds from ``--quant-margin``/``--quant-max-ratio``/
-        ``--quant-tight-budgets``/``--quant-holm-scope`` (the assertions' defaults too)."""
-        from pytest_quantagent.verdict import AnalysisConfig
-
-        qc = self.qc
-        kw: dict[str, Any] = {}
-        for name in ("margin", "max_ratio", "tight_budgets", "holm_scope"):
-            if getattr(qc, name, None) is not None:
-                kw[name] = getattr(qc, name)
-        return AnalysisConfig(**kw)
+    def analysis_config(self) -> AnalysisConfig:
+        """The verdict's thresholds of the run (the assertions' defaults too)."""
+        return self.setup.analysis_config()
 
     def analyze(self, cells: dict[CellKey, CellEpisodes]) -> dict[str, Any]:
         """Report JSON (DESIGN.md, schema_version 1) over ``cells`` in sorted order."""
-        from pytest_quantagent.report.model import CellInput, analyze
-        from pytest_quantagent.runner.faults import infra_counts
+        from pytest_quantagent.report.cells import analyze_cells
 
-        inputs = [
-            CellInput(
-                domain=k.domain,
-                arm=k.arm,
-                reference=k.reference,
-                arm_records=cells[k].arm,
-                reference_records=cells[k].reference,
-                extra={"faults": {k.arm: infra_counts(cells[k].arm),
-                                  k.reference: infra_counts(cells[k].reference)}},
-            )
-            for k in sorted(cells)
-        ]
-        run = self.run_info()
-        from pytest_quantagent.runner.judge import nl_basis_summary
-
-        # How NL assertions were scored, per (domain, arm): judged, or not evaluated (no judge).
-        run["nl_assertions"] = {
-            f"{k.domain}/{label}": nl_basis_summary(recs)
-            for k in sorted(cells)
-            for label, recs in ((k.reference, cells[k].reference), (k.arm, cells[k].arm))
-        }
-        report = analyze(inputs, self.analysis_config(), run=run)
-        data: dict[str, Any] = report.model_dump(mode="json")
-        return data
-
-    def run_info(self) -> dict[str, Any]:
-        """The report's ``run`` section: settings, resolved arms, versions."""
-        import platform
-
-        from pytest_quantagent import __version__
-        from pytest_quantagent.runner.judge import judge_identity
-
-        info = self.qc.run_dict()
-        info["judge"] = judge_identity(self.qc.judge_model, self.qc.config_path)
-        specs: dict[str, Any] = {}
-        for label in (self.qc.reference, *self.qc.arms):
-            try:
-                a = self.arm_spec(label)
-            except Exception:
-                continue
-            specs[label] = {k: v for k, v in (("backend", a.backend), ("model", a.model),
-                                              ("path", a.path), ("base_url", a.base_url),
-                                              ("quantization", a.quantization)) if v}
-        info["arm_specs"] = specs
-        info["versions"] = {
-            "pytest_quantagent": __version__,
-            "pytest": pytest.__version__,
-            "python": platform.python_version(),
-        }
-        return info
+        return analyze_cells(
+            [(k.domain, k.arm, k.reference, cells[k].arm, cells[k].reference) for k in sorted(cells)],
+            self.setup.analysis_config(), self.setup.run_info({"pytest": pytest.__version__}))
 
     # ------------------------------------------------------------------ reporting
 
@@ -521,10 +366,12 @@ class QuantAgentSession:
                 cell_id = value
                 self._cell_of_node[report.nodeid] = value  # set after the test: teardown
         if report.failed or (report.skipped and report.when != "teardown"):
+            from pytest_quantagent.report.pytest_terminal import test_outcome_message
+
             outcome = "failed" if report.failed else "skipped"
             self.test_outcomes.append({"nodeid": report.nodeid, "cell": cell_id,
                                        "outcome": outcome, "when": report.when,
-                                       "message": _why(report)})
+                                       "message": test_outcome_message(report)})
 
     def _key_of(self, cell_id: str) -> CellKey:
         for d in sorted(self.domains(), key=len, reverse=True):
@@ -568,98 +415,10 @@ class QuantAgentSession:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.is_xdist_worker or (self.report is None and self.report_error is None):
             return
-        tr = terminalreporter
-        if self.report_error is not None:
-            tr.write_sep("=", "quantagent report", red=True)
-            tr.write_line(f"could not build the quantagent report: {self.report_error}")
-            return
-        assert self.report is not None
-        verbosity = self.config.get_verbosity()
-        if verbosity <= -2:
-            # -qq: one line per cell, no table.
-            for c in self.report["cells"]:
-                tr.write_line(f"quantagent {c['domain']}-{c['arm']}: {c['verdict']}")
-            return
-        import io
+        from pytest_quantagent.report.pytest_terminal import write_summary
 
-        from rich.console import Console
-
-        from pytest_quantagent.report.terminal import render_terminal
-
-        markup = bool(tr.hasmarkup)
-        width = self.config.get_terminal_writer().fullwidth
-        if not markup:
-            # A CI log is not a terminal: pytest reports 80 columns there, which wraps the
-            # verdict reasons over a dozen lines; log viewers show long lines well.
-            width = max(width, 140)
-        buf = io.StringIO()
-        console = Console(file=buf, force_terminal=markup, no_color=not markup,
-                          color_system="standard" if markup else None,
-                          width=width, soft_wrap=False)
-        tr.write_sep("=", "quantagent")
-        render_terminal(self.report, console)
-        tr.write(buf.getvalue())
-        from pytest_quantagent.report.terminal import plain_text
-        from pytest_quantagent.runner.faults import summary_lines
-
-        for c in self.report["cells"]:
-            for line in summary_lines((c.get("extra") or {}).get("faults") or {}):
-                tr.write_line(plain_text(f"quantagent {c['domain']}-{c['arm']}: {line}"))
-        from pytest_quantagent.runner.endpoints import endpoint_lines
-
-        for line in endpoint_lines(self._endpoint_stats):
-            tr.write_line(plain_text(f"quantagent {line}"))
-        if verbosity >= 0:
-            for flag, path in (("JSON", self.qc.report_path), ("HTML", self.qc.html_path)):
-                if path is not None:
-                    tr.write_line(f"quantagent {flag} report: {path}")
-
-
-def _why(report: pytest.TestReport, lines: int = 8) -> str:
-    """The first lines of why a test failed or was skipped (the assertion's message)."""
-    lr = report.longrepr
-    if isinstance(lr, tuple) and len(lr) == 3:  # a skip: (path, lineno, reason)
-        return str(lr[2]).removeprefix("Skipped: ")
-    crash = getattr(lr, "reprcrash", None)
-    text = str(getattr(crash, "message", "") or report.longreprtext or "")
-    return "\n".join(text.splitlines()[:lines])
-
-
-class _TerminalFile:
-    """pytest's terminal writer as a file for the progress display; the first write starts
-    a fresh line when pytest is in the middle of one (``test_gate.py ..``)."""
-
-    def __init__(self, tw: Any) -> None:
-        self.tw = tw
-        self._first = True
-
-    def write(self, text: str) -> int:
-        if self._first and self.tw.width_of_current_line:
-            self.tw.write("\n")
-        self._first = False
-        self.tw.write(text)
-        return len(text)
-
-    def flush(self) -> None:
-        self.tw.flush()
-
-    def isatty(self) -> bool:
-        return True
-
-
-class _StderrFile:
-    """``sys.stderr`` looked up at each write (inside the capture-disabled guard it is the
-    real one; an xdist worker's stderr reaches the controller's terminal)."""
-
-    def write(self, text: str) -> int:
-        import sys
-
-        return sys.stderr.write(text)
-
-    def flush(self) -> None:
-        import sys
-
-        sys.stderr.flush()
-
-    def isatty(self) -> bool:
-        return False
+        write_summary(terminalreporter, self.report, self.report_error,
+                      verbosity=self.config.get_verbosity(),
+                      width=self.config.get_terminal_writer().fullwidth,
+                      endpoint_stats=self._endpoint_stats,
+                      outputs={"JSON": self.qc.report_path, "HTML": self.qc.html_path})

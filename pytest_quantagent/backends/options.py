@@ -139,23 +139,12 @@ class TransformersOptions(_Options):
     threads: StrictInt | None = Field(default=None, ge=1)
 
 
-class ReplayOptions(_Options):
-    """``backend = "replay"`` (results files: ``path``, ``paths`` or ``results``)."""
-
-    backend_name: ClassVar[str] = "replay"
-
-    # Types are checked by the replay backend itself, whose errors say what a results path is.
-    paths: Any = None
-    results: Any = None
-
-
 #: Backend name → the model of its options (the vLLM backend checks its own engine
 #: arguments, which follow vLLM's version; its names are listed for "did you mean").
 OPTION_MODELS: dict[str, type[_Options]] = {
     "openai": OpenAIOptions,
     "mock": MockOptions,
     "transformers": TransformersOptions,
-    "replay": ReplayOptions,
 }
 
 
@@ -192,14 +181,14 @@ def validate_options(model: type[_Options], options: Mapping[str, Any], *, where
         raise ValueError(option_error(model, options, e, where)) from None
 
 
-def option_error(model: type[_Options], options: Mapping[str, Any], e: ValidationError,
+def option_error(model: type[BaseModel], options: Mapping[str, Any], e: ValidationError,
                  where: str, known_extra: Iterable[str] = ()) -> str:
     """One readable line for the first error of ``e``."""
     err = e.errors()[0]
     key = str(err["loc"][0]) if err["loc"] else ""
     allowed = sorted({*model.model_fields, *known_extra})
     if err["type"] == "extra_forbidden":
-        return (f"{where}: unknown {model.backend_name} option {key!r}"
+        return (f"{where}: unknown {getattr(model, 'backend_name', 'backend')} option {key!r}"
                 f"{did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}")
     loc = ".".join(str(p) for p in err["loc"])
     value = options.get(key, err.get("input"))

@@ -39,7 +39,6 @@ _BUILTIN: dict[str, str] = {
     "openai": "pytest_quantagent.backends.openai_compat:create_backend",
     "transformers": "pytest_quantagent.backends.transformers:create_backend",
     "vllm": "pytest_quantagent.backends.vllm:create_backend",
-    "replay": "pytest_quantagent.tau2.arms:create_backend",
 }
 
 _REGISTERED: dict[str, BackendFactory] = {}

@@ -41,9 +41,10 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pytest_quantagent.errors import DataFileError, UnknownNameError
+from pytest_quantagent.quant.replay import REPLAY, options_model
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -55,6 +56,8 @@ KNOWN_PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp32", "fp8", "int8", "int
 REPAIR_SUFFIX = "+repair"
 REPAIR_MODES: tuple[str, ...] = ("none", "reflexive")
 DEFAULT_MODEL_SPEC = "tiny-agent"
+
+ArmSource = Literal["model", "results"]
 
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(\+repair)?$")
 
@@ -89,6 +92,13 @@ class ArmSpec:
                 f"repair ({self.repair!r}) of arm {self.label!r} must be one of "
                 + ", ".join(repr(m) for m in REPAIR_MODES)
             )
+
+    @property
+    def source(self) -> ArmSource:
+        """Where the arm's episodes come from: ``"model"`` (a backend runs them) or
+        ``"results"`` (``backend = "replay"``: read from τ²-bench results files, see
+        :mod:`pytest_quantagent.quant.replay`; no backend is built)."""
+        return "results" if self.backend == REPLAY else "model"
 
     @property
     def precision(self) -> str:
@@ -216,12 +226,18 @@ def _check_tables(p: Path, data: Mapping[str, Any]) -> None:
                 f"(allowed top-level tables: {', '.join(f'[{t}]' for t in KNOWN_TABLES)})")
 
 
-def _option_names(backend: str) -> list[str] | None:
-    """Option names of a built-in backend, or None for a backend whose options are its own."""
+def _options_model(backend: str) -> Any:
+    """The pydantic model of a built-in backend's options (or of a replay arm's), else None."""
     from pytest_quantagent.backends.options import OPTION_MODELS
 
-    if backend in OPTION_MODELS:
-        return sorted(OPTION_MODELS[backend].model_fields)
+    return options_model() if backend == REPLAY else OPTION_MODELS.get(backend)
+
+
+def _option_names(backend: str) -> list[str] | None:
+    """Option names of a built-in backend, or None for a backend whose options are its own."""
+    model = _options_model(backend)
+    if model is not None:
+        return sorted(model.model_fields)
     if backend == "vllm":
         from pytest_quantagent.backends.vllm import _ALLOWED_OPTIONS
 
@@ -237,7 +253,7 @@ def _check_table(p: Path, where: str, table: Mapping[str, Any], *,
     and the allowed keys or values."""
     from pydantic import ValidationError
 
-    from pytest_quantagent.backends.options import OPTION_MODELS, did_you_mean, option_error
+    from pytest_quantagent.backends.options import did_you_mean, option_error
 
     backend = table.get("backend")
     if not isinstance(backend, str) or not backend:
@@ -271,7 +287,7 @@ def _check_table(p: Path, where: str, table: Mapping[str, Any], *,
             raise DataFileError(p, f"{where}.{key}",
                                 f"unknown key {key!r} for backend {backend!r}"
                                 f"{did_you_mean(key, allowed)} (allowed: {', '.join(allowed)})")
-    model = OPTION_MODELS.get(backend)
+    model = _options_model(backend)
     if model is not None:
         try:
             model.model_validate(options)

@@ -553,6 +553,8 @@ def _run_block(run: dict[str, Any]) -> str:
         rows.append(("user simulator", _e(user) + (f" ({_e(um)})" if um else
                                                    " (the domain's scripted user)"
                                                    if user == "scripted" else "")))
+    if run.get("judge"):
+        rows.append(("NL-assertion judge", _e(run["judge"])))
     for key, label in (("domains", "domains"), ("tasks", "tasks per domain"),
                        ("trials", "trials per task"), ("seed", "seed"),
                        ("budget", "error budget K"), ("repair", "repair"),

@@ -105,8 +105,9 @@ class RunSettings:
 class ProgressSink(Protocol):
     """What the batch layer reports to (see ``runner.progress``)."""
 
-    def preload(self, n: int) -> None:
-        """``n`` episodes were already stored (resume)."""
+    def preload(self, n: int, failed: int = 0, infra: int = 0) -> None:
+        """``n`` episodes were already stored (resume); ``failed`` of them did not succeed,
+        ``infra`` were lost to infrastructure failures."""
 
     def advance(self, record: EpisodeRecord) -> None:
         """One more episode finished (or failed for infrastructure reasons)."""
@@ -360,7 +361,9 @@ class ArmRunner:
                 if r is not None and r.scored:
                     results[i] = await judge_record(self.judge, self.domain.task(r.task_id), r)
         if self.progress is not None:
-            self.progress.preload(len(plan) - len(todo))
+            loaded = [r for r in results if r is not None]
+            self.progress.preload(len(loaded), failed=sum(r.scored and not r.success for r in loaded),
+                                  infra=sum(not r.scored for r in loaded))
         sem = asyncio.Semaphore(self.settings.concurrency)
         with quiet_gc(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="quantagent-store") as writer:
             done = await asyncio.gather(*(self._run_one(plan[i], keys[i], writer, sem) for i in todo))

@@ -8,8 +8,9 @@ For each arm (and the LLM user model, and a judge model — any named :class:`Ar
   (vLLM's ``root``) under that name;
 - ``transformers`` / ``vllm``: the engine is importable (looked up, not imported) and the
   checkpoint directory exists;
-- ``replay``: the results files exist;
-- any backend: it is registered.
+- a replay arm (``backend = "replay"``, an arm whose source is results files, not a
+  backend): its results files exist (their τ²-bench versions are checked when they are read);
+- any other backend: it is registered.
 
 :func:`preflight` returns every problem, one per model, naming the arm, the URL or path and
 the cause (secrets redacted); :func:`preflight_or_raise` raises one
@@ -190,18 +191,6 @@ _CHECKS["transformers"] = _engine_check(("torch", "transformers"), "transformers
 _CHECKS["vllm"] = _engine_check(("vllm",), "vllm")
 
 
-@register_check("replay")
-def _check_replay(spec: ArmSpec, timeout_s: float) -> str | None:
-    from pytest_quantagent.tau2.arms import replay_paths
-
-    try:
-        paths = replay_paths(spec)
-    except ValueError as e:
-        return str(e)
-    missing = [str(p) for p in paths if not p.exists()]
-    return f"results file(s) not found: {', '.join(missing)}" if missing else None
-
-
 def preflight(models: Mapping[str, ArmSpec], *, extra: Sequence[ExtraCheck] = (),
               timeout_s: float = DEFAULT_TIMEOUT_S) -> list[PreflightProblem]:
     """Check every model of ``models`` (who → spec, e.g. ``{"arm 'int4'": spec, "user":
@@ -212,6 +201,13 @@ def preflight(models: Mapping[str, ArmSpec], *, extra: Sequence[ExtraCheck] = ()
     problems: list[PreflightProblem] = []
     seen: dict[tuple[Any, ...], str | None] = {}
     for who, spec in models.items():
+        if spec.source == "results":
+            from pytest_quantagent.quant.replay import check_replay_files
+
+            cause = check_replay_files(spec)
+            if cause is not None:
+                problems.append(PreflightProblem(who, _where(spec), cause))
+            continue
         try:
             get_backend_factory(spec.backend)
         except UnknownNameError as e:

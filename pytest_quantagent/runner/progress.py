@@ -43,10 +43,12 @@ class ArmProgress:
         if progress is not None:
             self._task = progress.add_task(label, total=total, failed=0, infra=0)
 
-    def preload(self, n: int) -> None:
+    def preload(self, n: int, failed: int = 0, infra: int = 0) -> None:
         self.done += n
+        self.failed += failed
+        self.infra += infra
         if self._progress is not None and self._task is not None and n:
-            self._progress.update(self._task, completed=self.done)
+            self._progress.update(self._task, completed=self.done, failed=self.failed, infra=self.infra)
 
     def advance(self, record: EpisodeRecord) -> None:
         self.done += 1
@@ -108,9 +110,11 @@ class _CellArm:
         self.done = self.preloaded = self.failed = self.infra = 0
         self.task: TaskID | None = None
 
-    def preload(self, n: int) -> None:
+    def preload(self, n: int, failed: int = 0, infra: int = 0) -> None:
         self.done += n
         self.preloaded += n
+        self.failed += failed
+        self.infra += infra
         self.owner.update()
 
     def advance(self, record: EpisodeRecord) -> None:

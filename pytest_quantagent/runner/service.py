@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-REPLAY_BACKEND = "replay"
-
 
 class Progress(Protocol):
     """What :func:`run_arms` reports to: ``arm(label, total)`` gives each arm's sink."""
@@ -105,7 +103,7 @@ def run_arms(
     if unknown:
         raise ValueError(f"run_arms: arms {unknown} are not among {list(by_label)}")
     specs = [by_label[lb] for lb in labels]
-    live = [s for s in specs if s.backend != REPLAY_BACKEND]
+    live = [s for s in specs if s.source == "model"]
     out = ArmsRun(domain=None, records={})
     task_ids: list[str] = []
     if live:  # bad task ids or splits are refused before any model is asked anything
@@ -115,7 +113,7 @@ def run_arms(
         _preflight(specs, request)
 
     records: dict[str, list[EpisodeRecord]] = {}
-    replays = [s for s in specs if s.backend == REPLAY_BACKEND]
+    replays = [s for s in specs if s.source == "results"]
     if replays:
         from pytest_quantagent.tau2.arms import load_replay_arm
 

@@ -274,6 +274,25 @@ def test_env(tau_env):
     result.assert_outcomes(passed=2)
 
 
+def test_tau_env_loads_the_task_file_of_the_runs_split(toy: pytest.Pytester) -> None:
+    # τ²-bench data whose tasks.json holds one task and whose split 'base' lives in another
+    # file: the cells run the split's file, and tau_env must give the same tasks.
+    tasks = json.loads((TOY_DOMAINS / "toy" / "tasks.json").read_text())
+    data = toy.path / "tau2" / "domains" / "toy"
+    data.mkdir(parents=True)
+    (data / "tasks.json").write_text(json.dumps(tasks[:1]))
+    (data / "tasks_base.json").write_text(json.dumps(tasks))
+    (data / "split_tasks.json").write_text(json.dumps({"base": [t["id"] for t in tasks]}))
+    toy.makepyfile(test_split_env="""
+def test_env(tau_env):
+    assert tau_env.task_ids() == ["deposit", "wifi", "transfer"]
+    assert tau_env("transfer").domain is tau_env.domain
+""")
+    result = toy.runpytest("--quant-config=arms.toml", "--domain=toy", "--quant-tasks=split:base",
+                           f"--quant-tau2-data={toy.path / 'tau2'}", "test_split_env.py")
+    result.assert_outcomes(passed=1)
+
+
 def test_cells_load_from_async_tests(toy: pytest.Pytester) -> None:
     # asyncio.run refuses inside a running loop; the session then runs the cell's episodes on
     # a helper thread.

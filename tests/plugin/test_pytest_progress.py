@@ -92,6 +92,21 @@ def test_log_gets_plain_lines_and_quiet_gets_none(gate: pytest.Pytester,
     assert "quantagent telecom-int4:" not in quiet.stdout.str() + quiet.stderr.str()
 
 
+def test_resumed_episodes_count_in_the_failures(gate: pytest.Pytester,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every episode fails (the arms give up). 2 tasks first: 4 episodes stored; then 3 tasks:
+    # those 4 are loaded, 2 run, and all 6 failures are counted from the start.
+    monkeypatch.setenv("QUANTAGENT_PROGRESS_SECONDS", "0")
+    args = [a for a in ARGS if not a.startswith("--quant-tasks")]
+    gate.runpytest(*args, "--quant-tasks=2").assert_outcomes(passed=1)
+    result = gate.runpytest(*args, "--quant-tasks=3")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "quantagent telecom-int4: 4/6 episodes, 4 failed (elapsed *)",
+        "quantagent telecom-int4: 6/6 episodes done in *:* (* episodes/s), 6 failed",
+    ])
+
+
 @pytest.mark.slow  # two worker processes: ~8 s
 def test_xdist_workers_report_their_cells(gate: pytest.Pytester,
                                           monkeypatch: pytest.MonkeyPatch) -> None:

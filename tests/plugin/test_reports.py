@@ -150,6 +150,45 @@ def test_terminal_summary_quiet_levels_and_color(fake: pytest.Pytester) -> None:
     assert "┏" not in qq.stdout.str()
 
 
+# Every other episode has an NL assertion the judge decided; one of them a judge error.
+JUDGED_CONFTEST = FAKE_CONFTEST + """
+
+_unjudged = _episodes
+
+
+def _episodes(domain, arm, budget):
+    out = []
+    for i, r in enumerate(_unjudged(domain, arm, budget)):
+        if i % 2 == 0:
+            met = None if i == 0 else True
+            r = r.model_copy(update={"reward_info": {
+                "reward_basis": ["DB", "NL_ASSERTION"], "judge": "judge:mock:fake-judge",
+                "nl_assertions": [{"assertion": "says goodbye", "met": met}]}})
+        out.append(r)
+    return out
+"""
+
+
+def test_terminal_summary_names_the_judge(fake: pytest.Pytester) -> None:
+    fake.makeconftest(JUDGED_CONFTEST)
+    judged = fake.runpytest("--quant=int4", "--domain=telecom", "--quant-judge-model=mock:fake-judge",
+                            "--quant-html=r.html")
+    judged.assert_outcomes(passed=1)
+    # 30 of each arm's 60 episodes have NL assertions, all judged; episode 0 of each arm erred.
+    judged.stdout.fnmatch_lines([
+        "*= quantagent =*",
+        "quantagent judge: judge:mock:fake-judge*:t=0:max=512:p* decided the NL assertions of 60 "
+        "of 60 episode(s) that have them; 2 episode(s) with a judge error (scored not met)",
+        "quantagent HTML report: r.html",
+    ])
+    page = (fake.path / "r.html").read_text(encoding="utf-8")
+    assert re.search(r"<th class=l>NL-assertion judge</th><td class=l>judge:mock:fake-judge[^<]*</td>", page)
+
+    plain = fake.runpytest("--quant=int4", "--domain=telecom")
+    plain.assert_outcomes(passed=1)
+    assert "quantagent judge:" not in plain.stdout.str()
+
+
 def test_report_failure_is_shown_not_raised(fake: pytest.Pytester) -> None:
     fake.makeconftest(FAKE_CONFTEST + "\n\ndef pytest_quantagent_report_ready(config, report):\n"
                       "    raise RuntimeError('dashboard down')\n")

@@ -128,3 +128,34 @@ def test_aliases_reference_order_what_was_run_and_failed_tests() -> None:
     assert "scripted (the domain's scripted user)" in page
     assert "Tests: 1 failed, 0 skipped" in page
     assert 'href="#telecom-int2-rtn">telecom-int2-rtn</a>' in page
+
+
+def _records(arm: str, failed_calls: int) -> list[Any]:
+    from pytest_quantagent.store.records import CallRecord, EpisodeRecord
+
+    out = []
+    for t in range(6):
+        calls = [CallRecord(step=1 + i, requestor="assistant", name="get_thing_x", error=True,
+                            channel="unknown_tool", entity="get_thing_x")
+                 for i in range(failed_calls if t % 2 else 0)]
+        calls.append(CallRecord(step=9, requestor="assistant", name="get_details", error=False))
+        out.append(EpisodeRecord(
+            key=f"{arm}-{t}", model="m", arm=arm, backend="fake", domain="telecom",
+            task_id=str(t), trial=0, seed=t, max_errors=10, max_steps=50,
+            termination="user_stop", reward=1.0, success=True, n_errors=0, steps=5, calls=calls))
+    return out
+
+
+def test_recovery_without_failed_calls_has_no_rate() -> None:
+    # The reference never fails a call: there is nothing to recover, so no rate ("–", not
+    # 0.0%); the candidate's one failed call in three episodes is followed by a good call
+    # (recovered), its second is not: 50%.
+    from pytest_quantagent.report.model import CellInput, analyze
+
+    cell = CellInput(domain="telecom", arm="int4", records=_records("int4", 2),
+                     reference="bf16", reference_records=_records("bf16", 0))
+    report = analyze([cell]).model_dump(mode="json")
+    assert report["cells"][0]["recovery"] == {"arm": 0.5, "reference": None}
+    page = render_html(report)
+    rows = dict(re.findall(r"<tr><td class=l>([^<]*)</td>(?:<td>[^<]*</td>){4}<td>([^<]*)</td></tr>", page))
+    assert rows == {"bf16 (reference)": "–", "int4": "50.0%"}

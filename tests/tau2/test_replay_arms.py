@@ -1,23 +1,19 @@
-"""The ``replay`` backend: arms of a ``--quant-config`` TOML that point at results files."""
+"""Replay arms: arms of a ``--quant-config`` TOML that point at results files (an arm source,
+spelled ``backend = "replay"``, for which no backend exists)."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 from tau2_builders import Conversation, results, simulation, write_dir, write_json
 
-from pytest_quantagent.backends.base import BackendOptions, GenerateRequest
-from pytest_quantagent.backends.registry import create_backend, get_backend_factory
-from pytest_quantagent.errors import DataFileError
+from pytest_quantagent.backends.registry import get_backend_factory, list_backends
+from pytest_quantagent.errors import DataFileError, UnknownNameError
 from pytest_quantagent.quant.arms import load_arms_config
-from pytest_quantagent.tau2.arms import (
-    ReplayArmError,
-    ReplayBackend,
-    load_replay_arm,
-    load_replay_runs,
-)
+from pytest_quantagent.quant.replay import ReplayArmError
+from pytest_quantagent.runner.preflight import preflight
+from pytest_quantagent.tau2.arms import load_replay_arm, load_replay_runs
 
 
 def _file(path: Path, domain: str, errors: int) -> Path:
@@ -90,15 +86,15 @@ def test_flags_available_per_file(config: Path) -> None:
     assert [(r.domain, r.format) for r in runs] == [("retail", "json"), ("telecom", "dir")]
 
 
-def test_registered_backend_refuses_to_generate(config: Path) -> None:
+def test_a_replay_arm_is_a_results_source_not_a_backend(config: Path) -> None:
     arms = load_arms_config(config)
-    assert get_backend_factory("replay") is not None
-    backend = create_backend(arms["bf16"], BackendOptions())
-    assert isinstance(backend, ReplayBackend)
-    assert backend.describe()["paths"] == [arms["bf16"].path]
-    request = GenerateRequest(messages=[{"role": "system", "content": "x"}], tools=[], seed=0)
-    with pytest.raises(ReplayArmError, match="load_replay_arm"):
-        asyncio.run(backend.generate(request))
+    assert {a.source for a in arms.values()} == {"results"}
+    assert {a.backend for a in arms.values()} == {"replay"}  # the user's spelling is kept
+    assert "replay" not in list_backends()
+    with pytest.raises(UnknownNameError, match="unknown backend 'replay'"):
+        get_backend_factory("replay")
+    # Its pre-flight is its files: present here, so nothing to report.
+    assert preflight({f"arm {a.label!r}": a for a in arms.values()}) == []
 
 
 def test_results_key_is_an_alias(tmp_path: Path) -> None:
@@ -123,16 +119,17 @@ def test_arm_without_path(tmp_path: Path) -> None:
     arm = load_arms_config(cfg)["int4"]
     with pytest.raises(ReplayArmError, match=r'path = "results/int4.json"'):
         load_replay_arm(arm)
-    with pytest.raises(ReplayArmError):
-        create_backend(arm, BackendOptions())
+    [problem] = preflight({"arm 'int4'": arm})
+    assert 'names no results file; add path = "results/int4.json"' in problem.cause
 
 
-def test_missing_file_fails_at_build_time(tmp_path: Path) -> None:
+def test_missing_file_fails_at_preflight(tmp_path: Path) -> None:
     cfg = tmp_path / "arms.toml"
     cfg.write_text(f'[arms.int4]\nbackend = "replay"\npath = "{tmp_path / "gone.json"}"\n')
     arm = load_arms_config(cfg)["int4"]
-    with pytest.raises(DataFileError, match=r"gone\.json"):
-        create_backend(arm, BackendOptions())
+    [problem] = preflight({"arm 'int4'": arm})
+    assert problem.cause == f"results file(s) not found: {tmp_path / 'gone.json'}"
+    assert problem.where == str(tmp_path / "gone.json")
     with pytest.raises(DataFileError, match=r"gone\.json"):
         load_replay_arm(arm)
 

@@ -82,3 +82,44 @@ def test_replay_arms_of_differently_accounting_versions_are_refused(pytester: py
     result = pytester.runpytest(*args, "--quant-allow-mixed-tau2=yes", "-W", "always")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*mixed τ²-bench versions (--quant-allow-mixed-tau2=yes)*"])
+
+
+def _replay_pair(pytester: pytest.Pytester, extra: str = "") -> None:
+    bf16 = _write(pytester.path / "bf16.json", hallucinated=0)
+    int4 = _write(pytester.path / "int4.json", hallucinated=2)
+    pytester.makefile(
+        ".toml",
+        arms=f'[arms.bf16]\nbackend = "replay"\npath = "{bf16}"\n\n'
+        f'[arms.int4]\nbackend = "replay"\npath = "{int4}"\n{extra}',
+    )
+
+
+def test_precision_model_of_a_replay_arm_says_there_is_no_model(pytester: pytest.Pytester) -> None:
+    _replay_pair(pytester)
+    pytester.makepyfile(test_gate="def test_model(precision_model):\n    pass\n")
+    result = pytester.runpytest("--quant=int4", "--domain=retail", "--quant-config=arms.toml")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([
+        "*precision_model: arm 'int4' is a replay arm (backend = \"replay\"): its episodes are "
+        "read from τ²-bench results files and it has no model to generate with*",
+    ])
+
+
+def test_replay_arm_options_are_checked_before_any_work(pytester: pytest.Pytester) -> None:
+    _replay_pair(pytester, extra='resuls = "x.json"\n')
+    pytester.makepyfile(test_gate="def test_cell(episodes):\n    pass\n")
+    result = pytester.runpytest("--quant=int4", "--domain=retail", "--quant-config=arms.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "*arms.int4.resuls*unknown key 'resuls' for backend 'replay'; did you mean 'results'?*allowed: *path, paths*results*",
+    ])
+
+
+def test_replay_arm_with_a_missing_file_stops_at_preflight(pytester: pytest.Pytester) -> None:
+    _replay_pair(pytester)
+    (pytester.path / "int4.json").unlink()
+    pytester.makepyfile(test_gate="def test_cell(episodes):\n    pass\n")
+    result = pytester.runpytest("--quant=int4", "--domain=retail", "--quant-config=arms.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["*pre-flight check failed, no episode was run:*",
+                                 "*arm 'int4'*results file(s) not found:*int4.json*"])

@@ -1,0 +1,42 @@
+"""The plugin's cells analysed into the report JSON: each cell's fault counts, how its NL
+assertions were scored, then :func:`pytest_quantagent.report.model.analyze`.
+
+Callers pass plain (domain, arm, reference, arm records, reference records) tuples, so this
+knows nothing of pytest or of the session's cell keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_quantagent.store.records import EpisodeRecord
+from pytest_quantagent.verdict import AnalysisConfig
+
+CellRecords = tuple[str, str, str, list[EpisodeRecord], list[EpisodeRecord]]
+"""(domain, arm, reference, the arm's records, the reference's records) of one cell."""
+
+
+def analyze_cells(cells: Sequence[CellRecords], config: AnalysisConfig,
+                  run: dict[str, Any]) -> dict[str, Any]:
+    """Report JSON (DESIGN.md, schema_version 1) over ``cells`` in the order given; ``run``
+    (the report's ``run`` section) gains ``nl_assertions``."""
+    from pytest_quantagent.report.model import CellInput, analyze
+    from pytest_quantagent.runner.faults import infra_counts
+    from pytest_quantagent.runner.judge import nl_basis_summary
+
+    inputs = [
+        CellInput(domain=domain, arm=arm, reference=reference, arm_records=arm_records,
+                  reference_records=reference_records,
+                  extra={"faults": {arm: infra_counts(arm_records),
+                                    reference: infra_counts(reference_records)}})
+        for domain, arm, reference, arm_records, reference_records in cells
+    ]
+    # How NL assertions were scored, per (domain, arm): judged, or not evaluated (no judge).
+    run["nl_assertions"] = {
+        f"{domain}/{label}": nl_basis_summary(recs)
+        for domain, arm, reference, arm_records, reference_records in cells
+        for label, recs in ((reference, reference_records), (arm, arm_records))
+    }
+    data: dict[str, Any] = analyze(inputs, config, run=run).model_dump(mode="json")
+    return data

@@ -1,0 +1,142 @@
+"""What the plugin's options resolve to, apart from pytest: the run's arms, its run request,
+the models to pre-flight, the report's ``run`` section and the verdict's thresholds.
+
+:class:`RunSetup` is built by the session from the run's :class:`QuantAgentConfig` and a
+resolver of arm labels (the session passes the ``pytest_quantagent_resolve_arm`` hook, whose
+default is :func:`default_arm`); every arm label is resolved once per run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pytest_quantagent.config import QuantAgentConfig
+
+if TYPE_CHECKING:
+    from pytest_quantagent.quant.arms import ArmSpec
+    from pytest_quantagent.runner.service import RunRequest
+    from pytest_quantagent.verdict import AnalysisConfig
+
+
+def default_arm(qc: QuantAgentConfig, label: str) -> ArmSpec:
+    """An arm label resolved from the run's options: the arms config (``--quant-config``) or
+    the model spec / checkpoint (``--quant-model``), then ``--quant-backend`` and
+    ``--quant-repair`` (never on the reference arm) applied."""
+    from dataclasses import replace
+
+    from pytest_quantagent.quant.arms import load_arms_config, resolve_arm
+
+    table = load_arms_config(qc.config_path) if qc.config_path else None
+    spec = resolve_arm(label, qc.model, table)
+    if qc.backend is not None and spec.backend != qc.backend:
+        spec = replace(spec, backend=qc.backend)
+    if qc.repair != "none" and label != qc.reference and spec.repair == "none":
+        spec = replace(spec, repair=qc.repair)
+    return spec
+
+
+class RunSetup:
+    """The run's arms (resolved once each), and the run's settings in the runner's and the
+    report's terms."""
+
+    def __init__(self, qc: QuantAgentConfig, resolve: Callable[[str], ArmSpec | None]) -> None:
+        self.qc = qc
+        self._resolve = resolve
+        self._arms: dict[str, ArmSpec] = {}
+        self._known: tuple[str, ...] | None = None
+
+    def arm(self, label: str) -> ArmSpec:
+        """The arm ``label``, resolved on first use."""
+        if label not in self._arms:
+            spec = self._resolve(label)
+            if spec is None:
+                raise RuntimeError(f"no plugin resolved arm {label!r}")
+            self._arms[label] = spec
+        return self._arms[label]
+
+    def arms(self) -> list[ArmSpec]:
+        """Every arm of the run (reference first): the arms the task pool depends on."""
+        return [self.arm(label) for label in dict.fromkeys([self.qc.reference, *self.qc.arms])]
+
+    def known_arms(self) -> tuple[str, ...]:
+        """Arm labels a ``precision`` marker may name: the run's arms, the project's
+        precisions, and the arms of ``--quant-config`` (with their ``+repair`` variants)."""
+        if self._known is None:
+            from pytest_quantagent.quant import arms as arms_mod
+
+            labels = {*self.qc.arms, self.qc.reference, *arms_mod.KNOWN_PRECISIONS}
+            if self.qc.config_path is not None:
+                labels.update(arms_mod.load_arms_config(self.qc.config_path))
+            labels.update([f"{a}{arms_mod.REPAIR_SUFFIX}" for a in labels])
+            self._known = tuple(sorted(labels))
+        return self._known
+
+    def preflight_models(self) -> dict[str, ArmSpec]:
+        """Every model the run will call: the arms, the reference, the LLM user and the judge."""
+        models = {f"arm {label!r}": self.arm(label)
+                  for label in dict.fromkeys((self.qc.reference, *self.qc.arms))}
+        if self.qc.user == "llm":
+            from pytest_quantagent.runner.build import resolve_user
+
+            models["user"] = resolve_user(self.qc.user_model, config_path=self.qc.config_path).arm
+        from pytest_quantagent.runner.judge import resolve_judge
+
+        judge = resolve_judge(self.qc.judge_model, self.qc.config_path)
+        if judge is not None:
+            models["judge"] = judge.arm
+        return models
+
+    def request(self) -> RunRequest:
+        """The run's options as a :class:`~pytest_quantagent.runner.service.RunRequest`
+        (the same for every cell and for the screen plugin's reference run)."""
+        from pytest_quantagent.runner.batch import RunSettings
+        from pytest_quantagent.runner.build import resolve_user
+        from pytest_quantagent.runner.judge import resolve_judge
+        from pytest_quantagent.runner.service import RunRequest
+
+        qc = self.qc
+        concurrency = qc.concurrency or RunSettings().concurrency
+        return RunRequest(
+            tasks=qc.tasks, trials=qc.trials, seed=qc.seed,
+            settings=RunSettings(max_errors=qc.error_budget, concurrency=concurrency,
+                                 user_sim=qc.user),
+            user=resolve_user(qc.user_model, config_path=qc.config_path) if qc.user == "llm" else None,
+            judge=resolve_judge(qc.judge_model, qc.config_path),
+            tau2_data=qc.tau2_data, allow_mixed_tau2=qc.allow_mixed_tau2 == "yes",
+        )
+
+    def analysis_config(self) -> AnalysisConfig:
+        """The verdict's thresholds from ``--quant-margin``/``--quant-max-ratio``/
+        ``--quant-tight-budgets``/``--quant-holm-scope`` (the assertions' defaults too)."""
+        from pytest_quantagent.verdict import AnalysisConfig
+
+        kw: dict[str, Any] = {}
+        for name in ("margin", "max_ratio", "tight_budgets", "holm_scope"):
+            if getattr(self.qc, name, None) is not None:
+                kw[name] = getattr(self.qc, name)
+        return AnalysisConfig(**kw)
+
+    def run_info(self, versions: dict[str, str]) -> dict[str, Any]:
+        """The report's ``run`` section: settings, the judge, resolved arms, and ``versions``
+        (the package's and Python's added)."""
+        import platform
+
+        from pytest_quantagent import __version__
+        from pytest_quantagent.runner.judge import judge_identity
+
+        info = self.qc.run_dict()
+        info["judge"] = judge_identity(self.qc.judge_model, self.qc.config_path)
+        specs: dict[str, Any] = {}
+        for label in (self.qc.reference, *self.qc.arms):
+            try:
+                a = self.arm(label)
+            except Exception:
+                continue
+            specs[label] = {k: v for k, v in (("backend", a.backend), ("model", a.model),
+                                              ("path", a.path), ("base_url", a.base_url),
+                                              ("quantization", a.quantization)) if v}
+        info["arm_specs"] = specs
+        info["versions"] = {"pytest_quantagent": __version__, **versions,
+                            "python": platform.python_version()}
+        return info
