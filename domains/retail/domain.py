@@ -18,7 +18,7 @@ from pytest_quantagent.env.user import script_for_task
 from pytest_quantagent.errors import DataFileError
 
 from . import generate
-from .data_model import RetailDB
+from .data_model import CANCEL_REASONS, RetailDB
 from .tools import RetailTools
 from .user import RetailUser
 
@@ -77,5 +77,7 @@ def make_domain(data_dir: Path, tasks_file: str | None, official: bool) -> Retai
         tasks=tasks,
         agent_toolkit=RetailTools,
         splits=splits,
+        # The tool checks the reason itself; its schema says only "string".
+        checked_values={("cancel_pending_order", "reason"): CANCEL_REASONS},
         official=official,
     )

@@ -26,6 +26,7 @@ from pytest_quantagent.errors import DataFileError
 from .data_model import TelecomDB
 from .environment import TelecomEnvironment
 from .tools import TelecomTools
+from .troubleshooting import TroubleshootingPlan
 from .user_data_model import TelecomUserDB
 from .user_sim import DEVICE_INTENTS, TelecomUser
 from .user_tools import Tau2TelecomUserTools, TelecomUserTools
@@ -166,5 +167,6 @@ def make_domain(data_dir: Path, tasks_file: str | None, official: bool) -> Domai
         splits=splits,
         environment_cls=TelecomEnvironment,
         device_intents=DEVICE_INTENTS,
+        gold_plan=TroubleshootingPlan,
         official=official,
     )

@@ -3,7 +3,7 @@
 Domain content (``domains/<name>/domain.py``) builds a :class:`Domain` in its
 ``make_domain(data_dir, tasks_file, official)``; it may pass hooks as constructor arguments
 or subclass :class:`Domain` and override the methods (``classify_error``,
-``describe_user_action``, ``make_user``, ...).
+``describe_user_action``, ``make_user``, ``gold_plan``, ...).
 
 The DB is loaded once per process and each episode gets a deep copy
 (:meth:`DB.copy_fresh`), so starting an episode costs a copy, not a parse.
@@ -12,7 +12,7 @@ The DB is loaded once per process and each episode gets a deep copy
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -24,7 +24,11 @@ from pytest_quantagent.env.toolkit import Toolkit, ToolType
 from pytest_quantagent.env.user import DeviceIntent, ScriptedUser, script_for_task
 from pytest_quantagent.errors import UnknownNameError
 from pytest_quantagent.vocab.channels import Channel
-from pytest_quantagent.vocab.messages import ToolCall
+from pytest_quantagent.vocab.messages import Message, ToolCall
+
+LOOKUP = "__lookup__"
+"""Name of a :class:`GoldPlan` step that is reads only: the agent makes the reads
+:meth:`GoldPlan.before` asks for with the step's arguments, and no call of its own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +41,29 @@ class GoldState:
     """Gold actions that change state but raised (the gold state is then incomplete)."""
     write_log: tuple[tuple[str, str, str], ...] = ()
     """The gold replay's state-changing calls (see ``Environment.write_log``)."""
+
+
+class GoldPlan:
+    """How a careful agent plays one task's gold actions: the domain's troubleshooting
+    knowledge, for one episode (it may keep state, such as the reads already made).
+
+    This default is the gold actions in order with nothing read or asked first. A domain
+    whose gold actions start at the fix (telecom: ``resume_line(C02, L02)``) returns a
+    subclass whose ``actions`` also hold the checks that find the fault (user-side steps)
+    and :data:`LOOKUP` steps, and whose :meth:`before` makes the reads that show the ids.
+    """
+
+    def __init__(self, actions: Sequence[Action]) -> None:
+        self.actions: list[Action] = list(actions)
+
+    def before(
+        self, action: Action, view: Sequence[Message], visible: str, asked: Set[str]
+    ) -> str | Action | None:
+        """What a careful agent does before the agent-side step ``action``: a question to
+        ask the user (the agent records it among ``asked``), a read to call, or None (go
+        on). ``visible`` is the text the agent has seen: user messages and its own tool
+        results."""
+        return None
 
 
 class Domain:
@@ -55,6 +82,10 @@ class Domain:
         classify_error: ``message -> Channel`` for plain ``ValueError``s raised by tools
             (default: ``policy_violation``).
         device_intents: What the scripted user understands as requests to use its tools.
+        gold_plan: ``(task, db) -> GoldPlan``: how a careful agent plays the task's gold
+            actions (default: :class:`GoldPlan` of the gold actions unchanged).
+        checked_values: (tool, argument) → the values a tool accepts that its schema does
+            not list (the tool checks them itself; retail's cancellation reasons).
         official: True when built from τ²-bench's own data files.
     """
 
@@ -72,6 +103,8 @@ class Domain:
         environment_cls: type[Environment] = Environment,
         classify_error: Callable[[str], Channel] | None = None,
         device_intents: Sequence[DeviceIntent] = (),
+        gold_plan: Callable[[Task, DB], GoldPlan] | None = None,
+        checked_values: Mapping[tuple[str, str], Sequence[str]] | None = None,
         official: bool = False,
     ) -> None:
         self.name = name
@@ -85,6 +118,10 @@ class Domain:
         self.environment_cls = environment_cls
         self._classify_error = classify_error
         self.device_intents: tuple[DeviceIntent, ...] = tuple(device_intents)
+        self._gold_plan = gold_plan
+        self.checked_values: dict[tuple[str, str], tuple[str, ...]] = {
+            k: tuple(v) for k, v in (checked_values or {}).items()
+        }
         self.official = official
         self._by_id = {t.id: t for t in self.tasks}
         self._gold: dict[str, tuple[Task, GoldState]] = {}
@@ -164,6 +201,13 @@ class Domain:
                 return intent.ask(action.arguments)
         args = json.dumps(action.arguments, sort_keys=True)
         return f"Please use {action.name} on your phone with {args}."
+
+    def gold_plan(self, task: Task) -> GoldPlan:
+        """A fresh :class:`GoldPlan` for one episode of ``task`` (the careful gold agent's
+        route through its gold actions)."""
+        if self._gold_plan is not None:
+            return self._gold_plan(task, self.db)
+        return GoldPlan(task.gold_actions)
 
     # -- episode factories ----------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 Tasks come from the domain's ``train`` split plus extra tasks drawn by the domain's own
 generator (``Domain.generate_tasks(seed, n)``) — never a scenario of the
 ``test`` split, which the closed-loop evaluation uses. Each task is played by
-:class:`~pytest_quantagent.training.expert.ExpertAgent` against the domain's scripted user
+:class:`~pytest_quantagent.training.expert.ExpertAgent` (the careful gold agent with
+temptations) against the domain's scripted user
 through the real episode loop, and only episodes that the evaluator scores 1 are kept.
 The agent's view of the conversation (user tool calls hidden, as in τ²-bench) is rendered
 in the bundled chat format.
@@ -102,13 +103,12 @@ class CorpusStats:
 
 
 async def _expert_episode(
-    domain: Domain, task: Task, noise: NoiseConfig, seed: int, pool: Sequence[str],
+    domain: Domain, task: Task, noise: NoiseConfig, seed: int,
     enums: dict[tuple[str, str], list[str]], decoys: dict[str, list[str]], restate_ids: bool = False,
     confirm_args: bool = False, email_first: bool = False,
 ) -> tuple[bool, list[Message], ExpertAgent, Any]:
-    agent = ExpertAgent(domain, task, noise, random.Random(seed), id_pool=pool, enum_values=enums,
-                        decoys=decoys, restate_ids=restate_ids, confirm_args=confirm_args,
-                        email_first=email_first)
+    agent = ExpertAgent(domain, task, noise, random.Random(seed), enum_values=enums, decoys=decoys,
+                        restate_ids=restate_ids, confirm_args=confirm_args, email_first=email_first)
     outcome = await run_episode(
         domain=domain, task=task, agent=agent, user=domain.make_user(task, seed),
         max_steps=200, max_errors=10,
@@ -152,7 +152,7 @@ def build_corpus(
             task = order[k % len(order)]
             ep_seed = rng.randrange(2**31)
             ok, messages, agent, outcome = await _expert_episode(
-                domain, task, noise, ep_seed, pool, enums, decoys, restate_ids, confirm_args, email_first)
+                domain, task, noise, ep_seed, enums, decoys, restate_ids, confirm_args, email_first)
             stats.episodes += 1
             stats.tempted_calls += agent.tempted_calls
             stats.tool_calls += len(outcome.calls)

@@ -348,7 +348,7 @@ def test_paraphrased_requests_still_solve_every_task(official: bool, request: An
     import asyncio
 
     from pytest_quantagent.runner.episode import run_episode
-    from pytest_quantagent.runner.oracle import OracleAgent
+    from pytest_quantagent.runner.oracle import oracle_agent
 
     kwargs: dict[str, Any] = {}
     if official:
@@ -361,7 +361,7 @@ def test_paraphrased_requests_still_solve_every_task(official: bool, request: An
     async def run_all() -> list[str]:
         failed = []
         for i, task in enumerate(dom.tasks):
-            agent = OracleAgent(dom, task)
+            agent = oracle_agent(dom, task)
             agent.domain = _Paraphraser(i)  # type: ignore[assignment]
             out = await run_episode(domain=dom, task=task, agent=agent, user=dom.make_user(task, i))
             if not out.success:

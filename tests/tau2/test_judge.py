@@ -36,7 +36,7 @@ from pytest_quantagent.runner.judge import (
     build_judge,
     parse_verdicts,
 )
-from pytest_quantagent.runner.oracle import OracleAgent
+from pytest_quantagent.runner.oracle import oracle_agent
 from pytest_quantagent.store.jsonl import EpisodeStore
 
 # ---------------------------------------------------------------- parsing and the reward rule
@@ -144,7 +144,7 @@ def _judge_config(url: str) -> UserModelConfig:
 async def _oracle_episode(*, domain: Any, task: Any, agent: Any, user: Any, max_steps: int,
                           max_errors: int) -> Any:
     # The oracle solves the DB part of every official task: what is left is the judge's.
-    return await run_episode(domain=domain, task=task, agent=OracleAgent(domain, task), user=user,
+    return await run_episode(domain=domain, task=task, agent=oracle_agent(domain, task), user=user,
                              max_steps=max_steps, max_errors=max_errors)
 
 

@@ -57,12 +57,8 @@ def test_copy_sources_tells_copyable_from_recall_only_values() -> None:
 def test_gold_policy_follows_the_models_training_record(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import json
 
+    from pytest_quantagent.runner.gold import EMAIL_QUESTION, NAME_ZIP_QUESTION, RESTATE_QUESTIONS
     from pytest_quantagent.training.decisions import gold_transcripts, trained_expert_policy
-    from pytest_quantagent.training.expert import (
-        EMAIL_QUESTION,
-        NAME_ZIP_QUESTION,
-        RESTATE_QUESTIONS,
-    )
 
     off = {"restate_ids": False, "confirm_args": False, "email_first": False}
     assert trained_expert_policy(tmp_path, "retail") == off  # no training.json: a model made before

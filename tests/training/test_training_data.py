@@ -72,13 +72,9 @@ def test_restating_expert_has_ids_said_again_right_before_their_first_use() -> N
     import random
 
     from pytest_quantagent.runner.episode import run_episode
+    from pytest_quantagent.runner.gold import RESTATE_QUESTIONS
     from pytest_quantagent.training.decisions import CLEAN
-    from pytest_quantagent.training.expert import (
-        RESTATE_QUESTIONS,
-        ExpertAgent,
-        decoy_ids,
-        enum_arguments,
-    )
+    from pytest_quantagent.training.expert import ExpertAgent, decoy_ids, enum_arguments
     from pytest_quantagent.vocab.messages import AssistantMessage, ToolMessage, UserMessage
 
     domain = get_domain("retail")
@@ -147,3 +143,13 @@ def test_confirm_args_shows_the_write_call_that_follows_verbatim() -> None:
     ok, writes = asyncio.run(play())
     assert ok == len(tasks)  # the scripted user still confirms
     assert writes >= 20  # 23 write calls in the 50 retail test tasks (2026-12-01)
+
+
+def test_enum_arguments_add_the_values_a_domain_checks_inside_its_tools() -> None:
+    from pytest_quantagent.training.expert import enum_arguments
+
+    retail, telecom = get_domain("retail"), get_domain("telecom")
+    # retail's cancel reason is a plain string in the schema; the tool checks the value
+    assert retail.checked_values == {("cancel_pending_order", "reason"): ("no longer needed", "ordered by mistake")}
+    assert enum_arguments(retail)[("cancel_pending_order", "reason")] == ["no longer needed", "ordered by mistake"]
+    assert telecom.checked_values == {}

@@ -21,7 +21,7 @@ from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_cell
 from pytest_quantagent.runner.build import USER_TURNS_FILE, build_arm, build_user
 from pytest_quantagent.runner.episode import run_episode
 from pytest_quantagent.runner.llm_user import LLMUserSpec
-from pytest_quantagent.runner.oracle import OracleAgent
+from pytest_quantagent.runner.oracle import oracle_agent
 from pytest_quantagent.store.jsonl import EpisodeStore
 from pytest_quantagent.vocab.channels import Channel, TerminationReason
 from pytest_quantagent.vocab.messages import ToolCall, UserMessage
@@ -315,7 +315,7 @@ def _oracle_with_llm_user(domain: Any, task: Any, url: str, tmp_path: Path) -> A
     async def go() -> Any:
         user = build_user(_user_config(url), cache_path=tmp_path / USER_TURNS_FILE)
         try:
-            return await run_episode(domain=domain, task=task, agent=OracleAgent(domain, task),
+            return await run_episode(domain=domain, task=task, agent=oracle_agent(domain, task),
                                      user=user.make_user(domain, task, trial=0, seed=11))
         finally:
             await user.aclose()
