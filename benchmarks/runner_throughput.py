@@ -199,6 +199,18 @@ class Servers:
     def restart(self, i: int) -> None:
         self.procs[i], _ = self._start(self.ports[i])
 
+    def cpu_s(self) -> float:
+        """User + system CPU seconds of the live server processes so far (``/proc``)."""
+        total = 0.0
+        for p in self.procs:
+            try:
+                with open(f"/proc/{p.pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
     def close(self) -> None:
         for p in self.procs:
             p.terminate()
@@ -208,8 +220,8 @@ class Servers:
 # -- the measurement ------------------------------------------------------------------------
 
 async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency: int, episodes: int,
-                     store_dir: Path, *, tag: str = "", events: list[tuple[float, Any]] = ()
-                     ) -> dict[str, Any]:
+                     store_dir: Path, *, tag: str = "", events: list[tuple[float, Any]] = (),
+                     server_cpu: Any = None) -> dict[str, Any]:
     from pytest_quantagent.quant.arms import ArmSpec
     from pytest_quantagent.runner.batch import PlannedEpisode, RunSettings, run_arm
     from pytest_quantagent.runner.build import build_arm
@@ -237,9 +249,11 @@ async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency:
         if events:  # endpoint 0's requests when its restart begins: those after it show its return
             eps0 = rt.backend.endpoints[0]  # type: ignore[attr-defined]
             timers.append(loop.call_later(events[-1][0], lambda: at_restart.append(eps0.requests)))
+        srv0 = server_cpu() if server_cpu else 0.0
         ru0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         recs = await run_arm(domain=domain, runtime=rt, plan=plan, settings=settings, store=store)
         wall, ru1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
+        srv = (server_cpu() - srv0) if server_cpu else None
         for t in timers:
             t.cancel()
         user, sys_ = ru1.ru_utime - ru0.ru_utime, ru1.ru_stime - ru0.ru_stime
@@ -259,6 +273,7 @@ async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency:
             "model_calls": calls, "retries": rt.client.total.retries, "steps": steps,
             "cpu_s": round(cpu, 3), "cpu_user_s": round(user, 3), "cpu_sys_s": round(sys_, 3),
             "cpu_ms_per_call": round(1000 * cpu / calls, 4),
+            "server_cpu_ms_per_call": round(1000 * srv / calls, 4) if srv is not None else None,
             "stored": len(stored), "stored_unique": len(set(stored)),
             "endpoints": endpoint_stats if len(urls) > 1 else [],
             "restarted_endpoint_requests_after_restart": after_restart}
@@ -312,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
                         events = [(expect / 3, lambda: servers.kill(0)), (2 * expect / 3, lambda: servers.restart(0))]
                     load = round(os.getloadavg()[0], 2)
                     r = asyncio.run(_run_level(domain, task_id, servers.urls, c, episodes[c], Path(tmp),
-                                               tag=f"-{codec}" if codec else "", events=events))
+                                               tag=f"-{codec}" if codec else "", events=events,
+                                               server_cpu=servers.cpu_s))
                     calls_per_ep = r["model_calls"] / r["episodes"]
                     eps = r["episodes"] / r["wall_s"]
                     ideal = c / (calls_per_ep * args.latency)
@@ -339,13 +355,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"domain {domain.name}, latency {args.latency * 1000:.0f} ms, {args.calls} model calls/episode, "
           f"{args.endpoints} endpoint(s), load avg {out['load_avg_1m']} on {out['cpu_count']} CPUs")
     print(f"{'conc':>5} {'json':>6} {'episodes':>8} {'waves':>5} {'eps/s':>8} {'ideal':>8} {'eff':>6} "
-          f"{'calls/s':>8} {'cpu ms/step':>12} {'(user+sys)':>14} {'cpu ms/call':>12} {'load':>5}")
+          f"{'calls/s':>8} {'cpu ms/step':>12} {'(user+sys)':>14} {'cpu ms/call':>12} {'server':>7} {'load':>5}")
     for r in results:
         us = f"{1000 * r['cpu_user_s'] / r['steps']:.3f}+{1000 * r['cpu_sys_s'] / r['steps']:.3f}"
         print(f"{r['concurrency']:>5} {r['json_codec']:>6} {r['episodes']:>8} {r['waves']:>5} "
               f"{r['episodes_per_s']:>8.2f} {r['ideal_per_s']:>8.2f} {r['efficiency']:>6.2f} "
               f"{r['calls_per_s']:>8.0f} {r['cpu_ms_per_step']:>12.3f} {us:>14} {r['cpu_ms_per_call']:>12.3f} "
-              f"{r['load_avg_1m_before']:>5}")
+              f"{r['server_cpu_ms_per_call']:>7.3f} {r['load_avg_1m_before']:>5}")
         if r["failover"]:
             print(f"      failover: {r['episodes']} episodes, {r['stored_unique']} stored once each, "
                   f"{r['retries']} requests retried, 0 infrastructure or agent failures; the killed "
