@@ -42,7 +42,7 @@ from pytest_quantagent.backends.base import (
     RawToolCall,
 )
 from pytest_quantagent.backends.secrets import redact, without_userinfo
-from pytest_quantagent.backends.wrapper import with_timeout
+from pytest_quantagent.backends.wrapper import Slots, with_timeout
 from pytest_quantagent.errors import ConfigurationError, ContextOverflowError
 from pytest_quantagent.quant.arms import ArmSpec
 from pytest_quantagent.vocab.messages import Decision
@@ -310,7 +310,7 @@ class NativeHTTPClient:
         self._auth = b""
         self.timeout_s = timeout_s
         self._idle: list[_HTTPConnection] = []
-        self._sem = asyncio.Semaphore(max_connections)
+        self._slots = Slots(max_connections)
 
     async def _connect(self) -> _HTTPConnection:
         loop = asyncio.get_running_loop()
@@ -324,8 +324,11 @@ class NativeHTTPClient:
         """POST ``body`` (JSON) to ``path``; returns (status, response body, Retry-After)."""
         head = (f"POST {self.prefix}{path} HTTP/1.1\r\nContent-Length: {len(body)}\r\n"
                 "Content-Type: application/json\r\n").encode() + self._head_tail + self._auth + b"\r\n"
-        async with self._sem:
-            conn: _HTTPConnection | None = None
+        slots = self._slots
+        if not slots.try_take():
+            await slots.wait()
+        conn: _HTTPConnection | None = None
+        try:
             while self._idle:
                 c = self._idle.pop()
                 if c.usable():
@@ -334,35 +337,36 @@ class NativeHTTPClient:
                 c.close()
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self.timeout_s
+            if conn is None:
+                conn = await with_timeout(self._connect(), self.timeout_s)
+            # The response future expires by itself at the deadline: no task
+            # cancellation machinery on the path every request takes.
+            fut = conn.request(head + body)
+            timer = loop.call_at(deadline, _expire, fut, self.timeout_s)
             try:
-                if conn is None:
-                    conn = await with_timeout(self._connect(), self.timeout_s)
-                # The response future expires by itself at the deadline: no task
-                # cancellation machinery on the path every request takes.
-                fut = conn.request(head + body)
-                timer = loop.call_at(deadline, _expire, fut, self.timeout_s)
-                try:
-                    status, keep, data = await fut
-                finally:
-                    timer.cancel()
-            except TimeoutError:
-                if conn is not None:
-                    conn.close()
-                raise TimeoutError(f"no response within {self.timeout_s} s") from None
-            except (OSError, ValueError) as e:
-                if conn is not None:
-                    conn.close()
-                raise ConnectionError(f"{type(e).__name__}: {e}") from e
-            except BaseException:
-                if conn is not None:
-                    conn.close()
-                raise
-            retry_after = conn.retry_after
-            if keep and conn.usable():
-                self._idle.append(conn)
-            else:
+                status, keep, data = await fut
+            finally:
+                timer.cancel()
+        except TimeoutError:
+            if conn is not None:
                 conn.close()
-            return status, data, retry_after
+            raise TimeoutError(f"no response within {self.timeout_s} s") from None
+        except (OSError, ValueError) as e:
+            if conn is not None:
+                conn.close()
+            raise ConnectionError(f"{type(e).__name__}: {e}") from e
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
+        finally:
+            slots.give()
+        retry_after = conn.retry_after
+        if keep and conn.usable():
+            self._idle.append(conn)
+        else:
+            conn.close()
+        return status, data, retry_after
 
     def set_key(self, api_key: SecretStr) -> None:
         """Send ``Authorization: Bearer <key>`` with every request."""
