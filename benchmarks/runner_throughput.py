@@ -369,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
                   "its restart")
         for e in r["endpoints"]:
             print(f"      {e['url']}: {e['requests']} requests, {e['failures']} failed, "
-                  f"{e['ejections']} ejection(s), p50 {e['p50_ms']} ms, p95 {e['p95_ms']} ms")
+                  f"{e['ejections']} ejection(s), {e['probes']} probe(s) ({e['probe_failures']} failed), "
+                  f"p50 {e['p50_ms']} ms, p95 {e['p95_ms']} ms")
     return 0
 
 
