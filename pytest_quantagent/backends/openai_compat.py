@@ -320,11 +320,12 @@ class NativeHTTPClient:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return conn
 
-    async def post(self, path: str, body: bytes, *, method: str = "POST",
+    async def post(self, path: str, body: bytes | list[bytes], *, method: str = "POST",
                    timeout_s: float | None = None) -> tuple[int, bytes, str | None]:
-        """POST ``body`` (JSON) to ``path`` (or another ``method``: the health probe's GET);
-        returns (status, response body, Retry-After)."""
-        head = (f"{method} {self.prefix}{path} HTTP/1.1\r\nContent-Length: {len(body)}\r\n"
+        """POST ``body`` (JSON, or the pieces of it) to ``path`` (or another ``method``: the
+        health probe's GET); returns (status, response body, Retry-After)."""
+        parts = body if isinstance(body, list) else [body]
+        head = (f"{method} {self.prefix}{path} HTTP/1.1\r\nContent-Length: {sum(map(len, parts))}\r\n"
                 "Content-Type: application/json\r\n").encode() + self._head_tail + self._auth + b"\r\n"
         timeout = self.timeout_s if timeout_s is None else timeout_s
         slots = self._slots
@@ -344,7 +345,7 @@ class NativeHTTPClient:
                 conn = await with_timeout(self._connect(), timeout)
             # The response future expires by itself at the deadline: no task
             # cancellation machinery on the path every request takes.
-            fut = conn.request(head + body)
+            fut = conn.request(b"".join([head, *parts]))
             timer = loop.call_at(deadline, _expire, fut, timeout)
             try:
                 status, keep, data = await fut
@@ -384,9 +385,9 @@ class NativeHTTPClient:
 class _Prefix:
     """The encoded messages of one conversation's last request (see ``encode_body``)."""
 
-    ids: list[int]
     messages: list[dict[str, Any]]
-    """Holds the messages alive so that their ids stay theirs."""
+    """The messages encoded (a copy of the request's list; holds them alive, so the key, the
+    first one's id, stays theirs)."""
     pieces: list[bytes]
     """Encoded messages with ``b","`` between them."""
 
@@ -737,37 +738,46 @@ class OpenAICompatBackend(Backend):
         when the new request starts with exactly those objects (compared by identity; the
         entry holds them, so their ids cannot be reused). Only the new messages are encoded.
         """
+        return b"".join(self.encode_body_parts(request))
+
+    def encode_body_parts(self, request: GenerateRequest) -> list[bytes]:
+        """:meth:`encode_body` as the pieces to join (the native client joins them with the
+        HTTP head in one copy)."""
         body = self.build_body(request)
         messages: list[dict[str, Any]] = body.pop("messages")
         tools = body.pop("tools", None)
-        ids = list(map(id, messages))
-        entry = self._prefix_cache.get(ids[0]) if ids else None
+        entry = self._prefix_cache.get(id(messages[0])) if messages else None
         start = 0
         pieces: list[bytes] = []
         if entry is not None:
-            n = len(entry.ids)
-            if n <= len(ids) and ids[:n] == entry.ids:
+            n = len(entry.messages)
+            # Element by element: identical objects compare at once (an equal one encodes
+            # the same, so equality is enough).
+            if n <= len(messages) and entry.messages[0] is messages[0] and messages[:n] == entry.messages:
                 start, pieces = n, entry.pieces
-        if start < len(ids):
-            # ``pieces`` alternates encoded messages and commas; a cache entry is never
-            # extended in place (an older request may still be using its list).
-            pieces = list(pieces)
+        if start < len(messages):
+            # ``pieces`` alternates encoded messages and commas. It is extended in place: it
+            # belongs to the cache entry alone (joined before this returns), and the entry
+            # is replaced below by one holding every message it now encodes.
             for m in messages[start:]:
                 if pieces:
                     pieces.append(b",")
                 pieces.append(self._encode_message(m))
-            if len(self._prefix_cache) >= 4096:
+            if entry is None and len(self._prefix_cache) >= 4096:
                 self._prefix_cache.clear()
-            self._prefix_cache[ids[0]] = _Prefix(ids, list(messages), pieces)
+            if start and entry is not None:
+                entry.messages = list(messages)
+            else:
+                self._prefix_cache[id(messages[0])] = _Prefix(list(messages), pieces)
         rest = _dumps(body)
-        return b"".join([
+        return [
             b'{"messages":[', *pieces, b"]",
             *((b',"tools":', self._encoded(tools)) if tools is not None else ()),
             b"," + rest[1:] if len(rest) > 2 else b"}",
-        ])
+        ]
 
     async def generate(self, request: GenerateRequest) -> Generation:
-        payload = self.encode_body(request)
+        parts = self.encode_body_parts(request)
         ep = self._single or self._pick(self._failed_on.pop(id(request), None))
         loop = asyncio.get_running_loop()
         ep.inflight += 1
@@ -775,9 +785,9 @@ class OpenAICompatBackend(Backend):
         try:
             transport = ep.transport
             if isinstance(transport, NativeHTTPClient):
-                status, content, retry_after = await transport.post("/chat/completions", payload)
+                status, content, retry_after = await transport.post("/chat/completions", parts)
             else:
-                resp = await transport.post("/chat/completions", content=payload)
+                resp = await transport.post("/chat/completions", content=b"".join(parts))
                 status, content = resp.status_code, resp.content
                 retry_after = resp.headers.get("retry-after")
             if status >= 400:
