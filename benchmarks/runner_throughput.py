@@ -8,7 +8,11 @@ evaluation, fsynced episode store). Printed per concurrency: episodes/s, the ide
 ``concurrency / (model calls × latency)``, their ratio (efficiency) and the harness CPU time
 per step (this process's user + system CPU, all threads, from getrusage; the server runs in
 another process). Loopback TCP is processed in the sender's system time, so ``sys`` includes
-the kernel's share of talking to the server.
+the kernel's share of talking to the server. ``server`` is the fake servers' own CPU per
+call (user + system of their processes, from ``/proc``): they share the machine with the
+harness, and their CPU delays answers, so they run a lean path (an ``asyncio.Protocol``, each
+reply written by a timer at its deadline, scripted messages encoded once); it is a measuring
+instrument, not the harness.
 
 ``--domain synthetic`` (default) uses a small in-file domain with retail-sized prompts
 (policy + 16 tool schemas) to measure the harness itself; ``--domain retail`` (or any
@@ -21,7 +25,8 @@ highest level sees at least W waves (steady state, not one burst and its tail).
 ``--failover`` (needs ``--endpoints`` >= 2) SIGKILLs endpoint 0's server a third of the way
 into the highest level and restarts it on the same port at two thirds; it checks that every
 episode is stored exactly once and none ended as an infrastructure or agent failure, and
-prints the per-endpoint figures. ``--baseline`` runs each level twice in one process,
+prints the per-endpoint figures (requests, failures, ejections, health probes and failed
+probes: an ejected endpoint comes back through ``GET /models`` probes, never a live request). ``--baseline`` runs each level twice in one process,
 first with the standard library's JSON codec and then with the default (orjson when
 installed), so before/after are measured side by side under the same load.
 

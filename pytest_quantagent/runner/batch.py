@@ -180,11 +180,14 @@ class _GroupAppender:
     def _finished(self, batch: list[tuple[EpisodeRecord, asyncio.Future[bool]]],
                   done: asyncio.Future[list[bool]]) -> None:
         self._busy = False
-        exc = done.exception() if not done.cancelled() else asyncio.CancelledError()
+        cancelled = done.cancelled()
+        exc = None if cancelled else done.exception()
         for i, (_, fut) in enumerate(batch):
             if fut.done():
                 continue
-            if exc is not None:
+            if cancelled:
+                fut.cancel()
+            elif exc is not None:
                 fut.set_exception(exc)
             else:
                 fut.set_result(done.result()[i])

@@ -303,3 +303,15 @@ def test_episodes_finishing_together_share_one_fsync_and_go_on_only_once_durable
     assert seen == [True] * len(plan)
     lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
     assert sorted(json.loads(x)["key"] for x in lines) == sorted(r.key for r in recs)
+
+
+def test_a_store_write_error_reaches_the_run(mini_domain: Domain, tmp_path: Path) -> None:
+    store = EpisodeStore(tmp_path)
+
+    def broken(records: list[Any]) -> list[bool]:
+        raise OSError(28, "No space left on device")
+
+    store.append_many = broken  # type: ignore[method-assign]
+    with pytest.raises(OSError, match="No space left"):
+        asyncio.run(run_arm(domain=mini_domain, runtime=_mock_runtime("bf16"), plan=_plan(mini_domain),
+                            settings=RunSettings(concurrency=4), store=store))
