@@ -8,7 +8,11 @@ evaluation, fsynced episode store). Printed per concurrency: episodes/s, the ide
 ``concurrency / (model calls × latency)``, their ratio (efficiency) and the harness CPU time
 per step (this process's user + system CPU, all threads, from getrusage; the server runs in
 another process). Loopback TCP is processed in the sender's system time, so ``sys`` includes
-the kernel's share of talking to the server.
+the kernel's share of talking to the server. ``server`` is the fake servers' own CPU per
+call (user + system of their processes, from ``/proc``): they share the machine with the
+harness, and their CPU delays answers, so they run a lean path (an ``asyncio.Protocol``, each
+reply written by a timer at its deadline, scripted messages encoded once); it is a measuring
+instrument, not the harness.
 
 ``--domain synthetic`` (default) uses a small in-file domain with retail-sized prompts
 (policy + 16 tool schemas) to measure the harness itself; ``--domain retail`` (or any
@@ -21,7 +25,8 @@ highest level sees at least W waves (steady state, not one burst and its tail).
 ``--failover`` (needs ``--endpoints`` >= 2) SIGKILLs endpoint 0's server a third of the way
 into the highest level and restarts it on the same port at two thirds; it checks that every
 episode is stored exactly once and none ended as an infrastructure or agent failure, and
-prints the per-endpoint figures. ``--baseline`` runs each level twice in one process,
+prints the per-endpoint figures (requests, failures, ejections, health probes and failed
+probes: an ejected endpoint comes back through ``GET /models`` probes, never a live request). ``--baseline`` runs each level twice in one process,
 first with the standard library's JSON codec and then with the default (orjson when
 installed), so before/after are measured side by side under the same load.
 
@@ -199,6 +204,18 @@ class Servers:
     def restart(self, i: int) -> None:
         self.procs[i], _ = self._start(self.ports[i])
 
+    def cpu_s(self) -> float:
+        """User + system CPU seconds of the live server processes so far (``/proc``)."""
+        total = 0.0
+        for p in self.procs:
+            try:
+                with open(f"/proc/{p.pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
     def close(self) -> None:
         for p in self.procs:
             p.terminate()
@@ -208,8 +225,8 @@ class Servers:
 # -- the measurement ------------------------------------------------------------------------
 
 async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency: int, episodes: int,
-                     store_dir: Path, *, tag: str = "", events: list[tuple[float, Any]] = ()
-                     ) -> dict[str, Any]:
+                     store_dir: Path, *, tag: str = "", events: list[tuple[float, Any]] = (),
+                     server_cpu: Any = None) -> dict[str, Any]:
     from pytest_quantagent.quant.arms import ArmSpec
     from pytest_quantagent.runner.batch import PlannedEpisode, RunSettings, run_arm
     from pytest_quantagent.runner.build import build_arm
@@ -237,9 +254,11 @@ async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency:
         if events:  # endpoint 0's requests when its restart begins: those after it show its return
             eps0 = rt.backend.endpoints[0]  # type: ignore[attr-defined]
             timers.append(loop.call_later(events[-1][0], lambda: at_restart.append(eps0.requests)))
+        srv0 = server_cpu() if server_cpu else 0.0
         ru0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         recs = await run_arm(domain=domain, runtime=rt, plan=plan, settings=settings, store=store)
         wall, ru1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
+        srv = (server_cpu() - srv0) if server_cpu else None
         for t in timers:
             t.cancel()
         user, sys_ = ru1.ru_utime - ru0.ru_utime, ru1.ru_stime - ru0.ru_stime
@@ -259,6 +278,7 @@ async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency:
             "model_calls": calls, "retries": rt.client.total.retries, "steps": steps,
             "cpu_s": round(cpu, 3), "cpu_user_s": round(user, 3), "cpu_sys_s": round(sys_, 3),
             "cpu_ms_per_call": round(1000 * cpu / calls, 4),
+            "server_cpu_ms_per_call": round(1000 * srv / calls, 4) if srv is not None else None,
             "stored": len(stored), "stored_unique": len(set(stored)),
             "endpoints": endpoint_stats if len(urls) > 1 else [],
             "restarted_endpoint_requests_after_restart": after_restart}
@@ -312,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
                         events = [(expect / 3, lambda: servers.kill(0)), (2 * expect / 3, lambda: servers.restart(0))]
                     load = round(os.getloadavg()[0], 2)
                     r = asyncio.run(_run_level(domain, task_id, servers.urls, c, episodes[c], Path(tmp),
-                                               tag=f"-{codec}" if codec else "", events=events))
+                                               tag=f"-{codec}" if codec else "", events=events,
+                                               server_cpu=servers.cpu_s))
                     calls_per_ep = r["model_calls"] / r["episodes"]
                     eps = r["episodes"] / r["wall_s"]
                     ideal = c / (calls_per_ep * args.latency)
@@ -339,13 +360,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"domain {domain.name}, latency {args.latency * 1000:.0f} ms, {args.calls} model calls/episode, "
           f"{args.endpoints} endpoint(s), load avg {out['load_avg_1m']} on {out['cpu_count']} CPUs")
     print(f"{'conc':>5} {'json':>6} {'episodes':>8} {'waves':>5} {'eps/s':>8} {'ideal':>8} {'eff':>6} "
-          f"{'calls/s':>8} {'cpu ms/step':>12} {'(user+sys)':>14} {'cpu ms/call':>12} {'load':>5}")
+          f"{'calls/s':>8} {'cpu ms/step':>12} {'(user+sys)':>14} {'cpu ms/call':>12} {'server':>7} {'load':>5}")
     for r in results:
         us = f"{1000 * r['cpu_user_s'] / r['steps']:.3f}+{1000 * r['cpu_sys_s'] / r['steps']:.3f}"
         print(f"{r['concurrency']:>5} {r['json_codec']:>6} {r['episodes']:>8} {r['waves']:>5} "
               f"{r['episodes_per_s']:>8.2f} {r['ideal_per_s']:>8.2f} {r['efficiency']:>6.2f} "
               f"{r['calls_per_s']:>8.0f} {r['cpu_ms_per_step']:>12.3f} {us:>14} {r['cpu_ms_per_call']:>12.3f} "
-              f"{r['load_avg_1m_before']:>5}")
+              f"{r['server_cpu_ms_per_call']:>7.3f} {r['load_avg_1m_before']:>5}")
         if r["failover"]:
             print(f"      failover: {r['episodes']} episodes, {r['stored_unique']} stored once each, "
                   f"{r['retries']} requests retried, 0 infrastructure or agent failures; the killed "
@@ -353,7 +374,8 @@ def main(argv: list[str] | None = None) -> int:
                   "its restart")
         for e in r["endpoints"]:
             print(f"      {e['url']}: {e['requests']} requests, {e['failures']} failed, "
-                  f"{e['ejections']} ejection(s), p50 {e['p50_ms']} ms, p95 {e['p95_ms']} ms")
+                  f"{e['ejections']} ejection(s), {e['probes']} probe(s) ({e['probe_failures']} failed), "
+                  f"p50 {e['p50_ms']} ms, p95 {e['p95_ms']} ms")
     return 0
 
 

@@ -42,7 +42,7 @@ from pytest_quantagent.backends.base import (
     RawToolCall,
 )
 from pytest_quantagent.backends.secrets import redact, without_userinfo
-from pytest_quantagent.backends.wrapper import with_timeout
+from pytest_quantagent.backends.wrapper import Slots, with_timeout
 from pytest_quantagent.errors import ConfigurationError, ContextOverflowError
 from pytest_quantagent.quant.arms import ArmSpec
 from pytest_quantagent.vocab.messages import Decision
@@ -310,7 +310,7 @@ class NativeHTTPClient:
         self._auth = b""
         self.timeout_s = timeout_s
         self._idle: list[_HTTPConnection] = []
-        self._sem = asyncio.Semaphore(max_connections)
+        self._slots = Slots(max_connections)
 
     async def _connect(self) -> _HTTPConnection:
         loop = asyncio.get_running_loop()
@@ -320,12 +320,19 @@ class NativeHTTPClient:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return conn
 
-    async def post(self, path: str, body: bytes) -> tuple[int, bytes, str | None]:
-        """POST ``body`` (JSON) to ``path``; returns (status, response body, Retry-After)."""
-        head = (f"POST {self.prefix}{path} HTTP/1.1\r\nContent-Length: {len(body)}\r\n"
+    async def post(self, path: str, body: bytes | list[bytes], *, method: str = "POST",
+                   timeout_s: float | None = None) -> tuple[int, bytes, str | None]:
+        """POST ``body`` (JSON, or the pieces of it) to ``path`` (or another ``method``: the
+        health probe's GET); returns (status, response body, Retry-After)."""
+        parts = body if isinstance(body, list) else [body]
+        head = (f"{method} {self.prefix}{path} HTTP/1.1\r\nContent-Length: {sum(map(len, parts))}\r\n"
                 "Content-Type: application/json\r\n").encode() + self._head_tail + self._auth + b"\r\n"
-        async with self._sem:
-            conn: _HTTPConnection | None = None
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        slots = self._slots
+        if not slots.try_take():
+            await slots.wait()
+        conn: _HTTPConnection | None = None
+        try:
             while self._idle:
                 c = self._idle.pop()
                 if c.usable():
@@ -333,36 +340,37 @@ class NativeHTTPClient:
                     break
                 c.close()
             loop = asyncio.get_running_loop()
-            deadline = loop.time() + self.timeout_s
+            deadline = loop.time() + timeout
+            if conn is None:
+                conn = await with_timeout(self._connect(), timeout)
+            # The response future expires by itself at the deadline: no task
+            # cancellation machinery on the path every request takes.
+            fut = conn.request(b"".join([head, *parts]))
+            timer = loop.call_at(deadline, _expire, fut, timeout)
             try:
-                if conn is None:
-                    conn = await with_timeout(self._connect(), self.timeout_s)
-                # The response future expires by itself at the deadline: no task
-                # cancellation machinery on the path every request takes.
-                fut = conn.request(head + body)
-                timer = loop.call_at(deadline, _expire, fut, self.timeout_s)
-                try:
-                    status, keep, data = await fut
-                finally:
-                    timer.cancel()
-            except TimeoutError:
-                if conn is not None:
-                    conn.close()
-                raise TimeoutError(f"no response within {self.timeout_s} s") from None
-            except (OSError, ValueError) as e:
-                if conn is not None:
-                    conn.close()
-                raise ConnectionError(f"{type(e).__name__}: {e}") from e
-            except BaseException:
-                if conn is not None:
-                    conn.close()
-                raise
-            retry_after = conn.retry_after
-            if keep and conn.usable():
-                self._idle.append(conn)
-            else:
+                status, keep, data = await fut
+            finally:
+                timer.cancel()
+        except TimeoutError:
+            if conn is not None:
                 conn.close()
-            return status, data, retry_after
+            raise TimeoutError(f"no response within {timeout} s") from None
+        except (OSError, ValueError) as e:
+            if conn is not None:
+                conn.close()
+            raise ConnectionError(f"{type(e).__name__}: {e}") from e
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
+        finally:
+            slots.give()
+        retry_after = conn.retry_after
+        if keep and conn.usable():
+            self._idle.append(conn)
+        else:
+            conn.close()
+        return status, data, retry_after
 
     def set_key(self, api_key: SecretStr) -> None:
         """Send ``Authorization: Bearer <key>`` with every request."""
@@ -377,9 +385,9 @@ class NativeHTTPClient:
 class _Prefix:
     """The encoded messages of one conversation's last request (see ``encode_body``)."""
 
-    ids: list[int]
     messages: list[dict[str, Any]]
-    """Holds the messages alive so that their ids stay theirs."""
+    """The messages encoded (a copy of the request's list; holds them alive, so the key, the
+    first one's id, stays theirs)."""
     pieces: list[bytes]
     """Encoded messages with ``b","`` between them."""
 
@@ -389,6 +397,8 @@ class _Prefix:
 EJECT_AFTER = 3
 EJECT_BASE_S = 1.0
 EJECT_MAX_S = 30.0
+#: The health probe's own deadline (``GET /models`` of an ejected endpoint).
+PROBE_TIMEOUT_S = 5.0
 
 
 def _refused(exc: BaseException) -> bool:
@@ -406,11 +416,14 @@ def _refused(exc: BaseException) -> bool:
 class Endpoint:
     """One server of an arm: its transport, load, health and figures.
 
-    Health is passive (outlier ejection): :data:`EJECT_AFTER` infrastructure failures in a
-    row, or one refused connection, take the endpoint out for ``EJECT_BASE_S * 2**(n-1)``
-    seconds (n-th ejection in a row, at most :data:`EJECT_MAX_S`). When that time is over
-    the endpoint is probed back in: it gets one request at a time until one succeeds (back
-    in, backoff reset) or fails (out again, for twice as long).
+    Health is outlier ejection with an active probe: :data:`EJECT_AFTER` infrastructure
+    failures in a row, or one refused connection, take the endpoint out; ``EJECT_BASE_S *
+    2**(n-1)`` seconds later (n-th ejection in a row, at most :data:`EJECT_MAX_S`) the backend
+    probes it with ``GET {base}/models`` (:meth:`probe`). No live request goes to an endpoint
+    that is out while another is up. A probe answered (any HTTP status below 500) lets it back
+    in on probation: one live request at a time until one succeeds (back in, backoff reset)
+    or fails (out again, for twice as long). A probe not answered keeps it out for twice as
+    long, until the next probe.
     """
 
     __slots__ = (
@@ -421,7 +434,10 @@ class Endpoint:
         "failures_in_row",
         "inflight",
         "latencies",
+        "out",
         "probation",
+        "probe_failures",
+        "probes",
         "requests",
         "shown",
         "transport",
@@ -439,7 +455,12 @@ class Endpoint:
         self.ejections = 0
         """Ejections since the last success (the backoff exponent)."""
         self.ejected_until = 0.0
+        """When the current ejection's backoff ends (the next probe is due)."""
+        self.out = False
+        """Ejected and not yet let back in by a probe (or a live success)."""
         self.probation = False
+        self.probes = 0
+        self.probe_failures = 0
         self.requests = 0
         self.failures = 0
         self.ejected_count = 0
@@ -449,32 +470,67 @@ class Endpoint:
     def reset_figures(self) -> None:
         """Zero the figures (requests, failures, ejections, latencies); health is kept."""
         self.requests = self.failures = self.ejected_count = 0
+        self.probes = self.probe_failures = 0
         self.latencies = array("d")
 
     def available(self, now: float) -> bool:
-        if now < self.ejected_until:
-            return False
-        return not (self.probation and self.inflight > 0)
+        """Whether a live request may go here now (``now``: loop time, kept for callers)."""
+        return not self.out and not (self.probation and self.inflight > 0)
 
     def succeeded(self, seconds: float) -> None:
         self.requests += 1
         self.latencies.append(seconds)
-        if self.failures_in_row or self.probation:
+        if self.failures_in_row or self.probation or self.out:
             self.failures_in_row = 0
             self.ejections = 0
             self.probation = False
+            self.out = False
 
-    def failed(self, now: float, *, refused: bool = False) -> None:
+    def _eject(self, now: float) -> None:
+        self.ejections += 1
+        self.ejected_until = now + min(EJECT_MAX_S, EJECT_BASE_S * 2 ** (self.ejections - 1))
+        self.out = True
+        self.probation = False
+
+    def failed(self, now: float, *, refused: bool = False) -> bool:
+        """Count an infrastructure failure; True when it took the endpoint out (the caller
+        schedules the probe at ``ejected_until``)."""
         self.requests += 1
         self.failures += 1
         self.failures_in_row += 1
-        if now < self.ejected_until:
-            return  # a request sent before the ejection: it is out already
+        if self.out:
+            return False  # a request sent before the ejection (or with all out): out already
         if refused or self.probation or self.failures_in_row >= EJECT_AFTER:
-            self.ejections += 1
             self.ejected_count += 1
-            self.ejected_until = now + min(EJECT_MAX_S, EJECT_BASE_S * 2 ** (self.ejections - 1))
+            self._eject(now)
+            return True
+        return False
+
+    def probed(self, now: float, answered: bool) -> None:
+        """The probe's outcome: answered → back in on probation; not → out for twice as
+        long (the next probe at ``ejected_until``)."""
+        self.probes += 1
+        if not self.out:
+            return  # a live request succeeded meanwhile
+        if answered:
+            self.out = False
             self.probation = True
+        else:
+            self.probe_failures += 1
+            self._eject(now)
+
+    async def probe(self, timeout_s: float) -> bool:
+        """``GET {base}/models``: whether the server answers HTTP (any status below 500; a
+        server without the route is up all the same)."""
+        transport = self.transport
+        try:
+            if isinstance(transport, NativeHTTPClient):
+                status, _, _ = await transport.post("/models", b"", method="GET", timeout_s=timeout_s)
+            else:
+                status = (await transport.get("/models", timeout=timeout_s)).status_code
+        except Exception:
+            return False
+        return status < 500
 
     def stats(self) -> dict[str, Any]:
         """Requests (attempts), failures, ejections and latency p50/p95 (ms, successful
@@ -488,6 +544,7 @@ class Endpoint:
 
         return {"url": self.shown, "weight": self.weight, "requests": self.requests,
                 "failures": self.failures, "ejections": self.ejected_count,
+                "probes": self.probes, "probe_failures": self.probe_failures,
                 "p50_ms": pct(0.5), "p95_ms": pct(0.95)}
 
 
@@ -543,6 +600,7 @@ class OpenAICompatBackend(Backend):
         self.logprobs = logprobs
         self.extra_body = dict(extra_body or {})
         self.max_output_chars = max_output_chars
+        self.timeout_s = float(timeout_s)
         self.served_model: str | None = None
         """The model id the server reported in pre-flight (``GET /models``), when known."""
         self._api_key = api_key
@@ -558,6 +616,9 @@ class OpenAICompatBackend(Backend):
         self._single = self.endpoints[0] if len(self.endpoints) == 1 else None
         self._failed_on: dict[int, Endpoint] = {}
         """Request (by id) → the endpoint it last failed on, for its retry to go elsewhere."""
+        self._probe_timers: dict[int, asyncio.TimerHandle] = {}
+        """Ejected endpoint (by id) → the timer of its next health probe."""
+        self._probe_tasks: set[asyncio.Task[None]] = set()
         ep0 = self.endpoints[0]
         self._native = ep0.transport if isinstance(ep0.transport, NativeHTTPClient) else None
         self._client = ep0.transport if isinstance(ep0.transport, httpx.AsyncClient) else None
@@ -677,37 +738,46 @@ class OpenAICompatBackend(Backend):
         when the new request starts with exactly those objects (compared by identity; the
         entry holds them, so their ids cannot be reused). Only the new messages are encoded.
         """
+        return b"".join(self.encode_body_parts(request))
+
+    def encode_body_parts(self, request: GenerateRequest) -> list[bytes]:
+        """:meth:`encode_body` as the pieces to join (the native client joins them with the
+        HTTP head in one copy)."""
         body = self.build_body(request)
         messages: list[dict[str, Any]] = body.pop("messages")
         tools = body.pop("tools", None)
-        ids = list(map(id, messages))
-        entry = self._prefix_cache.get(ids[0]) if ids else None
+        entry = self._prefix_cache.get(id(messages[0])) if messages else None
         start = 0
         pieces: list[bytes] = []
         if entry is not None:
-            n = len(entry.ids)
-            if n <= len(ids) and ids[:n] == entry.ids:
+            n = len(entry.messages)
+            # Element by element: identical objects compare at once (an equal one encodes
+            # the same, so equality is enough).
+            if n <= len(messages) and entry.messages[0] is messages[0] and messages[:n] == entry.messages:
                 start, pieces = n, entry.pieces
-        if start < len(ids):
-            # ``pieces`` alternates encoded messages and commas; a cache entry is never
-            # extended in place (an older request may still be using its list).
-            pieces = list(pieces)
+        if start < len(messages):
+            # ``pieces`` alternates encoded messages and commas. It is extended in place: it
+            # belongs to the cache entry alone (joined before this returns), and the entry
+            # is replaced below by one holding every message it now encodes.
             for m in messages[start:]:
                 if pieces:
                     pieces.append(b",")
                 pieces.append(self._encode_message(m))
-            if len(self._prefix_cache) >= 4096:
+            if entry is None and len(self._prefix_cache) >= 4096:
                 self._prefix_cache.clear()
-            self._prefix_cache[ids[0]] = _Prefix(ids, list(messages), pieces)
+            if start and entry is not None:
+                entry.messages = list(messages)
+            else:
+                self._prefix_cache[id(messages[0])] = _Prefix(list(messages), pieces)
         rest = _dumps(body)
-        return b"".join([
+        return [
             b'{"messages":[', *pieces, b"]",
             *((b',"tools":', self._encoded(tools)) if tools is not None else ()),
             b"," + rest[1:] if len(rest) > 2 else b"}",
-        ])
+        ]
 
     async def generate(self, request: GenerateRequest) -> Generation:
-        payload = self.encode_body(request)
+        parts = self.encode_body_parts(request)
         ep = self._single or self._pick(self._failed_on.pop(id(request), None))
         loop = asyncio.get_running_loop()
         ep.inflight += 1
@@ -715,9 +785,9 @@ class OpenAICompatBackend(Backend):
         try:
             transport = ep.transport
             if isinstance(transport, NativeHTTPClient):
-                status, content, retry_after = await transport.post("/chat/completions", payload)
+                status, content, retry_after = await transport.post("/chat/completions", parts)
             else:
-                resp = await transport.post("/chat/completions", content=payload)
+                resp = await transport.post("/chat/completions", content=b"".join(parts))
                 status, content = resp.status_code, resp.content
                 retry_after = resp.headers.get("retry-after")
             if status >= 400:
@@ -726,7 +796,8 @@ class OpenAICompatBackend(Backend):
         except Exception as exc:
             ep.inflight -= 1
             if self.is_retryable(exc):
-                ep.failed(loop.time(), refused=_refused(exc))
+                if ep.failed(loop.time(), refused=_refused(exc)) and self._single is None:
+                    self._schedule_probe(ep, loop)
                 if self._single is None and any(e is not ep and e.available(loop.time())
                                                 for e in self.endpoints):
                     # The wrapper retries this at once (no backoff) and the retry goes to
@@ -739,6 +810,28 @@ class OpenAICompatBackend(Backend):
         ep.inflight -= 1
         ep.succeeded(loop.time() - t0)
         return gen
+
+    def _schedule_probe(self, ep: Endpoint, loop: asyncio.AbstractEventLoop) -> None:
+        """Probe ``ep`` when its backoff ends (see :class:`Endpoint`)."""
+        old = self._probe_timers.pop(id(ep), None)
+        if old is not None:
+            old.cancel()
+        self._probe_timers[id(ep)] = loop.call_at(ep.ejected_until, self._start_probe, ep)
+
+    def _start_probe(self, ep: Endpoint) -> None:
+        self._probe_timers.pop(id(ep), None)
+        task = asyncio.ensure_future(self._probe(ep))
+        self._probe_tasks.add(task)
+        task.add_done_callback(self._probe_tasks.discard)
+
+    async def _probe(self, ep: Endpoint) -> None:
+        if not ep.out:
+            return  # back in already (a live request succeeded with every endpoint out)
+        answered = await ep.probe(min(PROBE_TIMEOUT_S, self.timeout_s))
+        loop = asyncio.get_running_loop()
+        ep.probed(loop.time(), answered)
+        if ep.out:
+            self._schedule_probe(ep, loop)
 
     def _pick(self, avoid: Endpoint | None = None) -> Endpoint:
         """The healthy endpoint with the least load per weight (ties: fewer failures in a
@@ -797,6 +890,13 @@ class OpenAICompatBackend(Backend):
             f"{body[:300]}")
 
     async def aclose(self) -> None:
+        for timer in self._probe_timers.values():
+            timer.cancel()
+        self._probe_timers.clear()
+        for task in list(self._probe_tasks):
+            task.cancel()
+        if self._probe_tasks:
+            await asyncio.gather(*self._probe_tasks, return_exceptions=True)
         for e in self.endpoints:
             await e.transport.aclose()
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
+from collections import deque
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -58,6 +59,56 @@ else:  # pragma: no cover - Python 3.10
             return await asyncio.wait_for(aw, seconds)
         except asyncio.TimeoutError:
             raise TimeoutError(f"no result within {seconds} s") from None
+
+
+class Slots:
+    """A counting semaphore for the per-request path: ``try_take()`` is a plain call (no
+    coroutine) when a slot is free, ``wait()`` queues FIFO otherwise, and ``give()`` hands the
+    slot straight to the oldest waiter. :class:`asyncio.Semaphore` does the same work through
+    two coroutine calls and a scan of its waiters on every acquire; this runs twice per model
+    call. A waiter cancelled after being handed a slot passes it on."""
+
+    __slots__ = ("_free", "_waiters")
+
+    def __init__(self, n: int) -> None:
+        if n < 1:
+            raise ValueError(f"slots ({n}) must be >= 1")
+        self._free = n
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    def try_take(self) -> bool:
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return True
+        return False
+
+    async def wait(self) -> None:
+        """Take a slot, waiting for one (call when :meth:`try_take` said no)."""
+        if self.try_take():
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            await fut
+        except BaseException:
+            if fut.done() and not fut.cancelled():
+                self.give()  # handed a slot, then cancelled: pass it on
+            else:
+                fut.cancel()  # give() skips it
+            raise
+
+    def give(self) -> None:
+        waiters = self._waiters
+        while waiters:
+            fut = waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+        self._free += 1
+
+    @property
+    def free(self) -> int:
+        return self._free
 
 
 _EPISODE_USAGE: ContextVar[UsageCounter | None] = ContextVar("quantagent_episode_usage", default=None)
@@ -108,7 +159,7 @@ class ModelClient:
         self.concurrency = min(concurrency, max(1, backend.max_concurrency()))
         self.retry = retry or RetryPolicy()
         self.total = UsageCounter()
-        self._sem = asyncio.Semaphore(self.concurrency)
+        self._slots = Slots(self.concurrency)
         self._sleep = sleep
         # Jitter only spreads retries in time; it never touches an outcome, so a private
         # unseeded generator is fine (and the global `random` stays untouched).
@@ -118,21 +169,25 @@ class ModelClient:
         """Generate with retries; raises :class:`InfrastructureError` when they run out."""
         episode = _EPISODE_USAGE.get()
         attempt = 0
+        slots = self._slots
         while True:
-            async with self._sem:
-                try:
-                    gen = await self.backend.generate(request)
-                except Exception as exc:
-                    if not self.backend.is_retryable(exc):
-                        raise
-                    if attempt >= self.retry.max_retries:
-                        raise InfrastructureError(
-                            f"{self.backend.name}: giving up after {attempt + 1} attempts: "
-                            f"{type(exc).__name__}: {exc}"
-                        ) from exc
-                    failure: Exception | None = exc
-                else:
-                    failure = None
+            if not slots.try_take():
+                await slots.wait()
+            try:
+                gen = await self.backend.generate(request)
+            except Exception as exc:
+                if not self.backend.is_retryable(exc):
+                    raise
+                if attempt >= self.retry.max_retries:
+                    raise InfrastructureError(
+                        f"{self.backend.name}: giving up after {attempt + 1} attempts: "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+                failure: Exception | None = exc
+            else:
+                failure = None
+            finally:
+                slots.give()
             if failure is None:
                 break
             attempt += 1

@@ -3,7 +3,9 @@
 Guarantees:
 
 - each record is written with one ``write`` of a whole line, then flushed and fsynced, so a
-  finished episode survives a crash or SIGKILL of the process right after;
+  finished episode survives a crash or SIGKILL of the process right after (records that
+  finish together share one fsync: :meth:`EpisodeStore.append_many`, the batch layer's
+  group commit);
 - one rule for bad lines, shared by every reader (``run``, ``analyze``, pytest; see
   :func:`split_lines`): a last line without its newline is *torn* (the process died
   mid-write) and is dropped with a :class:`TornLineWarning` (and truncated away before the
@@ -331,26 +333,46 @@ class EpisodeStore:
         Returns True when written. Blocking (fsync): call it from a worker thread in async
         code. Infrastructure-failure records are refused: use :meth:`append_failure`.
         """
-        if not record.scored:
-            raise ValueError(
-                f"episode {record.task_id}/trial {record.trial}: infrastructure failures are not "
-                "stored as outcomes; use append_failure()"
-            )
-        line, record = record_line(record)
+        return self.append_many([record])[0]
+
+    def append_many(self, records: list[EpisodeRecord]) -> list[bool]:
+        """Append each record durably unless its key is already stored (by anyone, or earlier
+        in ``records``); one flag per record, True when written. The lines are written one
+        after another and fsynced once (group commit): when this returns, every written
+        record is on disk, as with :meth:`append` each. Blocking: call it from a worker
+        thread in async code."""
+        for record in records:
+            if not record.scored:
+                raise ValueError(
+                    f"episode {record.task_id}/trial {record.trial}: infrastructure failures are "
+                    "not stored as outcomes; use append_failure()"
+                )
+        lines = [record_line(r) for r in records]
+        written: list[bool] = []
         with self._tlock, self._flock:
             self._read_new(repair=True)
-            if record.key in self._index:
-                return False
+            new: list[tuple[bytes, EpisodeRecord]] = []
+            keys: set[str] = set()
+            for line, record in lines:
+                fresh = record.key not in self._index and record.key not in keys
+                written.append(fresh)
+                if fresh:
+                    keys.add(record.key)
+                    new.append((line, record))
+            if not new:
+                return written
             fd = self._append_fd()
-            view = memoryview(line)
-            while view:
-                view = view[os.write(fd, view):]
+            for line, _ in new:
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view):]
             os.fsync(fd)
-            self._line_no += 1
-            self._index[record.key] = (self._offset, len(line) - 1, self._line_no)
-            self._parsed[record.key] = record  # what the line holds (escaped if need be)
-            self._offset += len(line)
-            return True
+            for line, record in new:
+                self._line_no += 1
+                self._index[record.key] = (self._offset, len(line) - 1, self._line_no)
+                self._parsed[record.key] = record  # what the line holds (escaped if need be)
+                self._offset += len(line)
+        return written
 
     def _append_fd(self) -> int:
         """The append descriptor, (re)opened when missing or when the path now names

@@ -62,7 +62,7 @@ def test_least_loaded_per_weight_then_fewer_failures() -> None:
     assert picked(avoid=w2) is a  # a retry goes elsewhere: a and c tie, a comes first
     a.failures_in_row = 1  # a tie goes to the one with fewer failures in a row
     assert picked(avoid=w2) is c
-    c.ejected_until = a.ejected_until = 1e12  # nothing else up: the avoided one after all
+    c.out = a.out = True  # nothing else up: the avoided one after all
     assert picked(avoid=w2) is w2
     b2 = _backend([("http://127.0.0.1:1/v1", 1.0)])
     assert b2._single is b2.endpoints[0]
@@ -91,24 +91,119 @@ def test_weights_split_a_burst(serve: Any) -> None:
 def test_ejection_backoff_probation_and_return() -> None:
     e = Endpoint("http://h:1/v1", 1.0, transport=None)  # type: ignore[arg-type]
     for _ in range(EJECT_AFTER - 1):
-        e.failed(0.0)
+        assert not e.failed(0.0)
     assert e.available(0.0)  # not yet out
-    e.failed(0.0)
-    assert not e.available(0.0) and not e.available(EJECT_BASE_S - 1e-6)
-    assert e.available(EJECT_BASE_S)  # probed back in ...
+    assert e.failed(0.0)  # out: the caller schedules the probe at ejected_until
+    assert e.ejected_until == EJECT_BASE_S
+    assert not e.available(0.0) and not e.available(EJECT_BASE_S) and not e.available(1e9)
+    assert not e.failed(0.5)  # a request sent before the ejection: out already
+    e.probed(EJECT_BASE_S, answered=False)  # probe not answered: out for twice as long
+    assert not e.available(1e9) and e.ejected_until == EJECT_BASE_S + 2 * EJECT_BASE_S
+    e.probed(3 * EJECT_BASE_S, answered=True)  # probe answered: back in, on probation ...
+    assert e.available(3 * EJECT_BASE_S)
     e.inflight = 1
-    assert not e.available(EJECT_BASE_S)  # ... one request at a time
+    assert not e.available(3 * EJECT_BASE_S)  # ... one request at a time
     e.inflight = 0
-    e.failed(EJECT_BASE_S)  # the probe failed: out again, for twice as long
-    assert not e.available(EJECT_BASE_S + 2 * EJECT_BASE_S - 1e-6)
-    assert e.available(3 * EJECT_BASE_S)
-    e.succeeded(0.01)  # the probe succeeded: back in, backoff reset
+    assert e.failed(3 * EJECT_BASE_S)  # the probation request failed: out, 4x the backoff
+    assert e.ejected_until == 3 * EJECT_BASE_S + 4 * EJECT_BASE_S and not e.available(1e9)
+    e.probed(7 * EJECT_BASE_S, answered=True)
+    e.succeeded(0.01)  # the probation request succeeded: back in, backoff reset
     e.inflight = 3
-    assert e.available(3 * EJECT_BASE_S)
+    assert e.available(7 * EJECT_BASE_S)
     e.inflight = 0
-    e.failed(10.0, refused=True)  # a refused connection: out at once, first backoff again
-    assert not e.available(10.0) and e.available(10.0 + EJECT_BASE_S)
-    assert e.stats()["ejections"] == 3 and e.stats()["failures"] == 5 and e.stats()["requests"] == 6
+    assert e.failed(10.0, refused=True)  # a refused connection: out at once, first backoff again
+    assert not e.available(10.0) and e.ejected_until == 10.0 + EJECT_BASE_S
+    e.succeeded(0.01)  # a live success (every endpoint was out) lets it back in too
+    assert e.available(10.0)
+    st = e.stats()
+    assert (st["ejections"], st["failures"], st["requests"]) == (3, 6, 8)
+    assert (st["probes"], st["probe_failures"]) == (3, 1)
+
+
+def test_an_ejected_endpoint_returns_through_its_probe_not_a_live_request(
+        serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_quantagent.backends import openai_compat
+
+    monkeypatch.setattr(openai_compat, "EJECT_BASE_S", 0.05)
+    sick, sick_url = serve(fault_rate=1.0, fault_mix=("500",))
+    _well, well_url = serve()
+    b = _backend([(sick_url, 1.0), (well_url, 1.0)])
+    client = ModelClient(b, concurrency=8, retry=RetryPolicy(max_retries=EJECT_AFTER + 1))
+    ep = b.endpoints[0]
+
+    async def burst(n: int = 4) -> None:  # concurrent requests: both endpoints get some
+        await asyncio.gather(*(client.generate(_req(i)) for i in range(n)))
+
+    async def main() -> None:
+        try:
+            for _ in range(EJECT_AFTER):
+                await burst()
+            # Out after EJECT_AFTER failures in a row (requests already sent still fail).
+            assert ep.out and sick.requests >= EJECT_AFTER and sick.model_requests == 0
+            sent = sick.requests
+            for _ in range(5):  # while it is out, live requests go elsewhere only
+                await burst()
+            assert sick.requests == sent
+            sick.fault_rate = 0.0  # it recovers; the probe finds out
+            loop = asyncio.get_running_loop()
+            end = loop.time() + 10.0
+            while ep.out and loop.time() < end:  # live traffic until the probe answers
+                await burst()
+                await asyncio.sleep(0.002)
+            assert not ep.out, "the probe lets the endpoint back in"
+            assert sick.requests == sent and sick.model_requests >= 1
+            assert ep.probation  # one live request at a time until one succeeds
+            await burst()
+            assert sick.requests == sent + 1  # on probation: one of the burst, not two
+            assert not ep.probation and not ep.out and ep.failures_in_row == 0
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+    st = {s["url"]: s for s in b.endpoint_stats()}[sick_url]
+    assert st["ejections"] == 1 and st["probes"] >= 1
+    assert st["failures"] == sick.requests - 1 and st["requests"] == sick.requests
+
+
+def test_a_failed_probe_keeps_the_endpoint_out_and_backs_off(
+        serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_quantagent.backends import openai_compat
+
+    monkeypatch.setattr(openai_compat, "EJECT_BASE_S", 0.02)
+    sick, sick_url = serve(fault_rate=1.0, fault_mix=("500",), models_status=503)
+    well, well_url = serve()
+    b = _backend([(sick_url, 1.0), (well_url, 1.0)])
+    client = ModelClient(b, concurrency=8, retry=RetryPolicy(max_retries=EJECT_AFTER + 1))
+    ep = b.endpoints[0]
+
+    async def burst(n: int = 4) -> None:
+        await asyncio.gather(*(client.generate(_req(i)) for i in range(n)))
+
+    async def main() -> None:
+        try:
+            for _ in range(EJECT_AFTER):
+                await burst()
+            assert ep.out
+            sent = sick.requests
+            loop = asyncio.get_running_loop()
+            end = loop.time() + 10.0
+            # Live traffic the whole time, past each backoff's end: none of it goes there.
+            while ep.probe_failures < 3 and loop.time() < end:
+                await burst()
+                await asyncio.sleep(0.002)
+            assert ep.probe_failures >= 3
+            assert ep.out and sick.requests == sent  # still out: no live request sent there
+            assert sick.model_requests == ep.probes >= 3
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+    # Each failed probe doubled the backoff: the 4th ejection in a row waits 8x the first.
+    assert ep.ejections >= 4 and ep.ejected_count == 1
+    st = {s["url"]: s for s in b.endpoint_stats()}[sick_url]
+    assert st["probe_failures"] == st["probes"] >= 3
+    assert st["requests"] == st["failures"] == sick.requests
+    assert well.requests == client.total.calls  # every call was answered by the other one
 
 
 def test_a_dead_endpoint_is_ejected_and_requests_fail_over_without_backoff(

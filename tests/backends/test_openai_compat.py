@@ -206,6 +206,12 @@ def test_encoded_prefix_is_reused_only_for_the_same_message_objects() -> None:
     check([system, a, b, c])
     d = {"role": "user", "content": "a"}
     check([system, d, b, c, a])    # an equal but different object in the prefix
+    check([system, d, b, c, a, b])  # grows twice in a row (the entry extended in place)
+    check([system, d, b, c, a, b, c])
+    check([system, d, b])           # back to a shorter prefix of it
+    check([system, a, c])           # two conversations sharing the first message, in turns
+    check([system, d, b, a])
+    check([system, a, c, b])
     check([])
 
 

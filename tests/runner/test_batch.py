@@ -250,3 +250,68 @@ def test_an_agent_error_keeps_its_reason_in_the_store(mini_domain: Domain, tmp_p
     assert rec.error_message == "ValueError: prompt is longer than the model's context (4096 tokens)"
     (stored,) = EpisodeStore(tmp_path).records()
     assert stored.error_message == rec.error_message
+
+
+def test_episodes_finishing_together_share_one_fsync_and_go_on_only_once_durable(
+        mini_domain: Domain, tmp_path: Path) -> None:
+    # While one append is on disk (held here until every episode has finished), the episodes
+    # finishing meanwhile queue up and are appended together, after it; none is reported
+    # done before the append holding its record returned.
+    import threading
+
+    from pytest_quantagent.runner.episode import run_episode
+
+    plan = _plan(mini_domain, trials=6)
+    store = EpisodeStore(tmp_path)
+    batches: list[list[str]] = []
+    durable: set[str] = set()
+    finished = 0
+    all_finished = threading.Event()
+    real = store.append_many
+
+    def append_many(records: list[Any]) -> list[bool]:
+        if not batches:
+            assert all_finished.wait(10)
+        batches.append([r.key for r in records])
+        out = real(records)
+        durable.update(r.key for r in records)
+        return out
+
+    async def episode(**kw: Any) -> Any:
+        nonlocal finished
+        out = await run_episode(**kw)
+        finished += 1
+        if finished == len(plan):
+            all_finished.set()
+        return out
+
+    store.append_many = append_many  # type: ignore[method-assign]
+    seen: list[bool] = []
+
+    class Progress:
+        def preload(self, n: int) -> None:
+            pass
+
+        def advance(self, record: Any) -> None:
+            seen.append(record.key in durable)
+
+    recs = asyncio.run(run_arm(domain=mini_domain, runtime=_mock_runtime("bf16"), plan=plan,
+                               settings=RunSettings(concurrency=len(plan)), store=store,
+                               progress=Progress(), episode_fn=episode))
+    assert len(recs) == len(plan) and all(r.scored for r in recs)
+    assert [len(b) for b in batches] == [1, len(plan) - 1]  # two fsyncs for all the episodes
+    assert seen == [True] * len(plan)
+    lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
+    assert sorted(json.loads(x)["key"] for x in lines) == sorted(r.key for r in recs)
+
+
+def test_a_store_write_error_reaches_the_run(mini_domain: Domain, tmp_path: Path) -> None:
+    store = EpisodeStore(tmp_path)
+
+    def broken(records: list[Any]) -> list[bool]:
+        raise OSError(28, "No space left on device")
+
+    store.append_many = broken  # type: ignore[method-assign]
+    with pytest.raises(OSError, match="No space left"):
+        asyncio.run(run_arm(domain=mini_domain, runtime=_mock_runtime("bf16"), plan=_plan(mini_domain),
+                            settings=RunSettings(concurrency=4), store=store))

@@ -216,3 +216,26 @@ def test_lookup_by_key_decodes_lazily_and_reports_bad_lines(tmp_path: Path) -> N
     c = EpisodeStore(tmp_path)
     with pytest.raises(DataFileError, match="line 6: not an episode record"):
         c.refresh()
+
+
+def test_append_many_writes_new_keys_once_with_one_fsync(tmp_path: Path, monkeypatch: Any) -> None:
+    s = EpisodeStore(tmp_path)
+    assert s.append(rec("k1"))
+    fsyncs: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd))[1])
+    # k1 is stored already; k3 twice in one batch is written once (the first).
+    flags = s.append_many([rec("k2", "t1"), rec("k1"), rec("k3", "t2"), rec("k3", "t3")])
+    assert flags == [True, False, True, False]
+    assert len(fsyncs) == 1
+    assert s.append_many([rec("k2")]) == [False] and len(fsyncs) == 1  # nothing new: no fsync
+    loaded = EpisodeStore(tmp_path).load()
+    assert list(loaded) == ["k1", "k2", "k3"] and loaded["k3"].task_id == "t2"
+    assert s.get("k3") is not None and s.get("k3").task_id == "t2"  # type: ignore[union-attr]
+
+
+def test_append_many_refuses_infrastructure_failures_before_writing(tmp_path: Path) -> None:
+    s = EpisodeStore(tmp_path)
+    with pytest.raises(ValueError, match="append_failure"):
+        s.append_many([rec("k1"), rec("k2", termination=TerminationReason.INFRASTRUCTURE_ERROR)])
+    assert not (tmp_path / "episodes.jsonl").exists() or not (tmp_path / "episodes.jsonl").read_bytes()
