@@ -289,7 +289,7 @@ def test_episodes_finishing_together_share_one_fsync_and_go_on_only_once_durable
     seen: list[bool] = []
 
     class Progress:
-        def preload(self, n: int) -> None:
+        def preload(self, n: int, failed: int = 0, infra: int = 0) -> None:
             pass
 
         def advance(self, record: Any) -> None:
