@@ -24,3 +24,15 @@ def mini_domains_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 @pytest.fixture
 def mini_domain(mini_domains_dir: Path) -> Domain:
     return registry.get_domain("mini")
+
+
+#: The env tests' toy domain (tests/env/toy_domains), for runner tests that need its tools.
+TOY_DIR = Path(__file__).resolve().parent.parent / "env" / "toy_domains"
+
+
+@pytest.fixture
+def toy(monkeypatch: pytest.MonkeyPatch) -> Iterator[Domain]:
+    monkeypatch.setenv("QUANTAGENT_DOMAINS_DIR", str(TOY_DIR))
+    registry.clear_cache()
+    yield registry.get_domain("toy")
+    registry.clear_cache()

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from pytest_quantagent.env import registry
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.env.tasks import InitialState
 from pytest_quantagent.errors import InfrastructureError
@@ -22,15 +20,7 @@ from pytest_quantagent.vocab.messages import (
     UserMessage,
 )
 
-TOY_DIR = Path(__file__).resolve().parent.parent / "env" / "toy_domains"
-
-
-@pytest.fixture
-def toy(monkeypatch: pytest.MonkeyPatch) -> Iterator[Domain]:
-    monkeypatch.setenv("QUANTAGENT_DOMAINS_DIR", str(TOY_DIR))
-    registry.clear_cache()
-    yield registry.get_domain("toy")
-    registry.clear_cache()
+TOY_DIR = Path(__file__).resolve().parent.parent / "env" / "toy_domains"  # the `toy` fixture's
 
 
 class ScriptAgent:

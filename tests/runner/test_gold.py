@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence, Set
-from pathlib import Path
+from collections.abc import Sequence, Set
 from typing import Any
 
 import pytest
 
-from pytest_quantagent.env import registry
 from pytest_quantagent.env.domain import LOOKUP, Domain, GoldPlan
 from pytest_quantagent.env.tasks import Action, Task
 from pytest_quantagent.runner.episode import EpisodeOutcome, run_episode
@@ -17,16 +15,6 @@ from pytest_quantagent.runner.gold import CONFIRM_TEXT, DONE_TEXT, GoldAgent
 from pytest_quantagent.runner.oracle import oracle_agent
 from pytest_quantagent.vocab.channels import Channel
 from pytest_quantagent.vocab.messages import AssistantMessage, Message
-
-TOY_DIR = Path(__file__).resolve().parent.parent / "env" / "toy_domains"
-
-
-@pytest.fixture
-def toy(monkeypatch: pytest.MonkeyPatch) -> Iterator[Domain]:
-    monkeypatch.setenv("QUANTAGENT_DOMAINS_DIR", str(TOY_DIR))
-    registry.clear_cache()
-    yield registry.get_domain("toy")
-    registry.clear_cache()
 
 
 class CheckFirst(GoldPlan):

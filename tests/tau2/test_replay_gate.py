@@ -40,13 +40,7 @@ def _write(path: Path, hallucinated: int) -> Path:
 
 
 def test_replay_arms_gate_a_release(pytester: pytest.Pytester) -> None:
-    bf16 = _write(pytester.path / "bf16.json", hallucinated=0)
-    int4 = _write(pytester.path / "int4.json", hallucinated=2)
-    pytester.makefile(
-        ".toml",
-        arms=f'[arms.bf16]\nbackend = "replay"\npath = "{bf16}"\n\n'
-        f'[arms.int4]\nbackend = "replay"\npath = "{int4}"\n',
-    )
+    _replay_pair(pytester)
     pytester.makepyfile(test_gate=TEST_FILE)
     result = pytester.runpytest(
         "--quant=int4", "--quant-reference=bf16", "--domain=retail", "--quant-config=arms.toml"
