@@ -147,9 +147,12 @@ class ToolSpec:
                 fields[pname] = (ann, Field(param.default, description=arg_docs.get(pname)))
         self.required = tuple(required)
         self.parameters: tuple[str, ...] = tuple(fields)
+        self._parameter_set: frozenset[str] = frozenset(fields)
         self.args_model: type[BaseModel] = create_model(
             f"{self.name}_args", __base__=_ArgsBase, **fields
         )
+        # The model's own validator, called without ``model_validate``'s wrapper (per call).
+        self._validator = self.args_model.__pydantic_validator__
 
     @cached_property
     def openai_schema(self) -> dict[str, Any]:
@@ -167,8 +170,8 @@ class ToolSpec:
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Check ``arguments`` against the signature; raise :class:`ArgumentError` with a
         message naming the problem (missing/unexpected keys, wrong types)."""
-        unexpected = sorted(set(arguments) - set(self.parameters))
-        if unexpected:
+        if not arguments.keys() <= self._parameter_set:
+            unexpected = sorted(set(arguments) - self._parameter_set)
             raise ArgumentError(
                 f"{self.name}() got an unexpected keyword argument '{unexpected[0]}'"
             )
@@ -180,7 +183,7 @@ class ToolSpec:
                 f"{self.name}() missing {len(missing)} required argument{plural}: {names}"
             )
         try:
-            validated = self.args_model.model_validate(arguments)
+            validated = self._validator.validate_python(arguments)
         except ValidationError as e:
             first = e.errors()[0]
             loc = ".".join(str(x) for x in first["loc"])
