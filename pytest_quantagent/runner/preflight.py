@@ -191,6 +191,19 @@ _CHECKS["transformers"] = _engine_check(("torch", "transformers"), "transformers
 _CHECKS["vllm"] = _engine_check(("vllm",), "vllm")
 
 
+def _unknown_backend(e: Any) -> str:
+    """An unknown backend name, with ``replay`` among the names a user may write (it is an
+    arm source, not a registered backend) and the closest name when one is near."""
+    import difflib
+
+    from pytest_quantagent.errors import UnknownNameError
+    from pytest_quantagent.quant.replay import REPLAY
+
+    known = sorted({*e.known, REPLAY})
+    near = difflib.get_close_matches(str(e.value), known, n=1)
+    return str(UnknownNameError("backend", e.value, known, hint=f"did you mean {near[0]!r}?" if near else ""))
+
+
 def preflight(models: Mapping[str, ArmSpec], *, extra: Sequence[ExtraCheck] = (),
               timeout_s: float = DEFAULT_TIMEOUT_S) -> list[PreflightProblem]:
     """Check every model of ``models`` (who → spec, e.g. ``{"arm 'int4'": spec, "user":
@@ -211,7 +224,7 @@ def preflight(models: Mapping[str, ArmSpec], *, extra: Sequence[ExtraCheck] = ()
         try:
             get_backend_factory(spec.backend)
         except UnknownNameError as e:
-            problems.append(PreflightProblem(who, _where(spec), str(e)))
+            problems.append(PreflightProblem(who, _where(spec), _unknown_backend(e)))
             continue
         except ImportError as e:
             problems.append(PreflightProblem(who, _where(spec), f"backend {spec.backend!r}: {e}"))

@@ -81,3 +81,12 @@ def test_wrong_api_root_says_so() -> None:
     finally:
         s.stop()
     assert "HTTP 404: is" in p.cause and "the API root" in p.cause
+
+
+def test_a_misspelt_backend_is_named_with_the_closest_name_replay_included() -> None:
+    # "replay" is an arm source, not a registered backend, but a user writes it as one.
+    [p] = preflight({"arm 'bf16'": ArmSpec(label="bf16", backend="repaly", model="m")})
+    assert "unknown backend 'repaly'" in p.cause and "did you mean 'replay'?" in p.cause
+    assert "mock, openai, replay, transformers, vllm" in p.cause
+    [p] = preflight({"arm 'bf16'": ArmSpec(label="bf16", backend="zzz", model="m")})
+    assert "did you mean" not in p.cause and "replay" in p.cause
