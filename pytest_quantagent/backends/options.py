@@ -170,8 +170,6 @@ def did_you_mean(value: str, known: Iterable[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-
-
 def validate_options(model: type[_Options], options: Mapping[str, Any], *, where: str) -> _Options:
     """``options`` checked against ``model``; ``ValueError`` naming ``where``, the key, the bad
     value and the allowed keys/values (raises on the first problem)."""

@@ -194,14 +194,12 @@ _CHECKS["vllm"] = _engine_check(("vllm",), "vllm")
 def _unknown_backend(e: Any) -> str:
     """An unknown backend name, with ``replay`` among the names a user may write (it is an
     arm source, not a registered backend) and the closest name when one is near."""
-    import difflib
-
+    from pytest_quantagent.backends.options import did_you_mean
     from pytest_quantagent.errors import UnknownNameError
     from pytest_quantagent.quant.replay import REPLAY
 
     known = sorted({*e.known, REPLAY})
-    near = difflib.get_close_matches(str(e.value), known, n=1)
-    return str(UnknownNameError("backend", e.value, known, hint=f"did you mean {near[0]!r}?" if near else ""))
+    return str(UnknownNameError("backend", e.value, known)) + did_you_mean(str(e.value), known)
 
 
 def preflight(models: Mapping[str, ArmSpec], *, extra: Sequence[ExtraCheck] = (),
