@@ -55,9 +55,13 @@ class RunSetup:
             self._arms[label] = spec
         return self._arms[label]
 
+    def labels(self) -> tuple[str, ...]:
+        """The run's arm labels, reference first, each once."""
+        return tuple(dict.fromkeys((self.qc.reference, *self.qc.arms)))
+
     def arms(self) -> list[ArmSpec]:
         """Every arm of the run (reference first): the arms the task pool depends on."""
-        return [self.arm(label) for label in dict.fromkeys([self.qc.reference, *self.qc.arms])]
+        return [self.arm(label) for label in self.labels()]
 
     def known_arms(self) -> tuple[str, ...]:
         """Arm labels a ``precision`` marker may name: the run's arms, the project's
@@ -74,8 +78,7 @@ class RunSetup:
 
     def preflight_models(self) -> dict[str, ArmSpec]:
         """Every model the run will call: the arms, the reference, the LLM user and the judge."""
-        models = {f"arm {label!r}": self.arm(label)
-                  for label in dict.fromkeys((self.qc.reference, *self.qc.arms))}
+        models = {f"arm {label!r}": self.arm(label) for label in self.labels()}
         if self.qc.user == "llm":
             from pytest_quantagent.runner.build import resolve_user
 
@@ -128,7 +131,7 @@ class RunSetup:
         info = self.qc.run_dict()
         info["judge"] = judge_identity(self.qc.judge_model, self.qc.config_path)
         specs: dict[str, Any] = {}
-        for label in (self.qc.reference, *self.qc.arms):
+        for label in self.labels():
             try:
                 a = self.arm(label)
             except Exception:
