@@ -257,7 +257,7 @@ class GoldAgent:
             from pytest_quantagent.bundled.chat import render_call
 
             shown = render_call(action.name, action.arguments)
-            return AssistantMessage(content=f"I will make this call: {shown} Do you confirm that I should proceed?")
+            return AssistantMessage(content=f"I will make this call: {shown} {CONFIRM_TEXT}")
         return AssistantMessage(content=CONFIRM_TEXT)
 
     def respond(self, view: list[Message]) -> AssistantMessage:
