@@ -371,3 +371,30 @@ def test_server_error_text_is_redacted() -> None:
     for s in ("sk-abc123456", "sk-zzz999999", "hunter2hunter", "pw1234"):
         assert s not in out
     assert out.count("[REDACTED]") == 4
+
+
+def test_fake_server_answer_is_json_dumps_of_its_payload_also_when_cached() -> None:
+    # The fake server writes its reply by hand around a cached message (issue 25: its CPU
+    # per request is part of what the benchmark measures); the text must still be exactly
+    # json.dumps of the payload it stands for, on the first answer and on cached ones.
+    import json as _json
+
+    from pytest_quantagent.backends.mock import FakeOpenAIServer
+
+    server = FakeOpenAIServer([{"tool_calls": [{"name": "get_order", "arguments": {"order_id": "#W1"}}]},
+                               {"content": 'Done: "quoted" \u00e9 ###STOP###'}])
+    first = _json.dumps({"messages": [{"role": "user", "content": "hi"}]}, separators=(",", ":")).encode()
+    second = _json.dumps({"messages": [{"role": "user", "content": "hi"},
+                                       {"role": "assistant", "content": "x"}]}, separators=(",", ":")).encode()
+    seen = []
+    for body in (first, second, first, second):
+        server.requests += 1
+        text = server._answer(body).decode()
+        payload = _json.loads(text)
+        assert text == _json.dumps(payload)
+        assert payload["id"] == f"chatcmpl-{server.requests}"
+        assert payload["usage"] == {"prompt_tokens": len(body) // 4, "completion_tokens": 10}
+        seen.append(payload["choices"][0]["message"])
+    assert seen[0] == seen[2] and seen[1] == seen[3]
+    assert seen[0]["tool_calls"][0]["function"]["name"] == "get_order"
+    assert seen[1]["content"] == 'Done: "quoted" \u00e9 ###STOP###'
