@@ -340,55 +340,60 @@ class ArmRunner:
 
     async def _run_one(self, ep: PlannedEpisode, key: str, writer: ThreadPoolExecutor,
                        sem: asyncio.Semaphore, appender: _GroupAppender | None = None) -> EpisodeRecord:
-        loop = asyncio.get_running_loop()
+        # The concurrency slot is held while the episode talks to the model and is given
+        # back once its record is built: writing the record to disk (group-committed, in the
+        # writer thread) does not hold a model slot, so the next episode starts meanwhile.
+        # This episode still returns, and counts in the progress, only once its record is
+        # durable; what is lost to a kill before that is re-run on resume, as before.
         async with sem:
-            if self._fatal is not None:
-                raise self._fatal  # the run is stopping: start nothing more
-            # gather() runs each episode in its own task (own context), so this counter
-            # collects this episode's request retries and tokens only.
-            usage = bind_episode_usage()
-            t0 = time.monotonic()
-            reruns = 0
-            last = ""
-            for attempt in range(self.settings.episode_retries + 1):
-                try:
-                    outcome = await self._attempt(ep, usage)
-                except (InfrastructureError, TimeoutError) as e:
-                    reruns = attempt  # re-runs spent so far; the last failure is not a retry
-                    last = (f"episode wall-clock timeout after {self.settings.episode_timeout_s}s"
-                            if isinstance(e, TimeoutError) else str(e))
-                    continue
-                except ConfigurationError as e:
-                    # The server refused the request (key, URL, model): the run stops.
-                    self._fatal = ConfigurationError(f"arm {self.runtime.arm.label!r}: {e}")
-                    raise self._fatal from None
-                except Exception as e:
-                    # The episode loop turns the agent's and the user's exceptions into
-                    # terminations itself, so what escapes it is the task's setup (its
-                    # initialization actions, environment or user) or its evaluation: a task
-                    # error, recorded and never scored; the rest of the run goes on.
-                    msg = (f"task {ep.task_id!r} (trial {ep.trial}) failed outside the model: "
-                           f"{type(e).__name__}: {e}")
-                    rec = self._failure(ep, key, msg, time.monotonic() - t0, usage.retries,
-                                        TerminationReason.TASK_ERROR)
-                    if self.store is not None:
-                        await loop.run_in_executor(writer, self.store.append_failure, rec)
-                    break
-                rec = self._record(ep, key, outcome, time.monotonic() - t0,
-                                   usage.retries + attempt, usage.tokens)
-                if self.store is not None:
-                    await (appender or _GroupAppender(self.store, writer)).append(rec)
-                    # What the store holds (text escaped if it had to be; another process's
-                    # record if it stored this key first): reports come from the store.
-                    rec = self.store.get(key) or rec
-                break
+            rec, scored = await self._episode(ep, key)
+        if self.store is not None:
+            if scored:
+                await (appender or _GroupAppender(self.store, writer)).append(rec)
+                # What the store holds (text escaped if it had to be; another process's
+                # record if it stored this key first): reports come from the store.
+                rec = self.store.get(key) or rec
             else:
-                rec = self._failure(ep, key, last, time.monotonic() - t0, usage.retries + reruns)
-                if self.store is not None:
-                    await loop.run_in_executor(writer, self.store.append_failure, rec)
+                await asyncio.get_running_loop().run_in_executor(writer, self.store.append_failure, rec)
         if self.progress is not None:
             self.progress.advance(rec)
         return rec
+
+    async def _episode(self, ep: PlannedEpisode, key: str) -> tuple[EpisodeRecord, bool]:
+        """Run one planned episode (re-running it after infrastructure failures); its record
+        and whether it is an episode record (True) or a failure record (False)."""
+        if self._fatal is not None:
+            raise self._fatal  # the run is stopping: start nothing more
+        # gather() runs each episode in its own task (own context), so this counter
+        # collects this episode's request retries and tokens only.
+        usage = bind_episode_usage()
+        t0 = time.monotonic()
+        reruns = 0
+        last = ""
+        for attempt in range(self.settings.episode_retries + 1):
+            try:
+                outcome = await self._attempt(ep, usage)
+            except (InfrastructureError, TimeoutError) as e:
+                reruns = attempt  # re-runs spent so far; the last failure is not a retry
+                last = (f"episode wall-clock timeout after {self.settings.episode_timeout_s}s"
+                        if isinstance(e, TimeoutError) else str(e))
+                continue
+            except ConfigurationError as e:
+                # The server refused the request (key, URL, model): the run stops.
+                self._fatal = ConfigurationError(f"arm {self.runtime.arm.label!r}: {e}")
+                raise self._fatal from None
+            except Exception as e:
+                # The episode loop turns the agent's and the user's exceptions into
+                # terminations itself, so what escapes it is the task's setup (its
+                # initialization actions, environment or user) or its evaluation: a task
+                # error, recorded and never scored; the rest of the run goes on.
+                msg = (f"task {ep.task_id!r} (trial {ep.trial}) failed outside the model: "
+                       f"{type(e).__name__}: {e}")
+                return self._failure(ep, key, msg, time.monotonic() - t0, usage.retries,
+                                     TerminationReason.TASK_ERROR), False
+            return self._record(ep, key, outcome, time.monotonic() - t0,
+                                usage.retries + attempt, usage.tokens), True
+        return self._failure(ep, key, last, time.monotonic() - t0, usage.retries + reruns), False
 
     async def run(self, plan: Sequence[PlannedEpisode]) -> list[EpisodeRecord]:
         """Run (or load) every planned episode; records in plan order, infrastructure

@@ -315,3 +315,60 @@ def test_a_store_write_error_reaches_the_run(mini_domain: Domain, tmp_path: Path
     with pytest.raises(OSError, match="No space left"):
         asyncio.run(run_arm(domain=mini_domain, runtime=_mock_runtime("bf16"), plan=_plan(mini_domain),
                             settings=RunSettings(concurrency=4), store=store))
+
+
+def test_a_record_on_its_way_to_disk_does_not_hold_a_concurrency_slot(
+        mini_domain: Domain, tmp_path: Path) -> None:
+    # Concurrency 1: while the first episode's record is held in the writer thread (until the
+    # second episode has started), the second episode runs. Without giving the slot back
+    # before the write, the second episode could not start and the wait below times out.
+    # Each episode still counts in the progress only once its record is durable, and no more
+    # than one episode talks to the model at a time.
+    import threading
+
+    from pytest_quantagent.runner.episode import run_episode
+
+    plan = _plan(mini_domain, trials=1)[:2]
+    store = EpisodeStore(tmp_path)
+    durable: set[str] = set()
+    second_started = threading.Event()
+    real = store.append_many
+    running = 0
+    peak = 0
+    started = 0
+
+    def append_many(records: list[Any]) -> list[bool]:
+        if not durable:
+            assert second_started.wait(10), "the next episode waited for the record's write"
+        out = real(records)
+        durable.update(r.key for r in records)
+        return out
+
+    async def episode(**kw: Any) -> Any:
+        nonlocal running, peak, started
+        started += 1
+        if started == 2:
+            second_started.set()
+        running += 1
+        peak = max(peak, running)
+        try:
+            return await run_episode(**kw)
+        finally:
+            running -= 1
+
+    store.append_many = append_many  # type: ignore[method-assign]
+    seen: list[bool] = []
+
+    class Progress:
+        def preload(self, n: int, failed: int = 0, infra: int = 0) -> None:
+            pass
+
+        def advance(self, record: Any) -> None:
+            seen.append(record.key in durable)
+
+    recs = asyncio.run(run_arm(domain=mini_domain, runtime=_mock_runtime("bf16"), plan=plan,
+                               settings=RunSettings(concurrency=1), store=store,
+                               progress=Progress(), episode_fn=episode))
+    assert len(recs) == 2 and all(r.scored for r in recs) and peak == 1
+    assert seen == [True, True]
+    assert sorted(r.key for r in EpisodeStore(tmp_path).records()) == sorted(r.key for r in recs)
