@@ -30,11 +30,21 @@ probes: an ejected endpoint comes back through ``GET /models`` probes, never a l
 first with the standard library's JSON codec and then with the default (orjson when
 installed), so before/after are measured side by side under the same load.
 
+The instrument has a ceiling of its own, measured side by side: before each level, a
+minimal client (``ceiling``: one asyncio protocol per connection, no parsing beyond the
+response's framing) sends the very request bodies the harness sent in its untimed first
+episode, at the same concurrency, to the same servers. Its efficiency is what the fake
+servers and the loopback network allow on this machine; ``of ceil`` is the harness's
+efficiency divided by it (its own share of the loss). ``late`` is how long after its deadline
+the servers' answers left during the harness's level (mean, from their ``/_fake/stats``):
+their timers fire up to a millisecond late, which no client can win back. ``--no-ceiling``
+skips the ceiling runs.
+
 It imports the package of the checkout it lives in (not an installed copy)::
 
     python benchmarks/runner_throughput.py [--json] [--domain retail] [--latency 0.05]
                                          [--concurrency 64] [--waves 10] [--endpoints 4]
-                                         [--failover] [--baseline]
+                                         [--failover] [--baseline] [--no-ceiling]
 """
 
 from __future__ import annotations
@@ -222,11 +232,98 @@ class Servers:
             p.join(5)
 
 
+def server_stats(urls: list[str]) -> list[dict[str, Any]]:
+    """Each live server's answer-lateness figures since the previous call (and reset them)."""
+    import urllib.request
+
+    out = []
+    for url in urls:
+        try:
+            with urllib.request.urlopen(f"{url}/_fake/stats", timeout=5) as r:
+                out.append(json.loads(r.read()))
+        except OSError:
+            continue  # a killed endpoint (failover) has none
+    return out
+
+
+def _late_mean_ms(stats: list[dict[str, Any]]) -> float | None:
+    n = sum(s["answered"] for s in stats if s["late_ms"]["mean"] is not None)
+    if not n:
+        return None
+    return sum(s["answered"] * s["late_ms"]["mean"] for s in stats if s["late_ms"]["mean"] is not None) / n
+
+
+class _RawConnection(asyncio.Protocol):
+    """The ceiling client's connection: write a request, wait for its framed response."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.need = -1
+        self.waiter: asyncio.Future[None] | None = None
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if self.need < 0:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            at = self.buf.find(b"Content-Length: ", 0, end)
+            self.need = end + 4 + int(self.buf[at + 16:self.buf.index(b"\r\n", at)])
+        if len(self.buf) >= self.need and self.waiter is not None:
+            self.waiter.set_result(None)
+
+    def request(self, payload: bytes) -> asyncio.Future[None]:
+        self.buf.clear()
+        self.need = -1
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(payload)
+        return self.waiter
+
+
+async def _ceiling_level(urls: list[str], bodies: list[bytes], concurrency: int,
+                         episodes: int) -> dict[str, Any]:
+    """The instrument's own ceiling: ``episodes`` × the harness's request bodies, at
+    ``concurrency``, through :class:`_RawConnection` (connections spread over ``urls``)."""
+    from urllib.parse import urlsplit
+
+    loop = asyncio.get_running_loop()
+    conns = []
+    for i in range(concurrency):
+        u = urlsplit(urls[i % len(urls)])
+        _, conn = await loop.create_connection(_RawConnection, u.hostname, u.port)
+        head = (f"POST {u.path}/chat/completions HTTP/1.1\r\nHost: {u.hostname}:{u.port}\r\n"
+                "Content-Type: application/json\r\nConnection: keep-alive\r\n")
+        conns.append((conn, [f"{head}Content-Length: {len(b)}\r\n\r\n".encode() + b for b in bodies]))
+    left = episodes
+
+    async def worker(conn: _RawConnection, payloads: list[bytes]) -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            for payload in payloads:
+                await conn.request(payload)
+
+    ru0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    await asyncio.gather(*(worker(c, p) for c, p in conns))
+    wall, ru1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
+    for c, _ in conns:
+        c.transport.close()
+    cpu = ru1.ru_utime - ru0.ru_utime + ru1.ru_stime - ru0.ru_stime
+    return {"wall_s": wall, "cpu_ms_per_call": 1000 * cpu / (episodes * len(bodies))}
+
+
 # -- the measurement ------------------------------------------------------------------------
 
 async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency: int, episodes: int,
                      store_dir: Path, *, tag: str = "", events: list[tuple[float, Any]] = (),
-                     server_cpu: Any = None) -> dict[str, Any]:
+                     server_cpu: Any = None, bodies: list[bytes] | None = None) -> dict[str, Any]:
+    """One timed level; ``bodies``, when given, receives the request bodies of the untimed
+    first episode (what the ceiling client sends)."""
+    from pytest_quantagent.backends.openai_compat import NativeHTTPClient
     from pytest_quantagent.quant.arms import ArmSpec
     from pytest_quantagent.runner.batch import PlannedEpisode, RunSettings, run_arm
     from pytest_quantagent.runner.build import build_arm
@@ -244,7 +341,18 @@ async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency:
     loop = asyncio.get_running_loop()
     try:
         # One untimed episode first: lazy imports and first connections are not steady state.
-        await run_arm(domain=domain, runtime=rt, plan=[PlannedEpisode(task_id, -1, 0)], settings=settings)
+        post = NativeHTTPClient.post
+
+        async def capture(self: Any, path: str, body: Any, **kw: Any) -> Any:
+            if bodies is not None and path == "/chat/completions":
+                bodies.append(b"".join(body) if isinstance(body, list) else body)
+            return await post(self, path, body, **kw)
+
+        NativeHTTPClient.post = capture  # type: ignore[method-assign]
+        try:
+            await run_arm(domain=domain, runtime=rt, plan=[PlannedEpisode(task_id, -1, 0)], settings=settings)
+        finally:
+            NativeHTTPClient.post = post  # type: ignore[method-assign]
         rt.client.total.calls = rt.client.total.retries = 0
         for e in getattr(rt.backend, "endpoints", []):
             e.reset_figures()
@@ -254,11 +362,13 @@ async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency:
         if events:  # endpoint 0's requests when its restart begins: those after it show its return
             eps0 = rt.backend.endpoints[0]  # type: ignore[attr-defined]
             timers.append(loop.call_later(events[-1][0], lambda: at_restart.append(eps0.requests)))
+        server_stats(urls)  # start the servers' lateness figures afresh
         srv0 = server_cpu() if server_cpu else 0.0
         ru0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         recs = await run_arm(domain=domain, runtime=rt, plan=plan, settings=settings, store=store)
         wall, ru1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
         srv = (server_cpu() - srv0) if server_cpu else None
+        late = _late_mean_ms(server_stats(urls))
         for t in timers:
             t.cancel()
         user, sys_ = ru1.ru_utime - ru0.ru_utime, ru1.ru_stime - ru0.ru_stime
@@ -279,6 +389,7 @@ async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency:
             "cpu_s": round(cpu, 3), "cpu_user_s": round(user, 3), "cpu_sys_s": round(sys_, 3),
             "cpu_ms_per_call": round(1000 * cpu / calls, 4),
             "server_cpu_ms_per_call": round(1000 * srv / calls, 4) if srv is not None else None,
+            "server_late_ms_mean": round(late, 4) if late is not None else None,
             "stored": len(stored), "stored_unique": len(set(stored)),
             "endpoints": endpoint_stats if len(urls) > 1 else [],
             "restarted_endpoint_requests_after_restart": after_restart}
@@ -298,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="kill endpoint 0 a third into the highest level, restart it at two thirds")
     ap.add_argument("--baseline", action="store_true",
                     help="also run each level with the standard library JSON codec, side by side")
+    ap.add_argument("--no-ceiling", action="store_true",
+                    help="skip the instrument's ceiling (a minimal client) before each level")
     args = ap.parse_args(argv)
     levels = [int(x) for x in args.concurrency.split(",")]
     if args.calls < 2 or args.latency <= 0 or args.waves < 1 or min(levels) < 1 or args.endpoints < 1:
@@ -331,18 +444,26 @@ def main(argv: list[str] | None = None) -> int:
                         expect = episodes[c] * args.calls * args.latency / c
                         events = [(expect / 3, lambda: servers.kill(0)), (2 * expect / 3, lambda: servers.restart(0))]
                     load = round(os.getloadavg()[0], 2)
+                    bodies: list[bytes] = []
                     r = asyncio.run(_run_level(domain, task_id, servers.urls, c, episodes[c], Path(tmp),
                                                tag=f"-{codec}" if codec else "", events=events,
-                                               server_cpu=servers.cpu_s))
+                                               server_cpu=servers.cpu_s, bodies=bodies))
                     calls_per_ep = r["model_calls"] / r["episodes"]
                     eps = r["episodes"] / r["wall_s"]
                     ideal = c / (calls_per_ep * args.latency)
+                    if not args.no_ceiling and not events:
+                        # Same bodies, servers and concurrency, right after the level.
+                        ceil = asyncio.run(_ceiling_level(servers.urls, bodies, c, episodes[c]))
+                        ceil_eff = episodes[c] / ceil["wall_s"] / (c / (len(bodies) * args.latency))
+                        r.update(ceiling_efficiency=round(ceil_eff, 4),
+                                 ceiling_cpu_ms_per_call=round(ceil["cpu_ms_per_call"], 4),
+                                 of_ceiling=round(eps / ideal / ceil_eff, 4))
                     r.update(json_codec=codec or ("orjson" if openai_compat._dumps is openai_compat._fast_dumps
                                                   else "std"),
                              failover=bool(events), load_avg_1m_before=load,
                              waves=round(r["episodes"] / c, 1),
                              episodes_per_s=round(eps, 3), ideal_per_s=round(ideal, 3),
-                             efficiency=round(eps / ideal, 3), calls_per_s=round(r["model_calls"] / r["wall_s"], 1),
+                             efficiency=round(eps / ideal, 4), calls_per_s=round(r["model_calls"] / r["wall_s"], 1),
                              cpu_ms_per_step=round(1000 * r["cpu_s"] / r["steps"], 4))
                     if events and (r["stored"] != r["episodes"] or r["stored_unique"] != r["episodes"]):
                         raise SystemExit(f"failover: {r['episodes']} episodes, {r['stored']} stored, "
@@ -360,13 +481,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"domain {domain.name}, latency {args.latency * 1000:.0f} ms, {args.calls} model calls/episode, "
           f"{args.endpoints} endpoint(s), load avg {out['load_avg_1m']} on {out['cpu_count']} CPUs")
     print(f"{'conc':>5} {'json':>6} {'episodes':>8} {'waves':>5} {'eps/s':>8} {'ideal':>8} {'eff':>6} "
-          f"{'calls/s':>8} {'cpu ms/step':>12} {'(user+sys)':>14} {'cpu ms/call':>12} {'server':>7} {'load':>5}")
+          f"{'ceiling':>7} {'of ceil':>7} {'calls/s':>8} {'cpu ms/step':>12} {'(user+sys)':>14} "
+          f"{'cpu ms/call':>12} {'server':>7} {'late':>6} {'load':>5}")
+
+    def opt(v: float | None, fmt: str, width: int) -> str:
+        return f"{v:>{width}{fmt}}" if v is not None else f"{'-':>{width}}"
+
     for r in results:
         us = f"{1000 * r['cpu_user_s'] / r['steps']:.3f}+{1000 * r['cpu_sys_s'] / r['steps']:.3f}"
         print(f"{r['concurrency']:>5} {r['json_codec']:>6} {r['episodes']:>8} {r['waves']:>5} "
-              f"{r['episodes_per_s']:>8.2f} {r['ideal_per_s']:>8.2f} {r['efficiency']:>6.2f} "
+              f"{r['episodes_per_s']:>8.2f} {r['ideal_per_s']:>8.2f} {r['efficiency']:>6.3f} "
+              f"{opt(r.get('ceiling_efficiency'), '.3f', 7)} {opt(r.get('of_ceiling'), '.3f', 7)} "
               f"{r['calls_per_s']:>8.0f} {r['cpu_ms_per_step']:>12.3f} {us:>14} {r['cpu_ms_per_call']:>12.3f} "
-              f"{r['server_cpu_ms_per_call']:>7.3f} {r['load_avg_1m_before']:>5}")
+              f"{r['server_cpu_ms_per_call']:>7.3f} {opt(r['server_late_ms_mean'], '.2f', 6)} "
+              f"{r['load_avg_1m_before']:>5}")
         if r["failover"]:
             print(f"      failover: {r['episodes']} episodes, {r['stored_unique']} stored once each, "
                   f"{r['retries']} requests retried, 0 infrastructure or agent failures; the killed "

@@ -161,6 +161,10 @@ def create_backend(arm: ArmSpec, options: BackendOptions) -> MockBackend:
 FAULTS: tuple[str, ...] = ("500", "hang", "drop", "garbage")
 
 
+_LATE_KEEP = 1_000_000
+"""At most this many answer timings are kept between two stats requests."""
+
+
 class FakeOpenAIServer:
     """Answers ``POST /v1/chat/completions`` after ``latency_s`` with scripted responses.
 
@@ -169,6 +173,11 @@ class FakeOpenAIServer:
     ``hang`` (no answer for ``hang_s``), ``drop`` (close the connection without answering),
     ``garbage`` (HTTP 200 with a truncated JSON body). The server stops by itself after
     ``lifetime_s``.
+
+    It keeps how late each answer left, past its deadline (``latency_s`` after the request
+    was in): ``GET .../_fake/stats`` returns the figures since the last such call and starts
+    them afresh, so a benchmark can tell the stand-in's own lateness (its event loop's timers
+    fire up to a millisecond after their deadline) from the client's overhead.
     """
 
     def __init__(
@@ -198,6 +207,27 @@ class FakeOpenAIServer:
         self._cache_answers = type(self)._answer is FakeOpenAIServer._answer
         self._thread: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._late: list[float] = []
+        """Seconds past its deadline each answer left at, since the last stats request."""
+
+    def _answered(self, deadline: float) -> None:
+        if len(self._late) < _LATE_KEEP:
+            self._late.append(asyncio.get_running_loop().time() - deadline)
+
+    def _get(self, head: bytes) -> bytes:
+        """The answer to a GET: the stats (``.../_fake/stats``) or, for any other path, the
+        pre-flight's ``/models`` (an empty list: any model name passes)."""
+        if b"/_fake/stats " not in head[:head.find(b"\r\n")]:
+            return self._http("200 OK", b'{"object": "list", "data": []}')
+        late, self._late = sorted(self._late), []
+
+        def pct(q: float) -> float | None:
+            return round(1000 * late[min(len(late) - 1, int(q * len(late)))], 4) if late else None
+
+        stats = {"answered": len(late), "latency_ms": 1000 * self.latency_s,
+                 "late_ms": {"mean": round(1000 * sum(late) / len(late), 4) if late else None,
+                             "p50": pct(0.5), "p95": pct(0.95), "max": pct(1.0)}}
+        return self._http("200 OK", json.dumps(stats).encode())
 
     @staticmethod
     def _turn_of(body: bytes) -> int:
@@ -262,8 +292,7 @@ class FakeOpenAIServer:
                     length = int(line.split(b":", 1)[1])
             body = await reader.readexactly(length)
             if head.startswith(b"GET "):
-                # The pre-flight's GET /models: an empty list (any model name passes).
-                writer.write(self._http("200 OK", b'{"object": "list", "data": []}'))
+                writer.write(self._get(head))
                 await writer.drain()
                 continue
             # The answer leaves ``latency_s`` after the request arrived: the server's own
@@ -290,6 +319,7 @@ class FakeOpenAIServer:
                 return
             assert reply is not None
             writer.write(reply)
+            self._answered(deadline)
             await writer.drain()
 
     def _lean(self) -> bool:
@@ -379,17 +409,19 @@ class _LeanConnection(asyncio.Protocol):
     def _handle(self, head: bytes, body: bytes) -> None:
         server = self.server
         if head.startswith(b"GET "):
-            self._send(server._http("200 OK", b'{"object": "list", "data": []}'))
+            self._send(server._get(head))
             return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + server.latency_s
         server.requests += 1
         reply = server._http("200 OK", server._answer(body))
         if server.latency_s:
-            loop.call_at(deadline, self._send, reply)
+            loop.call_at(deadline, self._send, reply, deadline)
         else:
-            self._send(reply)
+            self._send(reply, deadline)
 
-    def _send(self, reply: bytes) -> None:
+    def _send(self, reply: bytes, deadline: float | None = None) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(reply)
+            if deadline is not None:
+                self.server._answered(deadline)

@@ -398,3 +398,36 @@ def test_fake_server_answer_is_json_dumps_of_its_payload_also_when_cached() -> N
     assert seen[0] == seen[2] and seen[1] == seen[3]
     assert seen[0]["tool_calls"][0]["function"]["name"] == "get_order"
     assert seen[1]["content"] == 'Done: "quoted" \u00e9 ###STOP###'
+
+
+@pytest.mark.parametrize("faults", [None, {99: "500"}], ids=["lean", "stream"])
+def test_fake_server_reports_how_late_its_answers_left(faults: dict[int, str] | None) -> None:
+    # The benchmark's instrument reports its own lateness past each answer's deadline, on
+    # both of its paths (lean when no fault is scripted, streams otherwise), and each stats
+    # request starts the figures afresh. An answer never leaves before its deadline.
+    import httpx
+
+    server, url = _serve(latency_s=0.02, faults=faults)
+    try:
+        client = _client(url)
+        with httpx.Client() as http:
+            assert http.get(f"{url}/_fake/stats").json()["answered"] == 0
+            async def three() -> None:
+                try:
+                    for _ in range(3):
+                        await client.generate(REQ)
+                finally:
+                    await client.aclose()
+
+            asyncio.run(three())
+            stats = http.get(f"{url}/_fake/stats").json()
+            assert stats["answered"] == 3 and stats["latency_ms"] == 20.0
+            late = stats["late_ms"]
+            assert -1e-3 <= late["p50"] <= late["p95"] <= late["max"] < 1000
+            assert late["mean"] >= -1e-3
+            assert http.get(f"{url}/_fake/stats").json() == {
+                "answered": 0, "latency_ms": 20.0,
+                "late_ms": {"mean": None, "p50": None, "p95": None, "max": None}}
+            assert http.get(f"{url}/models").json() == {"object": "list", "data": []}
+    finally:
+        server.stop()

@@ -34,6 +34,11 @@ def test_benchmark_json_shape() -> None:
         # ideal = concurrency / (model calls per episode × latency)
         assert r["ideal_per_s"] == round(r["concurrency"] / (3 * 0.01), 3)
         assert r["efficiency"] > 0 and r["cpu_ms_per_step"] > 0
+        # The instrument's ceiling (a minimal client sending the harness's own request
+        # bodies) and the servers' lateness past their deadlines, measured in the same run.
+        assert r["ceiling_efficiency"] > 0 and r["ceiling_cpu_ms_per_call"] > 0
+        assert r["of_ceiling"] == pytest.approx(r["efficiency"] / r["ceiling_efficiency"], abs=1e-3)
+        assert r["server_late_ms_mean"] is not None and r["server_late_ms_mean"] >= -1e-3
 
 
 @pytest.mark.slow  # a timing threshold (wall clock vs the ideal): flaky on a loaded machine
