@@ -473,8 +473,9 @@ class Endpoint:
         self.probes = self.probe_failures = 0
         self.latencies = array("d")
 
-    def available(self, now: float) -> bool:
-        """Whether a live request may go here now (``now``: loop time, kept for callers)."""
+    def available(self) -> bool:
+        """Whether a live request may go here now: not ejected (an ejected endpoint comes back
+        only through its health probe), and not on probation with a request in flight."""
         return not self.out and not (self.probation and self.inflight > 0)
 
     def succeeded(self, seconds: float) -> None:
@@ -798,7 +799,7 @@ class OpenAICompatBackend(Backend):
             if self.is_retryable(exc):
                 if ep.failed(loop.time(), refused=_refused(exc)) and self._single is None:
                     self._schedule_probe(ep, loop)
-                if self._single is None and any(e is not ep and e.available(loop.time())
+                if self._single is None and any(e is not ep and e.available()
                                                 for e in self.endpoints):
                     # The wrapper retries this at once (no backoff) and the retry goes to
                     # another endpoint (the wrapper retries the same request object).
@@ -837,17 +838,16 @@ class OpenAICompatBackend(Backend):
         """The healthy endpoint with the least load per weight (ties: fewer failures in a
         row, then the order given), other than ``avoid`` (where this request just failed)
         when another is up; with all of them ejected, the one whose ejection ends first."""
-        now = asyncio.get_running_loop().time()
         best: Endpoint | None = None
         best_key: tuple[float, int] | None = None
         for e in self.endpoints:
-            if e is avoid or not e.available(now):
+            if e is avoid or not e.available():
                 continue
             key = ((e.inflight + 1) / e.weight, e.failures_in_row)
             if best_key is None or key < best_key:
                 best, best_key = e, key
         if best is None:
-            if avoid is not None and avoid.available(now):
+            if avoid is not None and avoid.available():
                 return avoid
             best = min(self.endpoints, key=lambda e: e.ejected_until)
         return best

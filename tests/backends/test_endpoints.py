@@ -92,29 +92,29 @@ def test_ejection_backoff_probation_and_return() -> None:
     e = Endpoint("http://h:1/v1", 1.0, transport=None)  # type: ignore[arg-type]
     for _ in range(EJECT_AFTER - 1):
         assert not e.failed(0.0)
-    assert e.available(0.0)  # not yet out
+    assert e.available()  # not yet out
     assert e.failed(0.0)  # out: the caller schedules the probe at ejected_until
     assert e.ejected_until == EJECT_BASE_S
-    assert not e.available(0.0) and not e.available(EJECT_BASE_S) and not e.available(1e9)
+    assert not e.available()  # out until a probe answers, however long ago it was ejected
     assert not e.failed(0.5)  # a request sent before the ejection: out already
     e.probed(EJECT_BASE_S, answered=False)  # probe not answered: out for twice as long
-    assert not e.available(1e9) and e.ejected_until == EJECT_BASE_S + 2 * EJECT_BASE_S
+    assert not e.available() and e.ejected_until == EJECT_BASE_S + 2 * EJECT_BASE_S
     e.probed(3 * EJECT_BASE_S, answered=True)  # probe answered: back in, on probation ...
-    assert e.available(3 * EJECT_BASE_S)
+    assert e.available()
     e.inflight = 1
-    assert not e.available(3 * EJECT_BASE_S)  # ... one request at a time
+    assert not e.available()  # ... one request at a time
     e.inflight = 0
     assert e.failed(3 * EJECT_BASE_S)  # the probation request failed: out, 4x the backoff
-    assert e.ejected_until == 3 * EJECT_BASE_S + 4 * EJECT_BASE_S and not e.available(1e9)
+    assert e.ejected_until == 3 * EJECT_BASE_S + 4 * EJECT_BASE_S and not e.available()
     e.probed(7 * EJECT_BASE_S, answered=True)
     e.succeeded(0.01)  # the probation request succeeded: back in, backoff reset
     e.inflight = 3
-    assert e.available(7 * EJECT_BASE_S)
+    assert e.available()
     e.inflight = 0
     assert e.failed(10.0, refused=True)  # a refused connection: out at once, first backoff again
-    assert not e.available(10.0) and e.ejected_until == 10.0 + EJECT_BASE_S
+    assert not e.available() and e.ejected_until == 10.0 + EJECT_BASE_S
     e.succeeded(0.01)  # a live success (every endpoint was out) lets it back in too
-    assert e.available(10.0)
+    assert e.available()
     st = e.stats()
     assert (st["ejections"], st["failures"], st["requests"]) == (3, 6, 8)
     assert (st["probes"], st["probe_failures"]) == (3, 1)
