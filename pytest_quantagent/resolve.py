@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_quantagent.config import QuantAgentConfig
 
 if TYPE_CHECKING:
-    from pytest_quantagent.quant.arms import ArmSpec
+    from pytest_quantagent.quant.arms import ArmSpec, UserModelConfig
     from pytest_quantagent.runner.service import RunRequest
     from pytest_quantagent.verdict import AnalysisConfig
 
@@ -45,6 +45,19 @@ class RunSetup:
         self._resolve = resolve
         self._arms: dict[str, ArmSpec] = {}
         self._known: tuple[str, ...] | None = None
+        self._helpers: tuple[UserModelConfig | None, UserModelConfig | None] | None = None
+
+    def helper_models(self) -> tuple[UserModelConfig | None, UserModelConfig | None]:
+        """The LLM user's model (None unless ``--user-sim=llm``) and the judge's (None
+        without one), each read from its spec or the config file once per run."""
+        if self._helpers is None:
+            from pytest_quantagent.runner.build import resolve_user
+            from pytest_quantagent.runner.judge import resolve_judge
+
+            qc = self.qc
+            user = resolve_user(qc.user_model, config_path=qc.config_path) if qc.user == "llm" else None
+            self._helpers = (user, resolve_judge(qc.judge_model, qc.config_path))
+        return self._helpers
 
     def arm(self, label: str) -> ArmSpec:
         """The arm ``label``, resolved on first use."""
@@ -79,13 +92,9 @@ class RunSetup:
     def preflight_models(self) -> dict[str, ArmSpec]:
         """Every model the run will call: the arms, the reference, the LLM user and the judge."""
         models = {f"arm {label!r}": self.arm(label) for label in self.labels()}
-        if self.qc.user == "llm":
-            from pytest_quantagent.runner.build import resolve_user
-
-            models["user"] = resolve_user(self.qc.user_model, config_path=self.qc.config_path).arm
-        from pytest_quantagent.runner.judge import resolve_judge
-
-        judge = resolve_judge(self.qc.judge_model, self.qc.config_path)
+        user, judge = self.helper_models()
+        if user is not None:
+            models["user"] = user.arm
         if judge is not None:
             models["judge"] = judge.arm
         return models
@@ -94,18 +103,16 @@ class RunSetup:
         """The run's options as a :class:`~pytest_quantagent.runner.service.RunRequest`
         (the same for every cell and for the screen plugin's reference run)."""
         from pytest_quantagent.runner.batch import RunSettings
-        from pytest_quantagent.runner.build import resolve_user
-        from pytest_quantagent.runner.judge import resolve_judge
         from pytest_quantagent.runner.service import RunRequest
 
         qc = self.qc
+        user, judge = self.helper_models()
         concurrency = qc.concurrency or RunSettings().concurrency
         return RunRequest(
             tasks=qc.tasks, trials=qc.trials, seed=qc.seed,
             settings=RunSettings(max_errors=qc.error_budget, concurrency=concurrency,
                                  user_sim=qc.user),
-            user=resolve_user(qc.user_model, config_path=qc.config_path) if qc.user == "llm" else None,
-            judge=resolve_judge(qc.judge_model, qc.config_path),
+            user=user, judge=judge,
             tau2_data=qc.tau2_data, allow_mixed_tau2=qc.allow_mixed_tau2 == "yes",
         )
 
