@@ -41,3 +41,20 @@ def test_restores_after_an_error() -> None:
     with pytest.raises(RuntimeError), quiet_gc():
         raise RuntimeError("episode blew up")
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_what_a_collection_leaves_alive_is_frozen_for_the_rest_of_the_run() -> None:
+    # The run's survivors (finished records, in-flight episodes) are walked by one young
+    # collection, not again by every older one; after the run nothing stays frozen and the
+    # hook is gone.
+    hooks = list(gc.callbacks)
+    with quiet_gc():
+        kept = [object()]
+        assert not _frozen(kept)
+        gc.collect(0)
+        assert _frozen(kept)
+        cycle: list[object] = []
+        cycle.append(cycle)  # young garbage cycles are still collected
+        del cycle
+        assert gc.collect(0) >= 1
+    assert not _frozen(kept) and gc.get_freeze_count() == 0 and gc.callbacks == hooks
