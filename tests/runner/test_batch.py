@@ -252,6 +252,21 @@ def test_an_agent_error_keeps_its_reason_in_the_store(mini_domain: Domain, tmp_p
     assert stored.error_message == rec.error_message
 
 
+class _DurableProgress:
+    """A progress sink noting, for each episode it is told of, whether its record was
+    durable by then (its key in ``durable``)."""
+
+    def __init__(self, durable: set[str]) -> None:
+        self.durable = durable
+        self.seen: list[bool] = []
+
+    def preload(self, n: int, failed: int = 0, infra: int = 0) -> None:
+        pass
+
+    def advance(self, record: Any) -> None:
+        self.seen.append(record.key in self.durable)
+
+
 def test_episodes_finishing_together_share_one_fsync_and_go_on_only_once_durable(
         mini_domain: Domain, tmp_path: Path) -> None:
     # While one append is on disk (held here until every episode has finished), the episodes
@@ -286,21 +301,14 @@ def test_episodes_finishing_together_share_one_fsync_and_go_on_only_once_durable
         return out
 
     store.append_many = append_many  # type: ignore[method-assign]
-    seen: list[bool] = []
-
-    class Progress:
-        def preload(self, n: int, failed: int = 0, infra: int = 0) -> None:
-            pass
-
-        def advance(self, record: Any) -> None:
-            seen.append(record.key in durable)
+    progress = _DurableProgress(durable)
 
     recs = asyncio.run(run_arm(domain=mini_domain, runtime=_mock_runtime("bf16"), plan=plan,
                                settings=RunSettings(concurrency=len(plan)), store=store,
-                               progress=Progress(), episode_fn=episode))
+                               progress=progress, episode_fn=episode))
     assert len(recs) == len(plan) and all(r.scored for r in recs)
     assert [len(b) for b in batches] == [1, len(plan) - 1]  # two fsyncs for all the episodes
-    assert seen == [True] * len(plan)
+    assert progress.seen == [True] * len(plan)
     lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
     assert sorted(json.loads(x)["key"] for x in lines) == sorted(r.key for r in recs)
 
@@ -357,18 +365,11 @@ def test_a_record_on_its_way_to_disk_does_not_hold_a_concurrency_slot(
             running -= 1
 
     store.append_many = append_many  # type: ignore[method-assign]
-    seen: list[bool] = []
-
-    class Progress:
-        def preload(self, n: int, failed: int = 0, infra: int = 0) -> None:
-            pass
-
-        def advance(self, record: Any) -> None:
-            seen.append(record.key in durable)
+    progress = _DurableProgress(durable)
 
     recs = asyncio.run(run_arm(domain=mini_domain, runtime=_mock_runtime("bf16"), plan=plan,
                                settings=RunSettings(concurrency=1), store=store,
-                               progress=Progress(), episode_fn=episode))
+                               progress=progress, episode_fn=episode))
     assert len(recs) == 2 and all(r.scored for r in recs) and peak == 1
-    assert seen == [True, True]
+    assert progress.seen == [True, True]
     assert sorted(r.key for r in EpisodeStore(tmp_path).records()) == sorted(r.key for r in recs)
