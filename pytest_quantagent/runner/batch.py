@@ -365,9 +365,9 @@ class ArmRunner:
         # This episode still returns, and counts in the progress, only once its record is
         # durable; what is lost to a kill before that is re-run on resume, as before.
         async with sem:
-            rec, scored = await self._episode(ep, key)
+            rec = await self._episode(ep, key)
         if self.store is not None:
-            if scored:
+            if rec.scored:
                 await (appender or _GroupAppender(self.store, writer)).append(rec)
                 # What the store holds (text escaped if it had to be; another process's
                 # record if it stored this key first): reports come from the store.
@@ -378,9 +378,9 @@ class ArmRunner:
             self.progress.advance(rec)
         return rec
 
-    async def _episode(self, ep: PlannedEpisode, key: str) -> tuple[EpisodeRecord, bool]:
-        """Run one planned episode (re-running it after infrastructure failures); its record
-        and whether it is an episode record (True) or a failure record (False)."""
+    async def _episode(self, ep: PlannedEpisode, key: str) -> EpisodeRecord:
+        """Run one planned episode (re-running it after infrastructure failures): its record,
+        or its failure record (infrastructure or task error, never scored)."""
         if self._fatal is not None:
             raise self._fatal  # the run is stopping: start nothing more
         # gather() runs each episode in its own task (own context), so this counter
@@ -409,10 +409,10 @@ class ArmRunner:
                 msg = (f"task {ep.task_id!r} (trial {ep.trial}) failed outside the model: "
                        f"{type(e).__name__}: {e}")
                 return self._failure(ep, key, msg, time.monotonic() - t0, usage.retries,
-                                     TerminationReason.TASK_ERROR), False
+                                     TerminationReason.TASK_ERROR)
             return self._record(ep, key, outcome, time.monotonic() - t0,
-                                usage.retries + attempt, usage.tokens), True
-        return self._failure(ep, key, last, time.monotonic() - t0, usage.retries + reruns), False
+                                usage.retries + attempt, usage.tokens)
+        return self._failure(ep, key, last, time.monotonic() - t0, usage.retries + reruns)
 
     async def run(self, plan: Sequence[PlannedEpisode]) -> list[EpisodeRecord]:
         """Run (or load) every planned episode; records in plan order, infrastructure
