@@ -14,7 +14,9 @@ text and the agent's parser records a ``malformed_call``.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -116,3 +118,13 @@ class Backend(ABC):
     async def aclose(self) -> None:
         """Release connections, processes or memory. Safe to call twice."""
         return None
+
+
+def nearest_rank_ms(sorted_s: Sequence[float], q: float, digits: int = 2) -> float | None:
+    """The nearest-rank ``q`` quantile of ascending durations in seconds, in milliseconds
+    rounded to ``digits`` (None when there are none): the endpoints' p50/p95 and the fake
+    server's lateness figures."""
+    if not sorted_s:
+        return None
+    i = min(len(sorted_s) - 1, max(0, math.ceil(q * len(sorted_s)) - 1))
+    return round(1000 * sorted_s[i], digits)

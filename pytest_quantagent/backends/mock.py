@@ -40,6 +40,7 @@ from pytest_quantagent.backends.base import (
     GenerateRequest,
     Generation,
     RawToolCall,
+    nearest_rank_ms,
 )
 from pytest_quantagent.quant.arms import ArmSpec
 
@@ -220,13 +221,10 @@ class FakeOpenAIServer:
         if b"/_fake/stats " not in head[:head.find(b"\r\n")]:
             return self._http("200 OK", b'{"object": "list", "data": []}')
         late, self._late = sorted(self._late), []
-
-        def pct(q: float) -> float | None:
-            return round(1000 * late[min(len(late) - 1, int(q * len(late)))], 4) if late else None
-
         stats = {"answered": len(late), "latency_ms": 1000 * self.latency_s,
                  "late_ms": {"mean": round(1000 * sum(late) / len(late), 4) if late else None,
-                             "p50": pct(0.5), "p95": pct(0.95), "max": pct(1.0)}}
+                             **{k: nearest_rank_ms(late, q, 4)
+                                for k, q in (("p50", 0.5), ("p95", 0.95), ("max", 1.0))}}}
         return self._http("200 OK", json.dumps(stats).encode())
 
     @staticmethod

@@ -40,6 +40,7 @@ from pytest_quantagent.backends.base import (
     GenerateRequest,
     Generation,
     RawToolCall,
+    nearest_rank_ms,
 )
 from pytest_quantagent.backends.secrets import redact, without_userinfo
 from pytest_quantagent.backends.wrapper import Slots, with_timeout
@@ -537,16 +538,10 @@ class Endpoint:
         """Requests (attempts), failures, ejections and latency p50/p95 (ms, successful
         requests; nearest-rank percentiles)."""
         lat = sorted(self.latencies)
-
-        def pct(q: float) -> float | None:
-            if not lat:
-                return None
-            return round(1000 * lat[min(len(lat) - 1, max(0, math.ceil(q * len(lat)) - 1))], 2)
-
         return {"url": self.shown, "weight": self.weight, "requests": self.requests,
                 "failures": self.failures, "ejections": self.ejected_count,
                 "probes": self.probes, "probe_failures": self.probe_failures,
-                "p50_ms": pct(0.5), "p95_ms": pct(0.95)}
+                "p50_ms": nearest_rank_ms(lat, 0.5), "p95_ms": nearest_rank_ms(lat, 0.95)}
 
 
 class OpenAICompatBackend(Backend):
