@@ -30,7 +30,7 @@ probes: an ejected endpoint comes back through ``GET /models`` probes, never a l
 first with the standard library's JSON codec and then with the default (orjson when
 installed), so before/after are measured side by side under the same load.
 
-The instrument has a ceiling of its own, measured side by side: before each level, a
+The instrument has a ceiling of its own, measured side by side: right after each level, a
 minimal client (``ceiling``: one asyncio protocol per connection, no parsing beyond the
 response's framing) sends the very request bodies the harness sent in its untimed first
 episode, at the same concurrency, to the same servers. Its efficiency is what the fake
@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline", action="store_true",
                     help="also run each level with the standard library JSON codec, side by side")
     ap.add_argument("--no-ceiling", action="store_true",
-                    help="skip the instrument's ceiling (a minimal client) before each level")
+                    help="skip the instrument's ceiling (a minimal client) after each level")
     args = ap.parse_args(argv)
     levels = [int(x) for x in args.concurrency.split(",")]
     if args.calls < 2 or args.latency <= 0 or args.waves < 1 or min(levels) < 1 or args.endpoints < 1:
