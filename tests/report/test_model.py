@@ -60,9 +60,10 @@ def test_verdicts_on_known_scenarios() -> None:
     rep = analyze([lossless, degraded, masked])
     v = [c.verdict for c in rep.cells]
     assert v == ["LOSSLESS", "DEGRADED", "MASKED_DAMAGE"], [c.reasons for c in rep.cells]
-    assert any(r.startswith("unknown_tool ×") and "above ×1.2 (Holm p=" in r
-               for r in rep.cells[2].reasons)
-    assert any("significantly lower (task-cluster test Holm p=" in r for r in rep.cells[1].reasons)
+    assert any(r.startswith("unknown_tool ×") and "above ×1.2 and more than +0.2 per 100 "
+               "calls (Holm p=" in r for r in rep.cells[2].reasons)
+    assert any("significantly lower by more than 7.5 pts (task-cluster test Holm p=" in r
+               for r in rep.cells[1].reasons)
     assert any("equivalent within ±7.5 pts" in r for r in rep.cells[0].reasons)
     # the interval shown is the one the TOST decides on
     s = rep.cells[0].success
