@@ -395,9 +395,8 @@ def _user_side(d: ArmData) -> dict[str, Any]:
         "failures_per_episode": fnum(k / d.n) if d.n else None,
         "by_channel": dict(sorted(d.user_failures.items())),
     }
-    events = getattr(d, "user_events", None)
-    if events:
-        out["events"] = dict(sorted(events.items()))
+    if d.user_event_counts:
+        out["events"] = d.user_events
     return out
 
 
@@ -458,16 +457,15 @@ def user_claim(a: ArmData, r: ArmData | None, p: Pairing | None,
             f"({ua['failures_per_episode']:.2f}/episode) vs reference {ur['failures']} "
             f"({ur['failures_per_episode']:.2f}/episode); they are the simulator's, counted in "
             "the error budget but in no agent channel")
-    ea = getattr(a, "user_event_counts", None)
-    er = getattr(r, "user_event_counts", None) if r is not None else None
-    if r is None or p is None or not p.paired or not ea or er is None:
+    if r is None or p is None or not p.paired or a.user_sims != r.user_sims:
         return out
+    ea, er = a.user_event_counts, r.user_event_counts
+    zero_a, zero_r = np.zeros(a.n, dtype=np.int64), np.zeros(r.n, dtype=np.int64)
     labels = a.task_ids[p.ia].astype(str)
     for kind, text in USER_EVENT_TEXT.items():
-        xa, xr = ea.get(kind), er.get(kind)
-        if xa is None or xr is None:
+        if kind not in ea and kind not in er:
             continue
-        pa, pr = xa[p.ia], xr[p.ir]
+        pa, pr = ea.get(kind, zero_a)[p.ia], er.get(kind, zero_r)[p.ir]
         if int(pa.sum()) == int(pr.sum()) == 0:
             continue
         pv = user_event_difference(kind, pa, pr, labels, cfg.alpha)

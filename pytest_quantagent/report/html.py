@@ -357,14 +357,17 @@ def _user_side_block(cell: dict[str, Any]) -> str:
         if not isinstance(d, dict):
             continue
         by = ", ".join(f"{k} {v}" for k, v in sorted((d.get("by_channel") or {}).items()))
+        ev = ", ".join(f"{k} {v}" for k, v in sorted((d.get("events") or {}).items()))
         rows.append(f"<tr><td class=l>{_e(label)}</td><td>{_num(d.get('calls'), '{}')}</td>"
                     f"<td>{_num(d.get('failures'), '{}')}</td>"
                     f"<td>{_num(d.get('failures_per_episode'), '{:.2f}')}</td>"
-                    f"<td class=l>{_e(by or '—')}</td></tr>")
-    if not rows or not any((side.get(k) or {}).get("calls") for k in ("arm", "reference")):
+                    f"<td class=l>{_e(by or '—')}</td><td class=l>{_e(ev or '—')}</td></tr>")
+    if not rows or not any((side.get(k) or {}).get("calls") or (side.get(k) or {}).get("events")
+                           for k in ("arm", "reference")):
         return ""
     return ('<table class="user-side"><tr><th class=l>user side</th><th>user tool calls</th>'
-            "<th>failed</th><th>failed / episode</th><th class=l>by channel</th></tr>"
+            "<th>failed</th><th>failed / episode</th><th class=l>by channel</th>"
+            "<th class=l>user events (of its own accord)</th></tr>"
             + "".join(rows) + "</table><p>The simulated user's own failed calls count toward "
             "the error budget (τ²-bench) but in no agent channel.</p>")
 

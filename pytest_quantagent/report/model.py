@@ -190,8 +190,10 @@ class CellReport(_Model):
     ``channels``; None when there are none."""
     user_side: dict[str, dict[str, Any] | None] | None = None
     """The user simulator's own tool calls per side (``arm``/``reference``): ``calls``,
-    ``failures``, ``failures_per_episode``, ``by_channel``. They count toward the error
-    budget (τ²-bench) but not in ``channels``."""
+    ``failures``, ``failures_per_episode``, ``by_channel``, and ``events`` (what it did of
+    its own accord per kind, e.g. ``not_understood``, when the user reports them). The calls
+    count toward the error budget (τ²-bench) but not in ``channels``; events that differ
+    between the arms beyond chance keep the verdict from claiming damage."""
     pairing: dict[str, Any] | None = None
     """``paired``, ``unpaired_arm``, ``unpaired_reference`` and how each is used."""
     holm: dict[str, Any] | None = None
