@@ -412,8 +412,9 @@ def _block_figures(cell: dict[str, Any]) -> str:
         f"(candidate − reference) {_num(s.get('diff'), '{:+.1%}')} "
         f"({_num(s.get('ci_level'), '{:.0%}')} CI {_ci(s.get('ci'))}, the one the TOST decides on), "
         f"TOST p = {_num(s.get('tost_p'), '{:.3g}')} at margin ±{_num(s.get('margin'), '{:.1%}')}, "
-        f"one-sided harm p = {_num(s.get('harm_p'), '{:.3g}')} "
-        f"(Holm {_num(s.get('harm_p_holm'), '{:.3g}')}).</p>"
+        f"one-sided p of a drop beyond the margin (DEGRADED's test) = "
+        f"{_num(s.get('damage_p'), '{:.3g}')} (Holm {_num(s.get('harm_p_holm'), '{:.3g}')}), "
+        f"of any drop {_num(s.get('harm_p'), '{:.3g}')}.</p>"
     )
 
 
