@@ -417,12 +417,11 @@ USER_EVENT_TEXT = {
 }
 
 
-def user_event_difference(kind: str, arm: np.ndarray, reference: np.ndarray,
-                          labels: np.ndarray, alpha: float) -> float:
+def user_event_difference(arm: np.ndarray, reference: np.ndarray, labels: np.ndarray
+                          ) -> float:
     """Two-sided p that paired episodes differ in one kind of user event: the task-clustered
     paired t on per-task sums of (arm − reference) counts, the exact sign test on the
-    discordant tasks when there are fewer than 10 such tasks (del ``kind``)."""
-    del kind, alpha
+    discordant tasks when fewer than 10 tasks differ."""
     d = arm.astype(float) - reference.astype(float)
     _, inv = np.unique(labels, return_inverse=True)
     per_task = np.bincount(inv, weights=d)
@@ -468,7 +467,7 @@ def user_claim(a: ArmData, r: ArmData | None, p: Pairing | None,
         pa, pr = ea.get(kind, zero_a)[p.ia], er.get(kind, zero_r)[p.ir]
         if int(pa.sum()) == int(pr.sum()) == 0:
             continue
-        pv = user_event_difference(kind, pa, pr, labels, cfg.alpha)
+        pv = user_event_difference(pa, pr, labels)
         if pv < cfg.alpha:
             out.differs.append(f"{int(pa.sum())} vs {int(pr.sum())} {text} (p={pv:.2g})")
     return out

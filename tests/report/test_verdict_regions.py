@@ -117,3 +117,27 @@ def test_a_difference_through_the_simulated_user_claims_no_damage() -> None:
     assert v is Verdict.INCONCLUSIVE
     assert reasons[0] == ("the arms differ through the simulated user: 9 vs 2 not-understood "
                           "turns (p=0.02); no damage is claimed from the episodes it may decide")
+
+
+def test_user_event_difference_is_a_task_clustered_paired_test() -> None:
+    # Reference: scipy's one-sample t test of the per-task sums of (arm − reference) counts
+    # (1e-12), and the exact two-sided sign test (binomtest) when fewer than 10 tasks differ.
+    import numpy as np
+    from scipy import stats as sps
+
+    from pytest_quantagent.analysis.claims import user_event_difference
+
+    rng = np.random.default_rng(8)
+    labels = np.repeat(np.arange(40), 3).astype(str)
+    arm = rng.poisson(0.4, 120)
+    ref = rng.poisson(0.2, 120)
+    per_task = np.bincount(np.repeat(np.arange(40), 3), weights=arm - ref)
+    p = user_event_difference(arm, ref, labels)
+    assert p == pytest.approx(sps.ttest_1samp(per_task, 0.0).pvalue, rel=1e-12)
+    few_a = np.zeros(120, dtype=int)
+    few_a[[0, 3, 6, 9, 12, 15, 18]] = 1
+    few_r = np.zeros(120, dtype=int)
+    few_r[30] = 1
+    p = user_event_difference(few_a, few_r, labels)
+    assert p == pytest.approx(sps.binomtest(7, 8, 0.5).pvalue, rel=1e-12)
+    assert user_event_difference(ref, ref, labels) == 1.0
