@@ -244,15 +244,18 @@ def _cluster_sums(x: np.ndarray, lab: np.ndarray, g: int) -> np.ndarray:
 
 
 def _score_z(log_rho: float, y: np.ndarray, na: np.ndarray, t: np.ndarray, nr: np.ndarray,
-             lab: np.ndarray | None = None, unmatched: np.ndarray | None = None) -> float:
+             lab: np.ndarray | None = None, unmatched: np.ndarray | None = None,
+             cc: float = 0.0) -> float:
     """Conditional score z of H0 ratio = exp(log_rho); ``lab`` groups strata into clusters
     for the robust variance (None: each stratum is one). ``unmatched`` (paired strata): the
     failures not matched by the partner's, which with the imbalance H0 itself implies,
-    ``T |2π − 1|``, are what the model variance counts (None: every failure)."""
+    ``T |2π − 1|``, are what the model variance counts (None: every failure). ``cc``: a
+    continuity correction, the score moved that much toward 0."""
     rho = math.exp(log_rho)
     pi = rho * na / (rho * na + nr)
     res = y - t * pi
     u = float(res.sum())
+    u = math.copysign(max(abs(u) - cc, 0.0), u)
     tm = t if unmatched is None else np.maximum(unmatched, t * np.abs(2 * pi - 1))
     v_model = float(np.sum(tm * pi * (1 - pi)))
     if lab is None:
@@ -306,7 +309,10 @@ def channel_ratio(
 
     Increase: ``rate_arm − rate_ref`` with a cluster-robust variance, floored at an add-one
     Poisson variance of the unmatched failures (all failures with task strata), normal
-    reference; ``increase_p`` tests H0 ``increase ≤ tolerance``. ``damage_p`` is the
+    reference; ``increase_p`` tests H0 ``increase ≤ tolerance``. The score carries a
+    continuity correction of 1/2 (the counts are discrete; without it the bound of a
+    channel at exactly ``max_ratio`` came out below it in 6.5% of simulated cells at α = 5%,
+    with it both directions are slightly conservative). ``damage_p`` is the
     intersection-union test (Berger 1982) of "amplified above max_ratio **and** by more than
     the tolerance": ``max(amplified_p, increase_p)``, exact level α without correction.
 
@@ -371,7 +377,7 @@ def channel_ratio(
     lab_arg = None if not paired and clusters is None else np.asarray(lab)
 
     def z(lr: float) -> float:
-        return _score_z(lr, y, sa, t, sr, lab_arg, unmatched)
+        return _score_z(lr, y, sa, t, sr, lab_arg, unmatched, 0.5)
 
     lo_b, hi_b = -30.0, 30.0
 
