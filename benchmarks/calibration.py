@@ -11,7 +11,12 @@ issue's table). Run from the repository root::
 
 Rows marked ``null`` must have false alarms (MASKED_DAMAGE + DEGRADED) ≤ 6%; rows marked
 ``boundary`` (true drop at the margin, true ratio at max_ratio, amplified low counts) must
-have LOSSLESS ≤ 5%.
+have LOSSLESS ≤ 5%; ``amplified`` rows (a channel inside its damage region: ×1.2 at 2% per
+call, ×2.5 at 0.3% per call, issue 33) must have LOSSLESS ≤ 5%; ``sub-margin`` rows (a ×1.1
+or ×1.2 channel whose true widening at K=2 is under the margin) must claim damage ≤ 6%;
+``identical`` rows (arms equal on every paired episode, or nearly) must claim damage ≤ 6%
+and show how often they are decided (LOSSLESS). Rows ending "(task strata)" run the channel
+tests stratified by task only (the first release's method) to show what the pairing gains.
 """
 
 from __future__ import annotations
@@ -44,11 +49,16 @@ class Row:
     name: str
     world: World
     kind: str
-    """"null" (no damage), "boundary" (LOSSLESS would be wrong), "damage" (MASKED expected),
-    "drop" (DEGRADED expected), "advice" (run the advised design)."""
+    """"null" (no damage), "boundary" (LOSSLESS would be wrong), "amplified" (a channel in its
+    damage region: LOSSLESS would be wrong), "sub-margin" (a real but sub-threshold effect:
+    damage would be wrong), "identical" (equal arms: damage would be wrong, LOSSLESS is the
+    aim), "damage" (MASKED expected), "drop" (DEGRADED expected), "advice" (run the advised
+    design)."""
     focus: Channel = U
     cells_in_report: int = 1
     holm_scope: str = "cell"
+    task_strata: bool = False
+    """Channel tests stratified by task only (``AnalysisConfig.channel_pairing=False``)."""
 
     @property
     def sparse(self) -> bool:
@@ -68,6 +78,17 @@ def _rows() -> list[Row]:
     b1 = World(n_tasks=40, trials=1)
     b114 = World(n_tasks=114, trials=1)
     shared1 = World(n_tasks=40, trials=1, success_noise=0.0, shared=True, rates=SPARSE)
+
+    def only_u(rate: float) -> World:
+        # one channel, the others silent, so that the row measures that channel's rule
+        return World(n_tasks=114, trials=3, rates=((U, rate),))
+
+    # deterministic decoding, same seeds: every paired episode the same in both arms
+    ident = World(n_tasks=160, trials=1, success_noise=0.0, shared=True,
+                  rates=((U, 0.1), (Channel.BAD_ARGUMENTS, 0.02)))
+    # shared seeds, a few episodes diverge: 5% of successes redrawn, unknown_tool ×1.05
+    near = World(n_tasks=114, trials=3, success_noise=0.05, shared=True,
+                 rates=((U, 0.02),), ratio=((U, 1.05),))
     rows = [
         Row("benign null 40x3", b3, "null"),
         Row("benign null 40x1", b1, "null"),
@@ -105,6 +126,25 @@ def _rows() -> list[Row]:
         Row("telecom-like user calls null 40x3",
             replace(b3, user_calls=4.0, user_fail=0.1), "null"),
         Row("several trials null 40x5", replace(b3, trials=5), "null"),
+        Row("true 20-pt drop 40x3", replace(b3, drop=0.20), "drop"),
+        # issue 33: channels inside their damage region (ratio > 1.2 and increase > 0.2 per
+        # 100 calls) whose other claims can be decided; LOSSLESS would be wrong
+        *[Row(f"x1.2 at 2%/call {t}x{m}", replace(only_u(0.02), n_tasks=t, trials=m,
+                                                  ratio=((U, 1.2),)), "amplified")
+          for t, m in ((114, 3), (114, 5), (114, 10))],
+        *[Row(f"x2.5 at 0.3%/call {t}x{m}", replace(only_u(0.003), n_tasks=t, trials=m,
+                                                    ratio=((U, 2.5),)), "amplified")
+          for t, m in ((114, 3), (114, 5))],
+        # issue 33: widening under the margin at K=2 (×1.1: ~1.6 pts; ×1.2: ~2-3 pts) with a
+        # channel at or under max_ratio: damage would be wrong
+        *[Row(f"x{r:g} widening under the margin {t}x{m}", replace(b3, n_tasks=t, trials=m,
+                                                                   ratio=((U, r),)),
+              "sub-margin") for r in (1.1, 1.2) for t, m in ((114, 5), (114, 10), (114, 20))],
+        # issue 33: identical (byte-identical deterministic arms) and near-identical arms
+        Row("identical arms 160x1", ident, "identical"),
+        Row("identical arms 160x1 (task strata)", ident, "identical", task_strata=True),
+        Row("near-identical arms 114x3", near, "identical"),
+        Row("near-identical arms 114x3 (task strata)", near, "identical", task_strata=True),
         Row("advised design (pilot 20x1 null, then advice)",
             World(n_tasks=20, trials=1, success_noise=0.3), "advice"),
         Row("advised design (pilot 40x3 task effects, then advice)",
@@ -152,7 +192,8 @@ def run_row(row: Row, cells: int, seed: int) -> dict[str, float | str]:
     if row.kind == "advice":
         res, design = _advised(rng, row, cells)
         return {"row": row.name, "design": design, "cells": cells, **res}
-    cfg = AnalysisConfig(holm_scope=row.holm_scope)  # type: ignore[arg-type]
+    cfg = AnalysisConfig(holm_scope=row.holm_scope,  # type: ignore[arg-type]
+                         channel_pairing=not row.task_strata)
     counts = dict.fromkeys(("LOSSLESS", "MASKED_DAMAGE", "DEGRADED", "INCONCLUSIVE"), 0)
     covered = 0
     n_ci = 0

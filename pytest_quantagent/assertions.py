@@ -187,10 +187,12 @@ def score_equivalence(
     )
     if sc.tost_p < alpha:
         verdict, step = "EQUIVALENT", ""
-    elif sc.harm_p < alpha:
+    elif sc.inferiority_p < alpha:
+        # the verdict's DEGRADED: a drop shown beyond the margin (issue 33), not below 0
         verdict = "DEGRADED"
         step = (f"DEGRADED: {cell.arm} scores significantly lower than {cell.reference} "
-                f"(one-sided p={sc.harm_p:.2g}); look at the channel rates "
+                f"(one-sided p={sc.inferiority_p:.2g} against a drop of at most "
+                f"{100 * margin:.1f} pts); look at the channel rates "
                 "(assert_no_channel_amplification) and the report")
     elif sc.ci.low > 0 and sc.diff > margin:
         verdict = "NOT_EQUIVALENT"

@@ -1,23 +1,50 @@
 """The judgment: the verdict of a cell, its thresholds and its decision rule, in one place.
 
-The report (:mod:`pytest_quantagent.report.model`), the assertions and the CLI all take their
-thresholds from :class:`AnalysisConfig` and their verdict from :func:`decide`; DESIGN.md
-"Verdict per cell" is what this module implements:
+The report (:mod:`pytest_quantagent.report.model`, computed by
+:mod:`pytest_quantagent.analysis`), the assertions and the CLI all take their thresholds from
+:class:`AnalysisConfig` and their verdict from :func:`decide`; DESIGN.md "Verdict per cell" is
+what this module implements.
 
-- ``DEGRADED``: the score is significantly lower (one-sided harm test, Holm within the
-  family).
-- ``MASKED_DAMAGE``: not DEGRADED, and a channel is amplified (one-sided test of
-  H0 ratio ≤ max_ratio rejected after Holm) or the gap widens at a tight budget (paired
-  one-sided test of gap(K_tight) − gap(K_run) < 0 after Holm).
-- ``LOSSLESS``: the score is equivalent within ±margin (TOST at alpha: the 1 − 2α interval
-  inside ±margin), **and** every channel is shown not amplified (its one-sided upper bound
-  below max_ratio, or the upper bound of its per-call rate increase below
-  ``rare_tolerance``), **and** the gap is shown not to widen by ``margin`` or more at every
-  tight budget, **and** the comparison is on paired episodes. Absence of evidence is not
-  LOSSLESS.
-- ``INCONCLUSIVE``: otherwise, with the reasons and the design that would decide it.
+Every claim has **one damage region**, and the same thresholds decide both directions:
+damage is claimed when the data show the truth inside the region (a one-sided test of "not
+in the region" rejected, Holm within the family), LOSSLESS needs the data to show it outside
+(a one-sided test of "in the region" rejected at α; every claim must hold, so by the
+intersection-union argument no multiplicity correction is needed). ``m`` = ``margin``,
+``R`` = ``max_ratio``, ``τ`` = ``rare_tolerance``:
 
-Only this module and metrics/stats are needed to judge: it never imports pytest.
+================  ====================================  =============================
+claim             damage region                         LOSSLESS shows
+================  ====================================  =============================
+score             drop: Δ < −m (candidate − reference)  −m < Δ < m (TOST)
+channel           ratio ρ > R **and** increase δ > τ    ρ < R **or** δ < τ
+tight-budget gap  widening w > m                        w < m
+================  ====================================  =============================
+
+- ``DEGRADED``: the score's drop is shown beyond the margin (H0 Δ ≥ −m rejected after
+  Holm). A drop shown below 0 but not beyond the margin is named in the reasons only.
+- ``MASKED_DAMAGE``: not DEGRADED, and a channel is shown inside its damage region (the
+  intersection-union test ``max(p(ρ ≤ R), p(δ ≤ τ))`` rejected after Holm) or a gap is shown
+  to widen by more than the margin (H0 w ≤ m rejected after Holm).
+- ``LOSSLESS``: the score equivalent within ±m, **and** every channel shown outside its
+  damage region (its ratio's one-sided upper bound below R, or its increase's below τ),
+  **and** every tight-budget gap's widening bound below m, **and** the comparison is on
+  paired episodes. Absence of evidence is not LOSSLESS.
+- ``INCONCLUSIVE``: otherwise, with the reasons and the design that would decide it; also
+  when the arms differ through the simulated user (its not-understood turns, its own
+  anomalies) beyond chance: that difference is named and no damage is claimed from it.
+
+Why a channel's region needs both conditions: a ratio alone puts every channel whose
+failures are too few to bound (a channel that never fails in 3 000 calls per arm) out of
+LOSSLESS's reach for ever; an increase alone misses the channels quantization amplifies
+(×2.5 on a 0.3%-per-call channel is +0.45 failed calls per 100 calls, +4.5 per 100 episodes
+of 10 calls). With τ = 0.2 per 100 calls the increase decides only below a base rate of
+τ / (R − 1) = 1% per call, where the ratio cannot be bounded in a run of ordinary size
+(bounding it below ×1.2 takes ~160 failures per arm): ×1.2 at 2% per call and ×2.5 at 0.3%
+are damage.
+
+A test significant before Holm but not after is named in the reasons of every verdict and
+never decides one. Only this module and metrics/stats are needed to judge: it never imports
+pytest.
 """
 
 from __future__ import annotations
@@ -52,9 +79,12 @@ DEFAULT_MAX_RATIO = 1.2
 DEFAULT_ALPHA = 0.05
 DEFAULT_TIGHT_BUDGETS: tuple[int, ...] = (2, 5)
 """Tight error budgets whose gap widening is tested (those below the run's budget)."""
-DEFAULT_RARE_TOLERANCE = 0.01
-"""A channel whose per-call rate increase is shown below this (1 failed call more per 100
-agent calls) counts as not amplified even when its ratio cannot be bounded."""
+DEFAULT_RARE_TOLERANCE = 0.002
+"""The channel damage region's increase threshold: an amplification counts as damage only
+when the per-call rate increase exceeds this too (0.2 failed calls more per 100 agent calls,
+2 per 100 episodes of 10 calls). It decides only for channels below a base rate of
+``rare_tolerance / (max_ratio − 1)`` (1% per call at the defaults), where the ratio cannot
+be bounded."""
 HolmScope = Literal["cell", "report"]
 
 
@@ -80,7 +110,8 @@ class AnalysisConfig:
     """Tight budgets K whose gap widening is tested; None = :data:`DEFAULT_TIGHT_BUDGETS`
     below the run's budget. Given explicitly, a budget above the run's is refused."""
     rare_tolerance: float = DEFAULT_RARE_TOLERANCE
-    """Absolute per-call rate increase a rare channel must be shown below."""
+    """Per-call rate increase a channel's damage must exceed too (see the module docstring);
+    LOSSLESS's route for a channel whose ratio cannot be bounded."""
     holm_scope: HolmScope = "cell"
     """Holm's family: each cell's own tests (default) or every test of the report."""
     power: float = 0.8
@@ -95,6 +126,9 @@ class AnalysisConfig:
     """The caller's flag names, used in the INCONCLUSIVE advice."""
     budgets: tuple[int, ...] | None = None
     """Synonym of ``tight_budgets`` (the first release's name)."""
+    channel_pairing: bool = True
+    """Stratify the channel tests by paired episode (same task, trial and seed); False: by
+    task only (the first release's method, kept to measure what pairing gains)."""
 
     def __post_init__(self) -> None:
         _fraction("margin", self.margin)
@@ -137,6 +171,8 @@ class AnalysisConfig:
 
 @dataclass
 class ChannelEvidence:
+    """One channel's evidence (per agent tool call)."""
+
     name: str
     arm_count: int
     reference_count: int
@@ -148,7 +184,13 @@ class ChannelEvidence:
     testable: bool
     """False when a side has no agent tool call: the channel cannot be judged."""
     p: float | None = None
+    """Raw one-sided p of H0 "not in the damage region" (intersection-union:
+    ``max(ratio_p, increase_p)``); None when the channel is not in the Holm family."""
+    ratio_p: float | None = None
     """Raw one-sided p of H0 ratio ≤ max_ratio."""
+    increase_p: float | None = None
+    """Raw one-sided p of H0 increase ≤ rare_tolerance."""
+    increase: float | None = None
 
 
 @dataclass
@@ -160,7 +202,7 @@ class GapEvidence:
     upper: float
     """One-sided 1 − α upper bound of the widening."""
     p: float | None = None
-    """Raw one-sided p of H0 "the gap does not widen"."""
+    """Raw one-sided p of H0 "the gap widens by at most the margin"."""
 
 
 @dataclass
@@ -173,6 +215,7 @@ class Evidence:
     tost_p: float | None
     ci: tuple[float, float] | None
     harm_p_holm: float | None
+    """Holm-adjusted p of DEGRADED's test (H0: the drop is at most the margin)."""
     harm_method: str
     channels: list[ChannelEvidence] = field(default_factory=list)
     gaps: list[GapEvidence] = field(default_factory=list)
@@ -181,6 +224,15 @@ class Evidence:
     blockers: list[str] = field(default_factory=list)
     """What keeps the cell from LOSSLESS besides the tests (e.g. unpaired episodes)."""
     plan: str | None = None
+    damage_p: float | None = None
+    """Raw one-sided p of H0 "the drop is at most the margin" (DEGRADED's test)."""
+    lower_p: float | None = None
+    """Raw one-sided p of H0 "the candidate is not worse" (descriptive: a drop within the
+    margin is no damage)."""
+    user_differs: list[str] = field(default_factory=list)
+    """Differences between the arms that run through the simulated user (not-understood
+    turns, user-made anomalies) shown beyond chance: no damage is claimed from the episodes
+    they may decide."""
 
 
 def fmt_p(p: float | None) -> str:
@@ -197,10 +249,36 @@ def _ratio_text(c: ChannelEvidence) -> str:
 
 def shown_not_amplified(upper: float | None, increase_upper: float | None,
                         cfg: AnalysisConfig) -> bool:
-    """LOSSLESS's rule for one channel: its ratio's upper bound below ``max_ratio``, or (a
-    rare channel) its per-call rate increase's upper bound below ``rare_tolerance``."""
+    """LOSSLESS's rule for one channel: the data show it outside its damage region ("ratio
+    above ``max_ratio`` and increase above ``rare_tolerance``"): its ratio's upper bound below
+    ``max_ratio``, or its per-call increase's upper bound below ``rare_tolerance``."""
     return ((upper is not None and upper < cfg.max_ratio)
             or (increase_upper is not None and increase_upper < cfg.rare_tolerance))
+
+
+def channel_damage_text(c: ChannelEvidence, cfg: AnalysisConfig) -> str:
+    inc = "" if c.increase is None else f", +{c.increase * 100:.2g} per 100 calls"
+    return (f"{c.name} {_ratio_text(c)}{inc}: above ×{cfg.max_ratio:g} and more than "
+            f"+{cfg.rare_tolerance * 100:g} per 100 calls")
+
+
+def _nominal(e: Evidence, cfg: AnalysisConfig) -> list[str]:
+    """Tests significant before Holm and not after (named in every verdict's reasons)."""
+    a = cfg.alpha
+
+    def nominal(p: float | None, p_holm: float | None) -> bool:
+        return p is not None and p < a and p_holm is not None and p_holm >= a
+
+    out = []
+    if nominal(e.damage_p, e.harm_p_holm):
+        out.append(f"success drop beyond {cfg.margin * 100:g} pts (p={fmt_p(e.damage_p)}) is not "
+                   f"significant after Holm (p={fmt_p(e.harm_p_holm)})")
+    out += [f"{channel_damage_text(c, cfg)} (p={fmt_p(c.p)}) is not significant after Holm "
+            f"(p={fmt_p(c.p_holm)})" for c in e.channels if nominal(c.p, c.p_holm)]
+    out += [f"gap at K={g.k} widens by {g.widening * 100:.1f} pts, more than "
+            f"{cfg.margin * 100:g} (p={fmt_p(g.p)}), is not significant after Holm "
+            f"(p={fmt_p(g.p_holm)})" for g in e.gaps if nominal(g.p, g.p_holm)]
+    return out
 
 
 def decide(e: Evidence, cfg: AnalysisConfig) -> tuple[Verdict, list[str]]:
@@ -209,28 +287,35 @@ def decide(e: Evidence, cfg: AnalysisConfig) -> tuple[Verdict, list[str]]:
     if e.episodes == 0 or e.reference_episodes == 0:
         return Verdict.INCONCLUSIVE, [*reasons, "no scored episodes in one arm"]
     a = cfg.alpha
-    amplified = [f"{c.name} {_ratio_text(c)} above ×{cfg.max_ratio:g} (Holm p={fmt_p(c.p_holm)})"
+    user = [f"the arms differ through the simulated user: {u}; no damage is claimed from "
+            "the episodes it may decide" for u in e.user_differs]
+    amplified = [f"{channel_damage_text(c, cfg)} (Holm p={fmt_p(c.p_holm)})"
                  for c in e.channels if c.p_holm is not None and c.p_holm < a]
-    widened = [f"gap widens by {g.widening * 100:.1f} pts from the run's budget to K={g.k} "
-               f"(Holm p={fmt_p(g.p_holm)})" for g in e.gaps
+    widened = [f"gap widens by {g.widening * 100:.1f} pts from the run's budget to K={g.k}, "
+               f"more than {cfg.margin * 100:g} (Holm p={fmt_p(g.p_holm)})" for g in e.gaps
                if g.p_holm is not None and g.p_holm < a]
-    nominal = [f"{c.name} {_ratio_text(c)} above ×{cfg.max_ratio:g} (p={fmt_p(c.p)}) is not "
-               f"significant after Holm (p={fmt_p(c.p_holm)})" for c in e.channels
-               if c.p is not None and c.p < a and c.p_holm is not None and c.p_holm >= a]
-    nominal += [f"gap at K={g.k} widens by {g.widening * 100:.1f} pts (p={fmt_p(g.p)}) is not "
-                f"significant after Holm (p={fmt_p(g.p_holm)})" for g in e.gaps
-                if g.p is not None and g.p < a and g.p_holm is not None and g.p_holm >= a]
+    nominal = _nominal(e, cfg)
     score = f"success {e.diff * 100:+.1f} pts" if e.diff is not None else "success n/a"
     ci = (f", {100 * (1 - 2 * a):g}% CI [{e.ci[0] * 100:+.1f}, {e.ci[1] * 100:+.1f}]"
           if e.ci is not None else "")
-    if e.harm_p_holm is not None and e.harm_p_holm < a:
-        return Verdict.DEGRADED, [*reasons, f"{score}{ci}: significantly lower ({e.harm_method} "
-                                  f"Holm p={fmt_p(e.harm_p_holm)})", *amplified, *widened]
+    if e.harm_p_holm is not None and e.harm_p_holm < a and not user:
+        return Verdict.DEGRADED, [
+            *reasons, f"{score}{ci}: significantly lower by more than {cfg.margin * 100:g} pts "
+            f"({e.harm_method} Holm p={fmt_p(e.harm_p_holm)})", *amplified, *widened, *nominal]
     equivalent = e.tost_p is not None and e.tost_p < a
+    lower = ""
+    if e.lower_p is not None and e.lower_p < a and not (e.harm_p_holm is not None
+                                                        and e.harm_p_holm < a):
+        lower = (f"; lower than the reference (p={fmt_p(e.lower_p)}) but not shown lower by "
+                 f"more than {cfg.margin * 100:g} pts")
     eq_text = (f"{score}{ci}: equivalent within ±{cfg.margin * 100:g} pts (TOST p={fmt_p(e.tost_p)})"
                if equivalent else
                f"{score}{ci}: not shown equivalent within ±{cfg.margin * 100:g} pts "
-               f"(TOST p={fmt_p(e.tost_p)}), nor significantly lower")
+               f"(TOST p={fmt_p(e.tost_p)}), nor lower by more than {cfg.margin * 100:g}")
+    eq_text += lower
+    if user:
+        # a difference the simulated user makes is not the model's: name it, claim nothing
+        return Verdict.INCONCLUSIVE, [*reasons, *user, eq_text, *amplified, *widened, *nominal]
     if amplified or widened:
         return Verdict.MASKED_DAMAGE, [*reasons, *amplified, *widened, *nominal, eq_text]
     open_channels: list[str] = []
@@ -247,8 +332,9 @@ def decide(e: Evidence, cfg: AnalysisConfig) -> tuple[Verdict, list[str]]:
             up = "inf" if c.upper is None or not math.isfinite(c.upper) else f"{c.upper:.2g}"
             inc = "n/a" if c.increase_upper is None else f"{c.increase_upper * 100:.2g}"
             open_channels.append(
-                f"{c.name} {_ratio_text(c)} not shown below ×{cfg.max_ratio:g} (upper bound ×{up}; "
-                f"rate increase up to {inc} per 100 calls, tolerance {cfg.rare_tolerance * 100:g})")
+                f"{c.name} {_ratio_text(c)} not shown below ×{cfg.max_ratio:g} (upper bound "
+                f"×{up}) nor within +{cfg.rare_tolerance * 100:g} per 100 calls (rate increase "
+                f"up to {inc}): not shown outside its damage region")
     if silent:
         worst = max(c.increase_upper or 0.0 for c in silent)
         open_channels.append(
@@ -258,11 +344,13 @@ def decide(e: Evidence, cfg: AnalysisConfig) -> tuple[Verdict, list[str]]:
     open_gaps = [f"gap at K={g.k} not shown to widen by less than {cfg.margin * 100:g} pts "
                  f"(upper bound {g.upper * 100:.1f})" for g in e.gaps if not g.upper < cfg.margin]
     if equivalent and not open_channels and not open_gaps and not e.blockers:
-        return Verdict.LOSSLESS, [*reasons, eq_text,
-                                  f"every channel shown below ×{cfg.max_ratio:g} or within "
-                                  f"+{cfg.rare_tolerance * 100:g} per 100 calls",
-                                  *(["no widening of the gap at K=" +
-                                     ",".join(str(g.k) for g in e.gaps)] if e.gaps else [])]
+        return Verdict.LOSSLESS, [
+            *reasons, eq_text,
+            f"every channel shown below ×{cfg.max_ratio:g} or within "
+            f"+{cfg.rare_tolerance * 100:g} per 100 calls",
+            *([f"gap shown to widen by less than {cfg.margin * 100:g} pts at K=" +
+               ",".join(str(g.k) for g in e.gaps)] if e.gaps else []),
+            *nominal]
     out = [*reasons, eq_text, *nominal, *open_channels, *open_gaps, *e.blockers]
     if not equivalent and e.plan:
         out.append(f"to decide the score: {e.plan}")

@@ -102,6 +102,7 @@ class LeanRecord(TypedDict):
     duration_s: NotRequired[float | None]
     calls: NotRequired[list[LeanCall]]
     decisions: NotRequired[list[LeanDecision]]
+    user_events: NotRequired[dict[str, int]]
 
 
 #: Validates one store line (JSON) into a :class:`LeanRecord` dict — about 2x faster than
@@ -198,6 +199,14 @@ class ArmData:
     """Tool calls of the user per episode."""
     user_failed: np.ndarray | None = None
     """Failed tool calls of the user per episode (they count toward the budget)."""
+    user_event_counts: dict[str, np.ndarray] = field(default_factory=dict)
+    """Per kind of user event (``EpisodeRecord.user_events``: ``not_understood``...), its
+    count per episode; kinds no episode reported are absent."""
+
+    @property
+    def user_events(self) -> dict[str, int]:
+        """Totals per kind of user event over the arm's scored episodes."""
+        return {k: int(v.sum()) for k, v in sorted(self.user_event_counts.items())}
 
     def __post_init__(self) -> None:
         zeros = np.zeros(self.success.size, dtype=np.int64)
@@ -241,6 +250,7 @@ class ArmAccumulator:
         self._backends: set[str] = set()
         self._user_sims: set[str] = set()
         self._user_failures: Counter[str] = Counter()
+        self._user_events: list[dict[str, int]] = []
 
     def add(self, record: EpisodeRecord) -> None:
         """Fold one record in (infrastructure errors are only counted)."""
@@ -253,6 +263,7 @@ class ArmAccumulator:
             [c.channel.value if c.channel is not None else None for c in calls],
             [c.entity for c in calls],
             [(d.chosen or d.top1, d.margin) for d in record.decisions if d.kind == "tool_name"],
+            record.user_events,
         )
 
     def add_raw(self, d: LeanRecord) -> None:
@@ -312,7 +323,8 @@ class ArmAccumulator:
         self._append(key, d["success"], d["n_errors"], d["steps"], len(calls), failures,
                      recovered, counts, d.get("tokens"), d.get("duration_s"), d["termination"],
                      d["max_errors"], d.get("model", ""), d.get("backend", ""), decisions,
-                     d.get("user_sim", "scripted"), user_failures, n_user)
+                     d.get("user_sim", "scripted"), user_failures, n_user,
+                     d.get("user_events") or {})
 
     def _fold(
         self, domain: str, arm: str, termination: str, task_id: str, trial: int,
@@ -320,6 +332,7 @@ class ArmAccumulator:
         tokens: int | None, duration_s: float | None, user_sim: str, requestors: list[str],
         names: list[str], errors: list[bool], channels: list[str | None],
         entities: list[str | None], decisions: list[tuple[str, float]],
+        user_events: dict[str, int] | None = None,
     ) -> None:
         if domain != self.domain or arm != self.arm:
             raise ValueError(
@@ -347,7 +360,8 @@ class ArmAccumulator:
         rec = count_recoveries(requestors, names, errors, channels)
         self._append(key, success, n_errors, steps, len(names), rec.failures, rec.recovered,
                      counts, tokens, duration_s, termination, max_errors, model, backend,
-                     decisions, user_sim, user_failures, sum(r == "user" for r in requestors))
+                     decisions, user_sim, user_failures, sum(r == "user" for r in requestors),
+                     user_events or {})
 
     def _append(
         self, key: tuple[str, int], success: bool, n_errors: int, steps: int, n_calls: int,
@@ -355,8 +369,10 @@ class ArmAccumulator:
         duration_s: float | None, termination: str, max_errors: int, model: str,
         backend: str, decisions: list[tuple[str, float]], user_sim: str,
         user_failures: Counter[str], n_user: int = 0,
+        user_events: dict[str, int] | None = None,
     ) -> None:
         self._seen.add(key)
+        self._user_events.append(dict(user_events or {}))
         self._user_sims.add(user_sim)
         self._user_failures.update(user_failures)
         self._models.add(model)
@@ -413,6 +429,10 @@ class ArmAccumulator:
             backends=self._backends,
             user_sims=self._user_sims,
             user_failures=self._user_failures,
+            user_event_counts={
+                k: np.asarray([e.get(k, 0) for e in self._user_events], dtype=np.int64)
+                for k in sorted({k for e in self._user_events for k in e})
+            },
         )
 
 

@@ -357,14 +357,17 @@ def _user_side_block(cell: dict[str, Any]) -> str:
         if not isinstance(d, dict):
             continue
         by = ", ".join(f"{k} {v}" for k, v in sorted((d.get("by_channel") or {}).items()))
+        ev = ", ".join(f"{k} {v}" for k, v in sorted((d.get("events") or {}).items()))
         rows.append(f"<tr><td class=l>{_e(label)}</td><td>{_num(d.get('calls'), '{}')}</td>"
                     f"<td>{_num(d.get('failures'), '{}')}</td>"
                     f"<td>{_num(d.get('failures_per_episode'), '{:.2f}')}</td>"
-                    f"<td class=l>{_e(by or '—')}</td></tr>")
-    if not rows or not any((side.get(k) or {}).get("calls") for k in ("arm", "reference")):
+                    f"<td class=l>{_e(by or '—')}</td><td class=l>{_e(ev or '—')}</td></tr>")
+    if not rows or not any((side.get(k) or {}).get("calls") or (side.get(k) or {}).get("events")
+                           for k in ("arm", "reference")):
         return ""
     return ('<table class="user-side"><tr><th class=l>user side</th><th>user tool calls</th>'
-            "<th>failed</th><th>failed / episode</th><th class=l>by channel</th></tr>"
+            "<th>failed</th><th>failed / episode</th><th class=l>by channel</th>"
+            "<th class=l>user events (of its own accord)</th></tr>"
             + "".join(rows) + "</table><p>The simulated user's own failed calls count toward "
             "the error budget (τ²-bench) but in no agent channel.</p>")
 
@@ -409,8 +412,9 @@ def _block_figures(cell: dict[str, Any]) -> str:
         f"(candidate − reference) {_num(s.get('diff'), '{:+.1%}')} "
         f"({_num(s.get('ci_level'), '{:.0%}')} CI {_ci(s.get('ci'))}, the one the TOST decides on), "
         f"TOST p = {_num(s.get('tost_p'), '{:.3g}')} at margin ±{_num(s.get('margin'), '{:.1%}')}, "
-        f"one-sided harm p = {_num(s.get('harm_p'), '{:.3g}')} "
-        f"(Holm {_num(s.get('harm_p_holm'), '{:.3g}')}).</p>"
+        f"one-sided p of a drop beyond the margin (DEGRADED's test) = "
+        f"{_num(s.get('damage_p'), '{:.3g}')} (Holm {_num(s.get('harm_p_holm'), '{:.3g}')}), "
+        f"of any drop {_num(s.get('harm_p'), '{:.3g}')}.</p>"
     )
 
 

@@ -105,6 +105,20 @@ def user_side_text(cell: dict[str, Any]) -> str | None:
     return f"{one(ur)} → {one(ua)}"
 
 
+def user_events_text(cell: dict[str, Any]) -> str | None:
+    """What the simulated user did of its own accord, per kind, ``reference → arm`` (e.g.
+    ``not_understood 2 → 9``); None when neither side reports user events."""
+    side = cell.get("user_side") or {}
+    ea = (side.get("arm") or {}).get("events") or {}
+    er = (side.get("reference") or {}).get("events") or {}
+    kinds = sorted(set(ea) | set(er))
+    if not kinds:
+        return None
+    if cell.get("reference") is None:
+        return ", ".join(f"{k} {ea.get(k, 0)}" for k in kinds)
+    return ", ".join(f"{k} {er.get(k, 0)} → {ea.get(k, 0)}" for k in kinds)
+
+
 def _verdict_reasons(reasons: list[str], top: int = 3) -> list[str]:
     shown = reasons[:top]
     advice = [r for r in reasons[top:] if r.startswith("to decide the score:")]
@@ -123,6 +137,9 @@ def build_table(report: Report | dict[str, Any], title: str = "pytest-quantagent
     cols = ["success @ run budget", "success @ K=2", "largest channel ratios"]
     if with_user:
         cols.append("user-side failures")
+    with_events = any(user_events_text(c) is not None for c in cells)
+    if with_events:
+        cols.append("user events")
     for col in (*cols, "verdict"):
         table.add_column(col)
     for cell in cells:
@@ -145,6 +162,8 @@ def build_table(report: Report | dict[str, Any], title: str = "pytest-quantagent
         row = [name, eps, run, _success_at(cell, 2), safe_text(_channels(cell))]
         if with_user:
             row.append(user_side_text(cell) or "—")
+        if with_events:
+            row.append(safe_text(user_events_text(cell) or "—"))
         table.add_row(*row, vtext)
     if run_k is not None:
         level = next((c["success"].get("ci_level") for c in cells
@@ -154,7 +173,9 @@ def build_table(report: Report | dict[str, Any], title: str = "pytest-quantagent
                          "with 95% CIs; channel p: one-sided vs max_ratio, Holm-adjusted"
                          + ("; user-side failures: the simulator's own failed calls, "
                             "reference → arm (in the error budget, in no channel)"
-                            if with_user else ""))
+                            if with_user else "")
+                         + ("; user events: what the simulated user did of its own accord, "
+                            "reference → arm" if with_events else ""))
     return table
 
 
@@ -234,6 +255,9 @@ def build_blocks(report: Report | dict[str, Any]) -> list[str]:
         user = user_side_text(cell)
         if user:
             out.append(f"  user-side failures: {'; '.join(user.splitlines())}")
+        events = user_events_text(cell)
+        if events:
+            out.append(f"  user events (reference → arm): {events}")
         out.extend(f"  - {_plain_lines(r)}" for r in cell.get("reasons") or [])
     if run_k is not None:
         out.append(f"(run budget K={run_k}; gaps are candidate − reference with 95% CIs; "

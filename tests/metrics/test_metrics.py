@@ -194,3 +194,27 @@ def test_raw_recovery_matches_reference_on_random_sequences() -> None:
         data = acc.finish()
         expected = recovery_events(calls)
         assert (int(data.failures[0]), int(data.recovered[0])) == (expected.failures, expected.recovered)
+
+
+def test_user_events_are_counted_per_episode_on_both_store_paths() -> None:
+    # issue 35 item 4: EpisodeRecord.user_events reach ArmData per kind and episode, the same
+    # through the full record and the lean store path
+    from pytest_quantagent.metrics.episode import LEAN_RECORD, ArmAccumulator
+    from pytest_quantagent.store.records import EpisodeRecord
+
+    def rec(task: int, events: dict[str, int]) -> EpisodeRecord:
+        return EpisodeRecord(key=f"k{task}", model="m", arm="int4", backend="mock",
+                             domain="telecom", task_id=str(task), trial=0, seed=task,
+                             max_errors=10, max_steps=50, termination="user_stop", reward=1.0,
+                             success=True, n_errors=0, steps=4, user_events=events)
+
+    records = [rec(0, {"not_understood": 2}), rec(1, {}),
+               rec(2, {"not_understood": 1, "premature_transfer": 1})]
+    full = ArmAccumulator("telecom", "int4").extend(records).finish()
+    lean = ArmAccumulator("telecom", "int4")
+    for r in records:
+        lean.add_raw(LEAN_RECORD.validate_json(r.model_dump_json()))
+    fast = lean.finish()
+    assert full.user_events == fast.user_events == {"not_understood": 3, "premature_transfer": 1}
+    assert full.user_event_counts["not_understood"].tolist() == [2, 0, 1]
+    assert fast.user_event_counts["premature_transfer"].tolist() == [0, 0, 1]

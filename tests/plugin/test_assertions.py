@@ -77,13 +77,18 @@ def test_all(quant_cell):
     assert_no_channel_amplification(quant_cell, channel=None, max_ratio=1.2)
 
 def test_other_channel(quant_cell):
-    checked = assert_no_channel_amplification(quant_cell, channel="wrong_entity")
-    assert checked["wrong_entity"]["arm_count"] == 0
+    assert_no_channel_amplification(quant_cell, channel="wrong_entity")
 
 def test_lenient(quant_cell):
     assert_no_channel_amplification(quant_cell, max_ratio=5)
-""", "--quant=int4")
-    result.assert_outcomes(passed=2, failed=1)
+""", "--quant=int4", "-rs")
+    # wrong_entity 0 vs 0 in 540 agent calls per arm: the increase bound (0.43 per 100
+    # calls) is not below the tolerance (0.2 per 100), so it cannot be judged (issue 33: the
+    # tolerance of 1 per 100 calls certified amplified low-rate channels)
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    result.stdout.fnmatch_lines([
+        "SKIPPED*telecom-int4: cannot judge amplification: wrong_entity 0 vs 0*",
+    ])
     result.stdout.fnmatch_lines([
         "E       AssertionError: telecom-int4: 1 channel(s) amplified above ×1.2 while the final "
         "score is equivalent (MASKED_DAMAGE):",
@@ -204,5 +209,10 @@ def test_channels(quant_cell):
     analysis = json.loads((fake.path / "report.json").read_text())["run"]["analysis"]
     assert (analysis["margin"], analysis["max_ratio"], analysis["tight_budgets"]) == (0.4, 5.0, [3])
     assert cell["success"]["margin"] == 0.4 and cell["budget"]["tight"] == [3]
-    assert cell["verdict"] == "MASKED_DAMAGE"  # the gap widens at K=3, not the ratio above ×5
+    # the gap widens at K=3 by 27 pts (upper bound 37), under the 40-pt margin: no damage
+    # (issue 33: the widening is tested against the margin, not against 0); the silent
+    # channels' increase bound stays above the tolerance, so the cell is INCONCLUSIVE
+    assert cell["verdict"] == "INCONCLUSIVE", cell["reasons"]
+    assert cell["budget"]["widening"]["3"] > 0.2 and cell["budget"]["widening_upper"]["3"] < 0.4
+    assert not any("gap widens" in r for r in cell["reasons"])
     assert not any("above ×5" in r for r in cell["reasons"])

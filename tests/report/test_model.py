@@ -53,16 +53,30 @@ def test_report_json_has_design_schema() -> None:
     assert Report.model_validate_json(text).cells[0].verdict == rep.cells[0].verdict
 
 
+def _identical_cell(seed: int, n_tasks: int = 120, trials: int = 2) -> CellInput:
+    # deterministic decoding with shared seeds: the candidate's episodes are the reference's
+    rng = np.random.default_rng(seed)
+    tasks = make_tasks(rng, n_tasks)
+    ref = list(synthetic_episodes(rng, tasks, arm="bf16", trials=trials))
+    arm = [r.model_copy(update={"arm": "int4", "key": r.key.replace(":bf16:", ":int4:")})
+           for r in ref]
+    return CellInput("retail", "int4", arm, "bf16", ref)
+
+
 def test_verdicts_on_known_scenarios() -> None:
-    lossless = _cell(2, n_tasks=150, trials=4, noise=0.05)
+    # LOSSLESS needs every channel shown outside its damage region: with independent failure
+    # draws that takes ~300 failures per arm in each channel; arms identical on every paired
+    # episode (issue 33) are decided by the paired channel evidence at 240 episodes
+    lossless = _identical_cell(2)
     degraded = _cell(3, shift=-0.35)
     masked = _cell(4, ratio={Channel.UNKNOWN_TOOL: 3.0})
     rep = analyze([lossless, degraded, masked])
     v = [c.verdict for c in rep.cells]
     assert v == ["LOSSLESS", "DEGRADED", "MASKED_DAMAGE"], [c.reasons for c in rep.cells]
-    assert any(r.startswith("unknown_tool ×") and "above ×1.2 (Holm p=" in r
-               for r in rep.cells[2].reasons)
-    assert any("significantly lower (task-cluster test Holm p=" in r for r in rep.cells[1].reasons)
+    assert any(r.startswith("unknown_tool ×") and "above ×1.2 and more than +0.2 per 100 "
+               "calls (Holm p=" in r for r in rep.cells[2].reasons)
+    assert any("significantly lower by more than 7.5 pts (task-cluster test Holm p=" in r
+               for r in rep.cells[1].reasons)
     assert any("equivalent within ±7.5 pts" in r for r in rep.cells[0].reasons)
     # the interval shown is the one the TOST decides on
     s = rep.cells[0].success

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 from scipy import optimize
+from scipy import stats as sps
 from statsmodels.stats import rates as sm_rates
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
@@ -151,3 +152,77 @@ def test_planner_asks_for_tasks_when_between_task_variance_dominates() -> None:
     # 2008, §3.2.4: (1.645 + 1.2816)^2 · 0.1 / 0.075^2 = 152.3)
     p1 = plan_design(np.zeros(10), np.arange(10).astype(str))
     assert (p1.tasks, p1.trials) == (153, 1)
+
+
+@pytest.mark.parametrize(("n12", "n21", "n"), [(2, 9, 60), (0, 12, 114), (5, 5, 40), (1, 20, 80)])
+def test_inferiority_p_is_the_damage_side_of_the_tost_interval(n12: int, n21: int, n: int) -> None:
+    # Duality (no reference library has Tango's paired test): the one-sided test of H0
+    # diff >= -margin at level α rejects exactly when the 1 − 2α interval the TOST decides on
+    # lies below −margin; and its p is the complement of the non-inferiority p (the same
+    # continuous statistic at −margin), to 1e-12.
+    arm, ref = _pairs(n - n12 - n21 - 5, n12, n21, 5)
+    for margin in (0.05, 0.075, 0.1):
+        sc = paired_score(arm, ref, margin=margin, alpha=0.05)
+        assert (sc.inferiority_p < 0.05) == (sc.ci.high < -margin)
+        assert sc.inferiority_p == pytest.approx(1 - sc.noninferiority_p, abs=1e-12)
+    # task-clustered: the same duality with the t reference
+    tasks = np.arange(n) // 2
+    sc = paired_score(arm, ref, clusters=tasks, margin=0.075)
+    assert (sc.inferiority_p < 0.05) == (sc.ci.high < -0.075)
+
+
+def test_paired_strata_equal_task_strata_when_no_pair_has_failures_on_both_sides() -> None:
+    # Reference: with at most one failing arm per pair nothing is matched, so the paired
+    # model variance is the task-strata one; with each pair its own task the two statistics
+    # (and bounds) must agree to 1e-10.
+    rng = np.random.default_rng(3)
+    n = 200
+    calls_a = rng.poisson(10, n) + 1.0
+    calls_r = rng.poisson(10, n) + 1.0
+    fail = rng.random(n) < 0.2
+    side = rng.random(n) < 0.6
+    ya = np.where(fail & side, 1.0, 0.0)
+    yr = np.where(fail & ~side, 1.0, 0.0)
+    paired = channel_ratio(ya, calls_a, yr, calls_r, clusters=np.arange(n), paired=True)
+    task = channel_ratio(ya, calls_a, yr, calls_r)
+    assert paired.upper == pytest.approx(task.upper, rel=1e-10)
+    assert paired.amplified_p == pytest.approx(task.amplified_p, rel=1e-10)
+    assert paired.increase_upper == pytest.approx(task.increase_upper, rel=1e-10)
+    assert paired.strata == "pair" and task.strata == "task"
+
+
+def test_byte_identical_arms_are_decidable_only_with_pairing() -> None:
+    # issue 33: 160 tasks, both arms the same unknown_tool count on every paired episode
+    # (160 vs 160). Task strata keep the binomial split's variance and stay open; paired
+    # strata bound the ratio below ×1.2 and the increase below 0.2 per 100 calls.
+    rng = np.random.default_rng(4)
+    calls = rng.poisson(10, 160) + 1.0
+    y = rng.poisson(1.0, 160).astype(float)
+    y *= 160 / y.sum()
+    y = np.round(y)
+    paired = channel_ratio(y, calls, y, calls, clusters=np.arange(160), paired=True,
+                           tolerance=0.002)
+    task = channel_ratio(y, calls, y, calls, tolerance=0.002)
+    assert paired.upper < 1.2 < task.upper
+    assert paired.increase_upper < 0.002 < task.increase_upper
+    assert paired.ci.low <= 1.0 <= paired.ci.high
+
+
+def test_channel_damage_p_is_the_intersection_union_test() -> None:
+    # Berger (1982): "ratio > R and increase > τ" is shown when both one-sided tests reject;
+    # its p is the larger of the two. ×2.6 at 0.3%/call (26 vs 10 in 3 420 calls): the ratio
+    # test rejects ×1.2, the increase (+0.47 per 100 calls) is not shown above 1 per 100.
+    calls = np.full(342, 10.0)
+    ya = np.zeros(342)
+    ya[40:66] = 1
+    yr = np.zeros(342)
+    yr[:10] = 1
+    lo = channel_ratio(ya, calls, yr, calls, tolerance=0.0)
+    hi = channel_ratio(ya, calls, yr, calls, tolerance=0.01)
+    assert lo.damage_p == max(lo.amplified_p, lo.increase_p)
+    assert hi.damage_p == max(hi.amplified_p, hi.increase_p) == hi.increase_p > 0.5
+    # the increase test against 0 is the normal test of the increase over its robust SE
+    se = (lo.increase_upper - lo.increase) / 1.6448536269514722
+    assert lo.increase_p == pytest.approx(float(sps.norm.sf(lo.increase / se)), rel=1e-9)
+    with pytest.raises(ValueError, match=r"tolerance=-0\.1 is not allowed"):
+        channel_ratio(ya, calls, yr, calls, tolerance=-0.1)

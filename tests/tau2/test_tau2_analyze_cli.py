@@ -97,3 +97,38 @@ def test_same_named_files_are_two_arms_and_flags_are_shown(
     assert (cell["arm"], cell["reference"]) == ("retail#2", "retail")
     err = capsys.readouterr().err
     assert "retail#2: 2 of 8 episodes recorded as infrastructure errors" in err
+
+
+def _trials_file(path: Path, n_tasks: int, trials: int, failing: set[tuple[int, int]]) -> Path:
+    # every episode: 10 agent calls and a success; an episode in ``failing`` calls one tool
+    # that does not exist among its 10
+    sims = []
+    for t in range(n_tasks):
+        for k in range(trials):
+            conv = Conversation()
+            for i in range(10):
+                if i == 0 and (t, k) in failing:
+                    conv.call("get_order_status", "Error: Tool 'get_order_status' not found.",
+                              error=True)
+                else:
+                    conv.call("get_order_details", '{"status": "ok"}')
+            conv.say("user", "###STOP###")
+            sims.append(simulation(str(t), conv.messages, trial=k))
+    return write_json(path, results(sims, domain="retail"))
+
+
+def test_amplified_low_rate_channel_is_not_lossless(tmp_path: Path) -> None:
+    # issue 33's reproduction: 114 tasks × 3 trials, 10 agent calls per episode, identical
+    # successes, unknown_tool 10 (reference) vs 26 (candidate): ×2.6, +0.47 per 100 calls.
+    # The tolerance of 1 per 100 calls certified it LOSSLESS; inside the damage region
+    # (ratio > ×1.2 and increase > 0.2 per 100 calls) it is not.
+    ref = _trials_file(tmp_path / "bf16.json", 114, 3, {(t, 0) for t in range(10)})
+    cand = _trials_file(tmp_path / "int4.json", 114, 3, {(t, 1) for t in range(40, 66)})
+    (cell,) = _run(tmp_path, ref, cand)["cells"]
+    ch = cell["channels"]["unknown_tool"]
+    assert (ch["arm_count"], ch["reference_count"]) == (26, 10)
+    assert ch["ratio"] == pytest.approx(2.6)
+    assert ch["rate_increase_upper"] > 0.002 and ch["ratio_upper"] > 1.2
+    assert ch["shown_not_amplified"] is False
+    assert cell["verdict"] != "LOSSLESS", cell["reasons"]
+    assert any(r.startswith("unknown_tool ×2.6 (26 vs 10)") for r in cell["reasons"])

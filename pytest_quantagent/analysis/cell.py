@@ -1,0 +1,274 @@
+"""A cell's analysis assembled from its claims, and the cells of a report judged together
+(Holm's families, then :func:`pytest_quantagent.verdict.decide`).
+
+:func:`analyze_cells` is what :func:`pytest_quantagent.report.model.analyze` turns into the
+report model; a sequential loop can call :func:`analyze_cell` on the episodes so far after
+each wave and judge with :func:`judge`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pytest_quantagent.analysis.arms import (
+    CellInput,
+    Pairing,
+    as_arm,
+    fewest_trials,
+    fnum,
+    mean_or_none,
+    pairing,
+    task_sums,
+)
+from pytest_quantagent.analysis.claims import (
+    BudgetFigures,
+    ChannelFigures,
+    FailureSetFigures,
+    SuccessFigures,
+    Test,
+    budget_claim,
+    channel_claims,
+    failure_set_claims,
+    margins_claim,
+    score_claim,
+    user_claim,
+)
+from pytest_quantagent.metrics.budget import success_at_budgets
+from pytest_quantagent.metrics.episode import ArmData
+from pytest_quantagent.metrics.margins import margin_histogram
+from pytest_quantagent.metrics.passk import pass_k_curve
+from pytest_quantagent.stats.intervals import wilson_interval
+from pytest_quantagent.stats.multiplicity import weighted_holm
+from pytest_quantagent.stats.power import plan_design
+from pytest_quantagent.stats.ratio import rate_ci
+from pytest_quantagent.verdict import (
+    AnalysisConfig,
+    Evidence,
+    Verdict,
+    decide,
+    family_weights,
+    holm_groups,
+)
+from pytest_quantagent.vocab.channels import ALL_CHANNELS
+
+
+@dataclass
+class CellAnalysis:
+    """Everything the report says about one cell, by the report model's field names
+    (``fields``: the scalar and dict fields; the sections as figures), with the raw damage
+    tests waiting for Holm and the evidence :func:`decide` judges."""
+
+    fields: dict[str, Any]
+    success: SuccessFigures
+    budget: BudgetFigures
+    channels: dict[str, ChannelFigures]
+    failure_set: dict[str, FailureSetFigures] = field(default_factory=dict)
+    tests: list[Test] = field(default_factory=list)
+    evidence: Evidence | None = None
+    verdict: Verdict | None = None
+    reasons: list[str] = field(default_factory=list)
+    holm: dict[str, Any] | None = None
+
+
+def _pass_k(a: ArmData, kmax: int) -> dict[str, float]:
+    curve = pass_k_curve(a.task_ids.tolist(), a.success.tolist())
+    return {str(k): v for k, v in curve.items() if k <= kmax}
+
+
+def _common(a: ArmData) -> dict[str, Any]:
+    return {"tokens": mean_or_none(a.tokens), "duration_s": mean_or_none(a.duration_s),
+            "steps": mean_or_none(a.steps.astype(float)),
+            "recovery": fnum(a.recovered.sum() / a.failures.sum()) if a.failures.sum() else None}
+
+
+def arm_only(inp: CellInput, a: ArmData, cfg: AnalysisConfig) -> CellAnalysis:
+    """Arm-only figures (no reference, no verdict)."""
+    max_k = a.max_errors
+    curve = success_at_budgets(a.success, a.n_errors, max_k).mean(axis=0) if a.n else None
+    n_calls, y, _, _ = task_sums(a, None)
+    total_calls = int(n_calls.sum())
+    channels: dict[str, ChannelFigures] = {}
+    for j, ch in enumerate(ALL_CHANNELS):
+        count = int(a.channel_counts[:, j].sum()) if a.n else 0
+        channels[ch.value] = ChannelFigures(
+            arm_count=count,
+            arm_rate=fnum(count / total_calls) if total_calls else None,
+            arm_rate_ci=rate_ci(y[:, j], n_calls, confidence=cfg.confidence).as_list()
+            if total_calls else None,
+            arm_per_episode=fnum(count / a.n) if a.n else None,
+        )
+    sr = wilson_interval(int(a.success.sum()), a.n, cfg.confidence)
+    c = _common(a)
+    fields: dict[str, Any] = {
+        "domain": inp.domain, "arm": inp.arm, "reference": None, "episodes": a.n,
+        "reference_episodes": None, "paired": 0, "tool_calls": {"arm": total_calls},
+        "recovery": {"arm": c["recovery"]}, "steps": {"arm": c["steps"]},
+        "terminations": {"arm": a.terminations, "reference": None},
+        "pass_k": {"arm": _pass_k(a, fewest_trials(a)), "reference": None},
+        "margins": {"bins": list(cfg.margin_bins),
+                    "arm": margin_histogram(a.margins, cfg.margin_bins)}
+        if a.margins.size else None,
+        "infrastructure_errors": {"arm": a.infrastructure_errors},
+        "tokens": {"arm": c["tokens"]}, "duration_s": {"arm": c["duration_s"]},
+        **user_claim(a, None, None, cfg).fields,
+        "extra": dict(inp.extra),
+    }
+    return CellAnalysis(
+        fields, SuccessFigures(arm=fnum(sr.estimate), margin=cfg.margin, arm_ci=sr.ci.as_list()),
+        BudgetFigures(K=list(range(max_k + 1)),
+                      arm=[fnum(v) for v in curve] if curve is not None else [None] * (max_k + 1)),
+        channels, reasons=["no reference arm: arm-only figures, no verdict"])
+
+
+def _plan(run_a: np.ndarray, run_r: np.ndarray, a: ArmData, p: Pairing, cfg: AnalysisConfig
+          ) -> tuple[dict[str, Any] | None, Any]:
+    """The design advice for the score (cluster-aware; the arms assumed truly equal)."""
+    if not p.paired:
+        return None, None
+    pl = plan_design(run_a[p.ia].astype(float) - run_r[p.ir].astype(float),
+                     a.task_ids[p.ia].astype(str), margin=cfg.margin, alpha=cfg.alpha,
+                     power=cfg.power, max_tasks=cfg.max_tasks, trials_flag=cfg.trials_flag,
+                     tasks_flag=cfg.tasks_flag)
+    return ({"tasks": pl.tasks, "trials": pl.trials, "reachable": pl.reachable,
+             "between_task_var": pl.between_var, "within_task_var": pl.within_var,
+             "message": pl.message}, pl)
+
+
+def analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) -> CellAnalysis:
+    """Every claim of one cell, its figures and raw damage tests (before Holm)."""
+    notes: list[str] = []
+    p = pairing(a, r)
+    max_k = min(a.max_errors, r.max_errors)
+    if a.max_errors != r.max_errors:
+        notes.append(f"arms ran at different error budgets (arm {a.max_errors}, reference "
+                     f"{r.max_errors}): both compared at the common budget K={max_k}")
+    tight, budget_notes = cfg.budgets_for(max_k)
+    notes.extend(budget_notes)
+    notes.extend(p.notes)
+    ma = success_at_budgets(a.success, a.n_errors, max_k)
+    mr = success_at_budgets(r.success, r.n_errors, max_k)
+    run_a, run_r = ma[:, max_k], mr[:, max_k]
+
+    score = score_claim(a, r, p, run_a, run_r, max_k, cfg)
+    budget = budget_claim(a, r, p, ma, mr, max_k, tight, cfg)
+    chans = channel_claims(a, r, p, cfg)
+    user = user_claim(a, r, p, cfg)
+    notes.extend(user.notes)
+    plan, pl = _plan(run_a, run_r, a, p, cfg)
+    ca, cr = _common(a), _common(r)
+    kmax = fewest_trials(a, r)
+    fields: dict[str, Any] = {
+        "domain": inp.domain, "arm": inp.arm, "reference": inp.reference, "episodes": a.n,
+        "reference_episodes": r.n, "paired": p.n,
+        "tool_calls": {"arm": chans.calls_arm, "reference": chans.calls_reference},
+        "recovery": {"arm": ca["recovery"], "reference": cr["recovery"]},
+        "steps": {"arm": ca["steps"], "reference": cr["steps"]},
+        "terminations": {"arm": a.terminations, "reference": r.terminations},
+        "pass_k": {"arm": _pass_k(a, kmax), "reference": _pass_k(r, kmax)},
+        "margins": margins_claim(a, r, p, cfg),
+        "infrastructure_errors": {"arm": a.infrastructure_errors,
+                                  "reference": r.infrastructure_errors},
+        "tokens": {"arm": ca["tokens"], "reference": cr["tokens"]},
+        "duration_s": {"arm": ca["duration_s"], "reference": cr["duration_s"]},
+        "n_needed": pl.n_pairs if pl is not None else None,
+        "trials_needed": pl.trials if pl is not None else None,
+        "pairing": p.summary, "plan": plan,
+        **user.fields,
+        "extra": dict(inp.extra),
+    }
+    s = score.figures
+    evidence = Evidence(
+        episodes=a.n, reference_episodes=r.n, diff=s.diff, tost_p=s.tost_p,
+        ci=(s.ci[0], s.ci[1]) if s.ci else None, harm_p_holm=None,
+        harm_method=score.harm_method, channels=chans.evidence, gaps=budget.gaps, notes=notes,
+        blockers=[*p.blockers, *score.blockers, *chans.blockers],
+        plan=pl.message if pl is not None else None, damage_p=s.damage_p, lower_p=s.harm_p,
+        user_differs=user.differs)
+    return CellAnalysis(fields, s, budget.figures, chans.figures,
+                        failure_set_claims(a, r, cfg),
+                        tests=[*score.tests, *budget.tests, *chans.tests], evidence=evidence)
+
+
+def judge(c: CellAnalysis, adjusted: dict[str, float], family: list[str],
+          cfg: AnalysisConfig) -> None:
+    """Fill in the Holm-adjusted p-values of ``c``'s tests and its verdict and reasons."""
+    ev = c.evidence
+    assert ev is not None
+    ev.harm_p_holm = adjusted.get("success")
+    c.success.damage_p_holm = fnum(ev.harm_p_holm)
+    c.success.harm_p_holm = fnum(ev.harm_p_holm)
+    c.success.mcnemar_p_holm = fnum(ev.harm_p_holm)
+    for ch in ev.channels:
+        ch.p_holm = adjusted.get(f"channel:{ch.name}")
+        c.channels[ch.name].p_holm = fnum(ch.p_holm)
+    for g in ev.gaps:
+        g.p_holm = adjusted.get(f"gap:{g.k}")
+        c.budget.gap_p_holm[str(g.k)] = fnum(g.p_holm)
+    c.holm = {"scope": cfg.holm_scope, "size": len(family), "tests": family}
+    c.verdict, c.reasons = decide(ev, cfg)
+
+
+def analyze_cells(inputs: Sequence[CellInput], cfg: AnalysisConfig
+                  ) -> tuple[list[CellAnalysis], dict[str, Any]]:
+    """Every cell analysed and judged, and the report's ``run.analysis`` section.
+
+    Holm's family is each cell's one-sided damage tests (score drop beyond the margin, each
+    channel with failures, the widening at each tight budget) by default, every such test of
+    the report with ``cfg.holm_scope="report"``."""
+    cells: list[CellAnalysis] = []
+    for inp in inputs:
+        arm_input = inp.records if inp.records is not None else inp.arm_records
+        if arm_input is None:  # unreachable: __post_init__ guarantees one
+            raise ValueError(f"cell {inp.domain}/{inp.arm} has no records")
+        a = as_arm(arm_input, inp.domain, inp.arm)
+        if inp.reference_records is None:
+            cells.append(arm_only(inp, a, cfg))
+            continue
+        if inp.reference is None:
+            raise ValueError(
+                f"cell {inp.domain}/{inp.arm} has reference_records but reference=None; "
+                "name the reference arm"
+            )
+        r = as_arm(inp.reference_records, inp.domain, inp.reference)
+        cells.append(analyze_cell(inp, a, r, cfg))
+    flat = [(i, tid, pv) for i, c in enumerate(cells) for tid, pv in c.tests]
+    per_cell: list[dict[str, float]] = [{} for _ in cells]
+    families: list[list[str]] = [[] for _ in cells]
+    for group in holm_groups(flat, cfg.holm_scope):
+        adj = weighted_holm([flat[j][2] for j in group],
+                            family_weights([(flat[j][0], flat[j][1]) for j in group]),
+                            alpha=cfg.alpha).pvalues_adjusted
+        names = [f"{cells[flat[j][0]].fields['domain']}/{cells[flat[j][0]].fields['arm']}:"
+                 f"{flat[j][1]}" if cfg.holm_scope == "report" else flat[j][1] for j in group]
+        for j, a_p in zip(group, adj, strict=True):
+            per_cell[flat[j][0]][flat[j][1]] = a_p
+            families[flat[j][0]] = names
+    for i, c in enumerate(cells):
+        if c.evidence is not None:
+            judge(c, per_cell[i], families[i], cfg)
+    meta = {
+        "margin": cfg.margin, "max_ratio": cfg.max_ratio, "alpha": cfg.alpha,
+        "tight_budgets": list(cfg.tight_budgets) if cfg.tight_budgets is not None else None,
+        "rare_tolerance": cfg.rare_tolerance, "power": cfg.power,
+        "confidence": cfg.confidence, "holm_scope": cfg.holm_scope,
+        "holm_family_size": len(flat) if cfg.holm_scope == "report"
+        else max((len(f) for f in families), default=0),
+        "holm_family": "every one-sided damage test of the report" if cfg.holm_scope == "report"
+        else "each cell's one-sided damage tests (score drop beyond the margin, channels with "
+             "failures, gap widening beyond the margin at each tight budget)",
+        "score_method": "Tango score interval for paired proportions (variance max(model, "
+                        "task-cluster robust) with several trials); TOST on the 1-2α interval; "
+                        "DEGRADED: one-sided score test of a drop beyond the margin",
+        "channel_method": "robust score test stratified by paired episode (tasks as clusters), "
+                          "per agent tool call; damage: ratio > max_ratio and increase > "
+                          "rare_tolerance (intersection-union test)",
+        "channel_unit": "task",
+        "damage_regions": {
+            "score": "drop beyond the margin", "channel": "ratio above max_ratio and per-call "
+            "increase above rare_tolerance", "gap": "widening beyond the margin"},
+    }
+    return cells, meta
