@@ -77,7 +77,7 @@ _ITEM = re.compile(r"^\s*(?:[-*•+]|\d{1,2}[.)]|[a-z][.)]|step \d+[:.])\s+", re
 _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9#$])")
 # Clauses that do different things inside one sentence ("X doesn't seem on, so let's check Y").
 _CLAUSE_END = re.compile(
-    r"\s*;\s+|,\s+and\s+(?=(?:once|when|after|if|then)\b)|,?\s+and also\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so|but|because|since|and then|then|after that)\s+|"
+    r"\s*;\s+|,\s+and\s+(?=(?:once|when|after|if|then)\b)|\s+and,\s+(?=(?:once|when|after|if|then)\b)|,?\s+and also\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so|but|because|since|and then|then|after that)\s+|"
     r"\s+(?:and then|after that|afterwards)\s+|\s+then\s+(?=[a-z]+\b(?! (?:it|that)\b))|"
     r"\s+(?=(?:before|after|once|when|until|while) you\b)|:\s+(?=(?:please|could you|can you|kindly|go ahead)\b)",
     re.IGNORECASE,
@@ -111,6 +111,36 @@ def _split_run_on(clause: str) -> list[str]:
     return [m.group(1), m.group(2)] if m else [clause]
 
 
+# "keep / leave X on", "(but leave mobile data on)", "leave both as they are": asks that a
+# state stays as it is, so never a change; removed before the message is read.
+_KEEP = re.compile(
+    r"\(\s*(?:but |and |please |just )*(?:keep|leave)\b[^()]*\)"
+    r"|(?:(?:,\s*|\s+)(?:but|and)\s+|^|(?<=[.!?:]\s))(?:please\s+|just\s+|also\s+)*"
+    r"(?:keep|leave)\s+(?![^,;.!?—]*\b(?:in mind|trying|an eye|going|me posted)\b)"
+    r"[^,;.!?()—]*?\b(?:on|off|enabled|disabled|alone|connected|disconnected|unchanged|"
+    r"as (?:it is|they are|is)|where (?:it is|they are)|for now|the same)\b"
+    r"(?:\s+for now)?(?:\s*(?:—|-|,)\s*(?:it's|it is|that's|they're)\b[^.!?]*)?"
+    r"(?:(?=\s+and\s)|[.!]?)",
+    re.IGNORECASE,
+)
+
+
+_KEEP_WORD = re.compile(r"\b(?:keep|leave)\b", re.IGNORECASE)
+
+
+def strip_keep(text: str) -> str:
+    """``text`` without the phrases that ask for a state to stay as it is ("please keep data
+    roaming on", "(but leave mobile data on)"): they ask for no action."""
+    if not _KEEP_WORD.search(text):
+        return text
+    out = _KEEP.sub(" ", text)
+    out = re.sub(r"[ \t]{2,}", " ", out).strip()
+    # What is left of "Please leave X on and restart": "and restart" starts a sentence.
+    out = re.sub(r"(^|[.!?:]\s+)and\s+(\w)", lambda m: m.group(1) + m.group(2).upper(), out)
+    out = re.sub(r"\s+and\s*(?=[.!?]|$)", "", out)
+    return re.sub(r"\s+([.!?])", r"\1", out).strip()
+
+
 def strip_markdown(text: str) -> str:
     """``text`` without emphasis, headings, quotes and link syntax."""
     for pattern, repl in _MARKDOWN:
@@ -124,6 +154,9 @@ def last_sentence(line: str) -> str:
     return parts[-1] if parts else line
 
 
+_BARE_HEADER = re.compile(r"[A-Za-z][\w'’ /&-]{0,40}", re.IGNORECASE)
+
+
 def segments(text: str) -> list[tuple[str, str]]:
     """``(segment, header)`` pairs: sentences and list items of ``text`` in order.
 
@@ -134,7 +167,7 @@ def segments(text: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     header = ""
     for raw_line in strip_markdown(strip_reasoning(text)).splitlines():
-        line = raw_line.strip()
+        line = strip_keep(raw_line.strip())
         if not line:
             continue
         if line.startswith("|"):
@@ -167,7 +200,8 @@ def segments(text: str) -> list[tuple[str, str]]:
             parts.extend(clauses)
         for p in parts:
             out.append((p, header if is_item else ""))
-        if not is_item and parts and parts[-1].endswith(":"):
+        if not is_item and parts and (parts[-1].endswith(":") or _BARE_HEADER.fullmatch(line)):
+            # "Here's what we did:" or a heading line without a colon ("### Summary").
             header = line
     return out
 
@@ -194,6 +228,10 @@ _NOT_TRANSFER = _rx(
     r"\b(?:don't|do not|won't|will not|not going to|no need to|rather not|wouldn't|never|not)"
     r"(?:\s+\w+){0,3}?\s+(?:transfer|connect|hand)",
     r"\b(?:before|until|unless) (?:i|we) (?:can |could )?(?:transfer|connect|hand)",
+    # Later or instead: "before transferring you", "instead of transferring you", "to get you
+    # transferred, I'll first need ...".
+    r"\b(?:before|until|unless|instead of|rather than|prior to) (?:transferring|connecting|handing)\b",
+    r"^to (?:get you|have you) (?:transferred|connected)\b",
 )
 _TRANSFER_OPTION = _rx(
     r"\bor (?:i|we) (?:can|could) (?:also )?(?:transfer|connect) you\b",
@@ -201,7 +239,7 @@ _TRANSFER_OPTION = _rx(
     r"\b(?:transfer|connect) you\b.*\bif you(?:'d| would) (?:prefer|like|rather)\b",
 )
 _CLOSING = _rx(
-    r"(?<!before )\banything else\b", r"\bsomething else (?:i|we) can\b", r"\banything more\b",
+    r"(?<!before )(?<!or do )\banything else\b(?! (?:first|yet))", r"\bsomething else (?:i|we) can\b", r"\banything more\b",
     r"\bany other (?:questions|issues|concerns|way)\b", r"\bfurther assistance\b",
     r"\belse (?:i|we) can (?:help|do|assist)\b",
 )
@@ -214,7 +252,7 @@ _GREETING = _rx(r"\bhow (?:can|may) i (?:help|assist)\b", r"\bwhat can i do for 
 # Offers and permission questions: the agent proposes to act, the user says yes or no.
 _OFFER = _rx(
     r"^(?:so,? |okay,? |ok,? |great,? |alright,? )?(?:would|do) you (?:like|want) me to\b",
-    r"\b(?:would|do) you (?:like|want) me to\b", r"\bwant me to\b",
+    r"\b(?:would|do) you (?:also |still |now )?(?:like|want) me to\b", r"\bwant me to\b",
     r"^(?:so,? |okay,? |ok,? )?(?:shall|should|may|can) (?:i|we)\b(?! (?:have|get|ask|know)\b)",
     r"(?:^|[:,]\s*)(?:shall|should) (?:i|we)\b", r"\bdo you confirm\b", r"\bcan you confirm (?:that )?(?:i|you want|you'd like)\b",
     r"\bplease confirm (?:that )?(?:i|you (?:want|would like|'d like))\b",
@@ -224,6 +262,7 @@ _OFFER = _rx(
     r"\bis it (?:ok|okay|alright) (?:if|to|with you)\b", r"\bdo i have your (?:permission|consent|ok)\b",
     r"\bwould it be (?:ok|okay|alright) (?:if|to)\b",
     r"\b(?:would|do) you (?:like|want|wish) to (?!know\b|tell\b)",
+    r"\b(?:would|do) you (?:like|want) (?:that|this|me to do that)\b",
     r"\b(?:are|r) you (?:ok|okay|fine|happy) with\b",
     r"\bwould you be (?:ok|okay|alright|fine|happy|comfortable) (?:with|if)\b",
     r"\b(?:would|do) you (?:still )?(?:prefer|rather) (?:that )?(?:i|we)\b",
@@ -250,7 +289,7 @@ _REQUEST = _rx(
     r"\bwould you mind\b", r"\bplease\b", r"\bkindly\b",
     r"\b(?:i|we)(?:'d| would) (?:like|need|ask) (?:you|for you) to\b",
     r"\b(?:i|we) (?:need|want) you to\b", r"\bi(?:'ll| will) need you to\b",
-    r"\b(?:i|we)(?:'ll| will)? need (?:a few|some|the following|two|three|these|a couple|your)\b",
+    r"\b(?:i|we)(?:'ll| will)? (?:first |also |just |still )?need (?:a few|some|the following|two|three|these|a couple|your)\b",
     r"\b(?:i|we)(?:'ll| will|'d| would)? (?:need|require)(?: from you)?:",
     r"^(?:i|we)(?:'d| would)? (?:recommend|suggest|advise)\b",
     r"\byou(?:'ll| will)? (?:need|have|want) to\b", r"\byou (?:should|must|may want to|might want to)\b",
@@ -287,7 +326,7 @@ _CHANGE_VERB = _rx(
 )
 _NEGATION = _rx(
     r"\b(?:don't|do not|doesn't|does not|didn't|did not|isn't|is not|aren't|are not|wasn't|"
-    r"weren't|won't|will not|cannot|can't|never|no need|not necessary|not needed|no longer|"
+    r"weren't|won't|will not|cannot|can't|never|no need|not necessary|not needed|no longer|nothing|"
     r"without|instead of|rather than|avoid|hold off|not yet|shouldn't|should not|not)\b"
 )
 _NEGATION_EXEMPT = _rx(r"\bdon't forget\b", r"\bdo not forget\b", r"\bif not\b", r"\bwhether or not\b",
@@ -493,3 +532,34 @@ def read(text: str) -> list[Segment]:
 def asked_text(parts: list[Segment]) -> str:
     """The segments that ask something, joined (what topic matching should look at)."""
     return " ".join(s.text for s in parts if s.asks)
+
+
+# Words that name nothing: pronouns, auxiliaries, politeness and generic verbs. A segment
+# made only of them ("Can you do that for me?", "Please check it.", "Could you clarify?")
+# asks for something the user cannot identify.
+EMPTY_WORDS = frozenset(
+    "a an the it that this these those them one thing things something anything me you your i we "
+    "us my our for to of on in at now again then just please kindly also so okay ok alright right "
+    "now here there can could would will should may might do does did doing done try trying "
+    "check look see clarify explain confirm handle fix help go ahead and or but with what which "
+    "mean meant about more bit little quickly real quick let know tell give say be is are was "
+    "were been being have has had get got make sure first next mind if same thanks thank great "
+    "perfect sorry hmm well oh like want need would".split()
+)
+
+
+def vague(text: str) -> bool:
+    """True when a segment names nothing the user could act on or answer (only pronouns,
+    politeness and generic verbs: "Can you do that for me?", "Please check it.")."""
+    words = re.findall(r"[a-z][a-z'-]*", text.lower())
+    return bool(words) and all(w in EMPTY_WORDS or w.endswith("'s") for w in words)
+
+
+def understood(parts: list[Segment]) -> bool:
+    """Whether a message read into ``parts`` has something the user can react to: a
+    request, question or offer that names something, a transfer, a closing or a greeting.
+    (A domain user may still find nothing in it to do; see the scripted user's events.)"""
+    return any(
+        (p.asks and not vague(p.text)) or p.act in (Act.TRANSFER, Act.CLOSING, Act.GREETING)
+        for p in parts
+    )

@@ -69,7 +69,13 @@ from pytest_quantagent.vocab.messages import (
     UserMessage,
 )
 
-__all__ = ["AnswerRule", "DeviceAction", "DeviceIntent", "ScriptedUser", "UserScript", "matches"]
+__all__ = [
+    "USER_EVENTS", "AnswerRule", "DeviceAction", "DeviceIntent", "ScriptedUser", "UserScript",
+    "matches",
+]
+
+#: The kinds :meth:`ScriptedUser.events` counts (``EpisodeRecord.user_events``).
+USER_EVENTS = ("not_understood", "unrequested_change", "premature_transfer")
 
 if TYPE_CHECKING:
     from pytest_quantagent.env.tasks import Task
@@ -255,6 +261,17 @@ class ScriptedUser:
         self._n_calls = 0
         self._used_device: set[int] = set()
         self._opened = False
+        self._events: dict[str, int] = dict.fromkeys(USER_EVENTS, 0)
+
+    def events(self) -> dict[str, int]:
+        """What the user did of its own accord so far, per kind (see :data:`USER_EVENTS`):
+        ``not_understood`` turns (no request or question it could act on: it asked for
+        clarification), ``unrequested_change`` (a state-changing call nobody asked for),
+        ``premature_transfer`` (a transfer token the agent did not announce)."""
+        return dict(self._events)
+
+    def _event(self, kind: str) -> None:
+        self._events[kind] += 1
 
     async def act(self, view: list[Message]) -> UserMessage:
         return self.respond(view)
@@ -389,10 +406,6 @@ class ScriptedUser:
                 return value
         return None
 
-    def _stop(self) -> str:
-        token = TRANSFER_TOKEN if self.script.end == "transfer" else STOP_TOKEN
-        return f"{self.script.closing} {token}"
-
     def _done(self) -> str:
         """The agent says it is done: the next request, or stop."""
         self._fallbacks = 0
@@ -410,7 +423,7 @@ class ScriptedUser:
         reaction; every question, request and offer is answered, together, in one reply
         (:meth:`answers`); a transfer notice anywhere ends with the transfer token."""
         parts = dialogue.read(text)
-        if any(p.act == Act.TRANSFER for p in parts):
+        if self.transferred(parts):
             return TRANSFER_TOKEN
         if not self._opened:
             self._opened = True
@@ -427,17 +440,51 @@ class ScriptedUser:
             return self._done()
         if any(p.act == Act.GREETING for p in parts):
             return self._current_request()
-        return self._fallback()
+        return self._fallback(parts)
 
-    def _fallback(self) -> str:
+    def transferred(self, parts: Sequence[Segment]) -> bool:
+        """The agent hands the user over now: a transfer notice, and nothing else in the
+        message asks the user for anything ("Before transferring you, what's your name?" is
+        answered, not left)."""
+        return any(p.act == Act.TRANSFER for p in parts) and not any(
+            p.asks and not p.negated and not _HOLD.search(p.text) for p in parts
+        )
+
+    def _stop(self) -> str:
+        if self.script.end == "transfer":
+            # The scenario ends in a transfer the agent has not announced.
+            self._event("premature_transfer")
+        return f"{self.script.closing} {TRANSFER_TOKEN if self.script.end == 'transfer' else STOP_TOKEN}"
+
+    def _fallback(self, parts: Sequence[Segment] = ()) -> str:
+        """Nothing in the message could be acted on or answered. A question about something
+        the scenario does not say gets "I don't know"; otherwise the user says it has not
+        understood and asks what is wanted (counted as ``not_understood``), never
+        restating its request or guessing; after ``max_fallbacks`` such turns in a row it
+        leaves with ``###OUT-OF-SCOPE###``."""
         self._fallbacks += 1
         if self._fallbacks >= self.script.max_fallbacks:
+            self._event("not_understood")
             # τ²-bench's token for "the scenario gives me nothing more to say".
             return f"I don't think I can get further with this. {OUT_OF_SCOPE_TOKEN}"
-        return self._pick(
-            f"I'm not sure. What I need is: {self._current_request()}",
-            f"To repeat my request: {self._current_request()}",
-        )
+        return self.clarify(parts)
+
+    def clarify(self, parts: Sequence[Segment]) -> str:
+        """The reply to a message with nothing the user can act on (see :meth:`_fallback`)."""
+        asks = [p for p in parts if p.asks and not p.negated]
+        request = self._current_request()
+        said = " ".join(p.text for p in parts)
+        if any(not dialogue.vague(p.text) for p in asks) and _shares_content(said, request):
+            # "How long would you like the line suspended for?" when the request says it.
+            return f"As I said: {request}"
+        if any(p.act == Act.QUESTION and not dialogue.vague(p.text) for p in asks):
+            return self._pick("I'm not sure, I don't know that.", "Sorry, I don't know that.")
+        self._event("not_understood")
+        if any(p.check or re.search(r"\bcheck\b", p.text, re.I) for p in asks):
+            return "Sorry, what do you need me to check?"
+        if asks:
+            return "Sorry, I'm not sure what you need me to do. Could you say it more specifically?"
+        return "Sorry, I'm not sure what you need from me. What should I do?"
 
     def answers(self, parts: Sequence[Segment]) -> list[str]:
         """What the user says to the segments that ask something, in the order asked:
@@ -497,6 +544,19 @@ class ScriptedUser:
         return any(v and v.lower() in low for v in self.script.identity.values())
 
 
+_HOLD = re.compile(r"\b(?:hold|wait|stay on the line|one moment|bear with)\b", re.IGNORECASE)
+_CONTENT = re.compile(r"[a-z][a-z0-9-]{3,}")
+
+
+def _shares_content(question: str, request: str) -> bool:
+    """Whether a question is about something the request says (a content word in common, by
+    its first five letters: "suspended" and "suspend")."""
+    stems = {w[:5] for w in _CONTENT.findall(request.lower()) if w not in dialogue.EMPTY_WORDS}
+    return any(
+        w[:5] in stems for w in _CONTENT.findall(question.lower()) if w not in dialogue.EMPTY_WORDS
+    )
+
+
 def join_answers(parts: Sequence[str]) -> str:
     """One reply from several answers, each sentence said once ("My name is X." answered
     for two list items of the same question is said once)."""
@@ -514,7 +574,8 @@ _YES_NO_QUESTION = re.compile(
 )
 _REFERS_BACK = re.compile(
     r"\bwhich one\b|\bthe (?:new|other|same|old) one\b|\b(?:it|them|those|these|one of them)\b|"
-    r"\bthat (?:code|one|number|item|order|card|address|method)\b|\bdo (?:that|this)\b",
+    r"\bthat (?:code|one|number|item|order|card|address|method)\b|\bdo (?:that|this)\b|"
+    r"\blike (?:that|this)\b",
     re.IGNORECASE,
 )
 
