@@ -83,6 +83,11 @@ class EpisodeRecord(_Record):
     """What the store had to change to keep the record: ``lone_surrogates_escaped`` (text
     with unpaired UTF-16 surrogates, written as ``\\udXXX`` escapes), ``output_truncated``
     (model output over the arm's ``max_output_chars``)."""
+    user_events: dict[str, int] = Field(default_factory=dict)
+    """What the simulated user did of its own accord, per kind: ``not_understood`` (turns in
+    which it found no request or question to act on), ``unrequested_change`` (a state change
+    nobody asked for), ``premature_transfer`` (a transfer it was not asked for). Empty for
+    users that do not report them."""
 
     @property
     def scored(self) -> bool:
