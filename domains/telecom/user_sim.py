@@ -530,6 +530,7 @@ _FUTURE_TRIP = re.compile(
 )
 
 
+_NOT_ABOUT_STATE = re.compile(r"^(?:and |so )?(?:how long|since when|when did)\b", re.I)
 _APN_SETTINGS = re.compile(r"\bapn settings?\b", re.I)
 _APN_CHANGE = re.compile(r"\b(?:reset|restor|default|chang|updat|take effect|after)", re.I)
 _LOOKS_RIGHT = re.compile(
@@ -691,7 +692,14 @@ class TelecomUser(ScriptedUser):
                 # the items say how, they are not further actions.
                 used.add(i)
                 continue
-            if seg.asks and not seg.negated and not seg.past and seg.act != Act.OFFER:
+            if seg.act == Act.QUESTION and (
+                _NOT_ABOUT_STATE.search(seg.text)
+                or any(matches(seg.text, r.keywords) for r in self.script.answers)
+            ):
+                # "How long have you had trouble sending MMS?", "Do you have access to
+                # Wi-Fi?": the scenario answers, the phone is not asked.
+                pass
+            elif seg.asks and not seg.negated and not seg.past and seg.act != Act.OFFER:
                 sentence = seg.text
                 if seg.act == Act.REQUEST and seg.conditional:
                     found, said = self._conditional(seg, prev, last_noun, bool(names or self._already), names)
@@ -774,7 +782,12 @@ class TelecomUser(ScriptedUser):
             if want is None and prev is not None:
                 # "whether X is on? If it is / if so / if not, ..."
                 asked = wanted_state(prev.text)
-                want = asked if asked is None or bare is not False else not asked
+                if asked is None:
+                    # "check whether you're connected to a VPN, and if you are, ...": the
+                    # question asked whether it is on.
+                    want = bare
+                else:
+                    want = asked if bare is not False else not asked
             if state is None or want is None:
                 return [], []
             attr, label = state

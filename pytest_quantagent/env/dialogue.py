@@ -470,7 +470,9 @@ _SITUATION = _rx(
 SEQUENCE_WORDS = frozenset({"once", "after", "as soon as", "when", "whenever"})
 #: "if so / if yes" and "if not / if no": the state the question before asked about, or not.
 BARE_CONDITIONS = {"so": True, "yes": True, "it is": True, "not": False, "no": False, "it isn't": False,
-                   "it's not": False, "it is not": False}
+                   "it's not": False, "it is not": False, "you are": True, "you're": True,
+                   "you aren't": False, "you are not": False, "you're not": False,
+                   "it does": True, "it doesn't": False}
 
 
 def condition(text: str) -> tuple[str, str, str] | None:

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_quantagent.env import dialogue
 from pytest_quantagent.env.dialogue import Act, Segment
 from pytest_quantagent.env.scenario import AnswerRule, DeviceAction, UserScript
+from pytest_quantagent.env.scenario_text import first_person, read_scenario
 from pytest_quantagent.vocab.messages import (
     OUT_OF_SCOPE_TOKEN,
     STOP_TOKEN,
@@ -155,66 +156,25 @@ _ADDRESS_CONTEXT = re.compile(
 )
 _GREETING: Keywords = (("how", "can", "i", "help"), ("how", "may", "i", "help"), ("what", "can", "i", "do"))
 
-_NAME_RE = re.compile(r"\b(?i:you are|your name is|name is) ([A-Z][a-z]+) ([A-Z][a-z]+)")
-_ZIP_RE = re.compile(r"(?<![\d-])(\d{5})(?![\d-])")
-_EMAIL_RE = re.compile(r"[\w.+\-]+@[\w\-]+\.[\w.]+")
-_PHONE_RE = re.compile(r"\b\d{3}-\d{3}-\d{4}\b")
-_USER_ID_RE = re.compile(r"\b([a-z]+)_([a-z]+)_\d{3,}\b")
-_ORDER_ID_RE = re.compile(r"#W\d{5,}")
-_SECOND_PERSON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(p, re.IGNORECASE), r)
-    for p, r in (
-        (r"\byou're\b", "I'm"), (r"\byou are\b", "I am"), (r"\byou've\b", "I've"),
-        (r"\byou were\b", "I was"), (r"\byourself\b", "myself"), (r"\byours\b", "mine"),
-        (r"\byour\b", "my"), (r"\byou\b", "I"),
-    )
-)
-
-
-def first_person(text: str) -> str:
-    """Turn τ²-bench's second-person instructions ("You want to return ...") into what the
-    user says ("I want to return ..."), well enough for a scripted opening."""
-    out = text
-    for pat, rep in _SECOND_PERSON:
-
-        def swap(m: re.Match[str], rep: str = rep) -> str:
-            return rep if m.group(0)[0].islower() or rep[0] == "I" else rep.capitalize()
-
-        out = pat.sub(swap, out)
-    return out
-
-
 def script_from_instructions(task: Task) -> UserScript:
-    """Derive a script from τ²-bench's structured (or free-text) instructions."""
+    """Derive a script from τ²-bench's structured (or free-text) instructions: identity and
+    facts read from the prose (:func:`pytest_quantagent.env.scenario_text.read_scenario`),
+    user-side gold actions as its device actions, a transfer end when the gold has one."""
     ins = task.structured_instructions
     if ins is not None:
         reason = ins.reason_for_call.strip()
         known = ins.known_info or ""
+        read = read_scenario(reason, known, ins.unknown_info or "", ins.task_instructions or "")
     else:
         reason = str(task.user_scenario.instructions).strip()
-        known = reason
-    identity: dict[str, str] = {}
-    if m := _NAME_RE.search(known):
-        identity["first_name"], identity["last_name"] = m.group(1), m.group(2)
-    if m := _ZIP_RE.search(known):
-        identity["zip"] = m.group(1)
-    if m := _EMAIL_RE.search(known):
-        identity["email"] = m.group(0).rstrip(".")
-    if m := _PHONE_RE.search(known):
-        identity["phone"] = m.group(0)
-    if m := _USER_ID_RE.search(known):
-        identity["user_id"] = m.group(0)
-        if "first_name" not in identity:
-            identity["first_name"], identity["last_name"] = m.group(1).title(), m.group(2).title()
-    facts: dict[str, str] = {}
-    orders = list(dict.fromkeys(_ORDER_ID_RE.findall(reason)))
-    if orders:
-        facts["order_id"] = " and ".join(orders)
+        read = read_scenario(reason, reason)
+    identity = {k: v for k, v in read.identity.items() if k != "name"}
     transfer = any(a.name == "transfer_to_human_agents" for a in task.gold_actions)
     return UserScript(
         requests=[first_person(reason)],
         identity=identity,
-        facts=facts,
+        facts=read.facts,
+        answers=read.answers,
         device_actions=[
             DeviceAction(tool=a.name, arguments=a.arguments)
             for a in task.gold_actions

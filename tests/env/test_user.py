@@ -141,7 +141,8 @@ def test_script_from_tau2_instructions(toy: Domain) -> None:
     s = script_from_instructions(task)
     assert s.requests == ["I received order #W5550123 and I want to return my keyboard."]
     assert s.identity == {"first_name": "Mira", "last_name": "Okafor", "zip": "30301", "email": "mira.okafor@example.com"}
-    assert s.facts == {"order_id": "#W5550123"}
+    assert s.facts == {"order_id": "The order id is #W5550123.",
+                       "item": "I received order #W5550123 and I want to return my keyboard."}
     assert s.end == "transfer" and [a.tool for a in s.device_actions] == ["toggle_data"]
 
 
