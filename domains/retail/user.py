@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from pytest_quantagent.env import dialogue
 from pytest_quantagent.env.dialogue import Act, Segment
@@ -32,7 +33,7 @@ from pytest_quantagent.env.user import (
     UserScript,
     join_answers,
 )
-from pytest_quantagent.vocab.messages import STOP_TOKEN
+from pytest_quantagent.vocab.messages import OUT_OF_SCOPE_TOKEN, STOP_TOKEN
 
 _CONFIRM = re.compile(
     r"\b(do you confirm|can you confirm|could you confirm|please confirm|to confirm|"
@@ -125,6 +126,8 @@ _FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("transfer", re.compile(r"\btransfer|\bhuman\b|\blive agent\b|\bspecialist\b|"
                             r"\brepresentative\b", re.I)),
     ("extra", re.compile(r"\bupgrade|\bexpress\b|\bexpedite|\bwarranty\b|\bprotection plan\b|"
+                         r"\bstore credit\b|\badd (?:more )?(?:funds|money|credit|balance)\b|\breload\b|"
+                         r"\brewards? program\b|"
                          r"\bsubscri|\bnewsletter\b|\bsign (?:you )?up\b|\bmembership\b|"
                          r"\binsurance\b", re.I)),
 )
@@ -146,6 +149,12 @@ def families(text: str) -> set[str]:
 
 
 _ORDER_ID = re.compile(r"#W\d{5,}")
+# "do you want to keep the same material?": asks what the customer prefers, not leave to act.
+_PREFERENCE = re.compile(
+    r"\b(?:do|would) you (?:want|like|prefer) (?:to )?(?:keep|have|get|stay with|stick with|the same)\b|"
+    r"\bdoes \w+(?: \w+)? matter to you\b|\bdo you (?:care|mind) (?:about|if)\b",
+    re.I,
+)
 _ZIP5 = re.compile(r"(?<![\d-])\d{5}(?![\d-])")
 _PAY_KINDS = (
     ("gift card", re.compile(r"\bgift ?card", re.I)),
@@ -153,6 +162,7 @@ _PAY_KINDS = (
     ("credit card", re.compile(r"\bcredit card\b|\b(?:visa|mastercard|amex|american express|"
                                r"discover)\b|\bcard ending\b", re.I)),
 )
+_BRAND = re.compile(r"\b(visa|mastercard|amex|american express|discover)\b", re.I)
 _CARD_DIGITS = re.compile(r"\bending (?:in )?(\d{4})\b", re.I)
 _REASONS = (
     ("no longer needed", re.compile(r"\bno longer need", re.I)),
@@ -216,15 +226,23 @@ class RetailUser(ScriptedUser):
             }
             digits_want = set(_CARD_DIGITS.findall(pay))
             digits_said = set(_CARD_DIGITS.findall(text))
+            brands_want = set(_BRAND.findall(pay.lower()))
+            brands_said = set(_BRAND.findall((offer if _BRAND.search(offer) else text).lower()))
             if (said and want and not said & want) or (
                 digits_said and digits_want and not digits_said & digits_want
-            ):
+            ) or (brands_said and brands_want and not brands_said & brands_want):
                 return f"No, that's not the payment method I want. {pay}"
         address = facts.get("address", "")
         if address and _ZIP5.search(text):
             zips = set(_ZIP5.findall(address))
             said_zips = set(_ZIP5.findall(text)) - set(self.script.identity.values())
             if zips and said_zips and not said_zips & zips:
+                return f"No, that's not quite right. {address}"
+        street = re.search(r"\d+ ([A-Z][a-z]+)", address)
+        if street and street.group(1) in text:
+            # The street is the scenario's: every number of the address must be there too.
+            numbers = set(re.findall(r"\d+", address))
+            if not numbers <= set(re.findall(r"\d+", text)):
                 return f"No, that's not quite right. {address}"
         reason = facts.get("reason", "")
         if reason:
@@ -245,10 +263,22 @@ class RetailUser(ScriptedUser):
         return super().answer_offer(seg)
 
     def answers(self, parts: Sequence[Segment]) -> list[str]:
-        """As the base user's, a correction of the agent's confirmation said first."""
+        """As the base user's, a correction of the agent's confirmation said first; a
+        preference question put as an offer ("do you want to keep the same material?") is
+        answered with the scenario's item facts when they speak to it."""
+        parts = [
+            replace(p, act=Act.QUESTION) if p.act == Act.OFFER and _PREFERENCE.search(p.text)
+            and self._speaks_to(p.text) else p
+            for p in parts
+        ]
         said = super().answers(parts)
         fixes = [a for a in said if a.startswith("No, ")]
         return fixes + [a for a in said if a not in fixes] if fixes else said
+
+    def _speaks_to(self, text: str) -> bool:
+        item = self.script.facts.get("item", "")
+        words = {w for w in re.findall(r"[a-z]{4,}", text.lower()) if w not in dialogue.EMPTY_WORDS}
+        return bool(item) and any(w[:5] in item.lower() for w in words - {"keep", "same", "matter"})
 
     def _retail_facts(self, text: str) -> str | None:
         said: list[str] = []
@@ -263,6 +293,8 @@ class RetailUser(ScriptedUser):
         script the question is about, in the order of :data:`_TOPICS`; then custom answers."""
         if _YES_NO_QUESTION.search(seg.text) and self._mentions_identity(seg.text):
             return ["Yes, that's right."]
+        if _PREFERENCE.search(seg.text) and self._speaks_to(seg.text):
+            return [self.script.facts["item"]]
         out: list[str] = []
         address = bool(_TOPICS_BY_NAME["address"].search(text))
         if _IDENTITY.search(text) and not (address and not _IDENTITY_NOT_ADDRESS.search(text)):
@@ -295,7 +327,5 @@ class RetailUser(ScriptedUser):
         if any(p.act == Act.CLOSING for p in parts) or not asks:
             return super().respond_text(text)
         # A question the script cannot answer: say so, or ask what is meant; never guess.
-        if self._fallbacks + 1 >= self.script.max_fallbacks:
-            self._fallbacks += 1
-            return self._stop()
-        return self._fallback(parts)
+        reply = self._fallback(parts)
+        return self._stop() if OUT_OF_SCOPE_TOKEN in reply else reply

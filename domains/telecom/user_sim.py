@@ -510,7 +510,8 @@ _PLAN_CHANGE = re.compile(
 
 
 _UNWANTED_LINE_CHANGES = (
-    (re.compile(r"\bsuspend(?:ing)?\s+(?:your|the|this|that)\b", re.I), r"\bsuspend"),
+    (re.compile(r"\bsuspend(?:ing)?\s+(?:your|the|this|that)\b|\b(?:put|place)\b[^.?!]{0,30}\bsuspension\b|"
+                r"\btemporary suspension\b", re.I), r"\bsuspend"),
     (re.compile(r"\bcancel(?:l?ing|l?ed)? (?:your|the|this) (?:line|account|service|contract)\b", re.I),
      r"\bcancel"),
     (re.compile(r"\bport(?:ing)? (?:your|the) number\b|\bnew (?:line|sim)\b", re.I), r"\bnew (?:line|sim)\b"),
@@ -774,6 +775,15 @@ class TelecomUser(ScriptedUser):
             holds = True
         else:
             subject = cond if _noun_of(cond) else f"{noun or ''} {cond}"
+            mode = _extract_mode(cond).get("mode")
+            if mode is not None and noun == "the network mode" and self.phone is not None:
+                # "If it's 3G only, change it to 4G/5G preferred": the phone's current mode.
+                current = str(getattr(self.phone.db.device.network_mode_preference, "value", ""))
+                if current != mode:
+                    return [], []
+                if _PRONOUN.search(then):
+                    then = _PRONOUN.sub(noun, then, count=1)
+                return self._sentence_calls(then), []
             state = next(
                 ((attr, label) for pat, attr, label, _ in _STATES if pat.search(subject.lower())), None
             )

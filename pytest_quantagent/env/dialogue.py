@@ -79,7 +79,9 @@ _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<=[.!?])[\"')\]]*\s+(?=[\"'
 _CLAUSE_END = re.compile(
     r"\s*;\s+|,\s+and\s+(?=(?:once|when|after|if|then)\b)|\s+and,\s+(?=(?:once|when|after|if|then)\b)|,?\s+and also\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so|but|because|since|and then|then|after that)\s+|"
     r"\s+(?:and then|after that|afterwards)\s+|\s+then\s+(?=[a-z]+\b(?! (?:it|that)\b))|"
-    r"\s+(?=(?:before|after|once|when|until|while) you\b)|:\s+(?=(?:please|could you|can you|kindly|go ahead)\b)",
+    r"\s+(?=(?:before|after|once|when|until|while) you\b)|:\s+(?=(?:please|could you|can you|kindly|go ahead)\b)|"
+    # Inline enumerations: "Two checks: (1) is data on, and (2) is a VPN connected?"
+    r":\s+(?=\(?\d\)\s)|,?\s+(?:and\s+)?(?=\(\d\)\s)",
     re.IGNORECASE,
 )
 
@@ -194,9 +196,11 @@ def segments(text: str) -> list[tuple[str, str]]:
                 # "Before I check, what's the reason — A or B?": the question mark ends
                 # the whole sentence, so a wh-clause before the split asks too.
                 clauses = [
-                    c + "?" if i < len(clauses) - 1 and _WH.search(c) and not c.endswith("?") else c
+                    c + "?" if i < len(clauses) - 1 and (_WH.search(c) or _YES_NO_START.match(c))
+                    and not c.endswith("?") else c
                     for i, c in enumerate(clauses)
                 ]
+            clauses = [re.sub(r"^\(\d\)\s*", "", c) for c in clauses]
             parts.extend(clauses)
         for p in parts:
             out.append((p, header if is_item else ""))
@@ -215,7 +219,8 @@ def _rx(*alternatives: str) -> re.Pattern[str]:
 
 _TRANSFER = _rx(
     r"(?<!can )(?<!could )(?<!may )(?<!might )(?<!able to )(?<!happy to )(?<!option to )\btransfer(?:ring)? (?:you|your (?:call|case|chat)|this)\b",
-    r"\b(?:being|been|get|be) transferred\b",
+    r"\b(?:being|been|get|be) transferred\b", r"\btransferred your (?:case|call|chat)\b",
+    r"\b(?:be|being|get) connected (?:with|to) (?:\w+ ){0,3}?(?:human|live|real|specialist|agent|representative)",
     r"\bconnect(?:ing)? you (?:with|to) (?:\w+ ){0,3}?(?:human|live|real|specialist|technical)",
     r"\bget(?:ting)? you (?:over |through )?to (?:a |an |our |one of our )?(?:human|live|real|specialist)",
     r"\bput(?:ting)? you through to\b", r"\bpass(?:ing)? you (?:on |over )?to (?:a |an |our )?(?:human|specialist|colleague)",
@@ -238,6 +243,7 @@ _TRANSFER_OPTION = _rx(
     r"\bor (?:transfer|connect) you\b", r"\b(?:can|could) (?:also )?(?:transfer|connect) you\b",
     r"\b(?:transfer|connect) you\b.*\bif you(?:'d| would) (?:prefer|like|rather)\b",
 )
+_YES_NO_START = re.compile(r"^(?:\(\d\)\s*)?(?:is|are|does|do|can|did|has|have)\s+(?:your|the|a|an|mobile|data|wi-?fi|it)\b", re.I)
 _CLOSING = _rx(
     r"(?<!before )(?<!or do )\banything else\b(?! (?:first|yet))", r"\bsomething else (?:i|we) can\b", r"\banything more\b",
     r"\bany other (?:questions|issues|concerns|way)\b", r"\bfurther assistance\b",
@@ -261,7 +267,9 @@ _OFFER = _rx(
     r"\bproceed\?", r"\bgo ahead\?", r"\byes/no\b", r"\byes or no\b", r"\(yes\)",
     r"\bis it (?:ok|okay|alright) (?:if|to|with you)\b", r"\bdo i have your (?:permission|consent|ok)\b",
     r"\bwould it be (?:ok|okay|alright) (?:if|to)\b",
-    r"\b(?:would|do) you (?:like|want|wish) to (?!know\b|tell\b)",
+    r"\b(?:would|do) you (?:also |still )?(?:like|want|wish) to (?!know\b|tell\b)",
+    r"\b(?:would|do) you (?:prefer|want|like) (?:an?|some|store)\b(?! (?:few|bit|moment)\b)",
+    r"^(?:is that |is this |is everything )?(?:correct|right)\?$",
     r"\b(?:would|do) you (?:like|want) (?:that|this|me to do that)\b",
     r"\b(?:are|r) you (?:ok|okay|fine|happy) with\b",
     r"\bwould you be (?:ok|okay|alright|fine|happy|comfortable) (?:with|if)\b",

@@ -434,8 +434,14 @@ class ScriptedUser:
         asks = [p for p in parts if p.asks and not p.negated]
         request = self._current_request()
         said = " ".join(p.text for p in parts)
+        if any(_ABOUT_THE_REQUEST.search(p.text) for p in asks):
+            # "What would you like to do with it?", "Can you tell me more about what's
+            # happening?": what the customer came for (an answer, not a fallback).
+            self._fallbacks = 0
+            return request
         if any(not dialogue.vague(p.text) for p in asks) and _shares_content(said, request):
             # "How long would you like the line suspended for?" when the request says it.
+            self._fallbacks = 0
             return f"As I said: {request}"
         if any(p.act == Act.QUESTION and not dialogue.vague(p.text) for p in asks):
             return self._pick("I'm not sure, I don't know that.", "Sorry, I don't know that.")
@@ -452,14 +458,18 @@ class ScriptedUser:
         said: list[str] = []
         offered = False
         prev: Segment | None = None
+        statements: list[str] = []
         for seg in parts:
             before, prev = prev, seg
+            if not seg.asks:
+                statements.append(seg.text)
             if not seg.asks or (seg.negated and seg.act == Act.REQUEST):
                 continue
+            told, statements = " ".join(statements[-2:]), []
             if seg.act == Act.OFFER:
-                if before is not None and not before.asks and _REFERS_BACK.search(seg.text):
+                if told and before is not None and not before.asks and _REFERS_BACK.search(seg.text):
                     # "Another option is a plan change. Would you like me to do that?"
-                    seg = replace(seg, text=f"{before.text} {seg.text}")
+                    seg = replace(seg, text=f"{told} {seg.text}")
                 if not offered:
                     offered = True
                     said.append(self.answer_offer(seg))
@@ -504,6 +514,15 @@ class ScriptedUser:
         return any(v and v.lower() in low for v in self.script.identity.values())
 
 
+_ABOUT_THE_REQUEST = re.compile(
+    r"\bwhat (?:would|do|can|did) you (?:\w+ )?(?:like|want|need|wish|hope)(?: me)? to (?:do|get|achieve|"
+    r"change|have)\b|\bwhat (?:do|would) you (?:need|want)\b|\bhow (?:can|may) i (?:help|assist)\b|"
+    r"\bwhat (?:brings you|can i do)\b|\bwhat(?:'s| is| seems to be) the (?:issue|problem|matter)\b|"
+    r"\bwhat(?:'s| is) (?:going on|happening|wrong)\b|\bwhat seems to be\b|\btell me (?:a bit |a little )?"
+    r"more\b|\b(?:describe|explain)\b[^?]*\b(?:issue|problem|happening|request)\b|"
+    r"\b(?:which|what) order (?:would|do) you (?:like|want|need)\b|\bwhat (?:kind of )?(?:help|assistance)\b",
+    re.IGNORECASE,
+)
 _HOLD = re.compile(r"\b(?:hold|wait|stay on the line|one moment|bear with)\b", re.IGNORECASE)
 _CONTENT = re.compile(r"[a-z][a-z0-9-]{3,}")
 
