@@ -18,11 +18,13 @@ from fidelity_harness import Result, load, play, playable, report
 
 from pytest_quantagent.env.registry import get_domain
 
-#: The misreading kinds of issue 22, each covered by at least ten cases.
+#: The misreading kinds of issues 22 and 35, each covered by at least ten cases.
 MISREADINGS = (
     "negation", "recap", "empathy", "conditional", "summary", "check_read", "repeat",
     "contradiction", "ignored_question", "offer", "transfer", "fact_question", "list_question",
     "address_zip",
+    # issue 35
+    "unwanted_offer", "wrong_detail", "multi_part", "keep", "not_understood", "first_turn",
 )
 
 
