@@ -137,6 +137,11 @@ _IMPLIED = {
     "items": {"items", "exchange"},
     "exchange": {"exchange", "items"},
 }
+_MORE_THAN_ASKED = re.compile(
+    r"\b(?:the other|any other|other|the rest of the|remaining|more|additional) (?:items?|products?|orders?)\b|"
+    r"\banything else\b|\ball (?:of )?the (?:other )?items\b",
+    re.I,
+)
 _INSTEAD_OF = re.compile(
     r"\b(?:instead of|rather than)\b[^.?!,]*|^(?:instead of|rather than)\b[^,]*,", re.I
 )
@@ -204,6 +209,9 @@ class RetailUser(ScriptedUser):
         """False when the offer proposes an action the customer did not come for."""
         goal = self._goal()
         offered = families(text)
+        if offered - {"refund", "payment"} and _MORE_THAN_ASKED.search(text):
+            # "Would you like me to return the other items as well?"
+            return False
         if "transfer" in offered and "transfer" not in goal:
             return False
         return all(f in goal or goal & _IMPLIED.get(f, set()) for f in offered)

@@ -463,6 +463,22 @@ def wanted_state(sentence: str) -> bool | None:
     return on
 
 
+_CONNECTED = re.compile(r"\b(?:connected|using|active|in use)\b")
+_NOT = re.compile(r"\b(?:not|isn't|aren't|n't|no longer)\b|n't\b")
+
+
+def _condition_state(cond: str) -> bool | None:
+    """The state a condition names ("if Data Saver is on": True; "if it isn't enabled":
+    False; "if you're connected to one": True), None when it names none."""
+    low = cond.lower()
+    want = wanted_state(low)
+    if want is None and _CONNECTED.search(low):
+        want = True
+    if want is not None and _NOT.search(low):
+        want = not want
+    return want
+
+
 _READ_TOOLS = frozenset(
     i.tool for i in DEVICE_INTENTS
     if i.tool.startswith("check_") or i.tool in ("can_send_mms", "run_speed_test")
@@ -777,9 +793,11 @@ class TelecomUser(ScriptedUser):
             subject = cond if _noun_of(cond) else f"{noun or ''} {cond}"
             mode = _extract_mode(cond).get("mode")
             if mode is not None and noun == "the network mode" and self.phone is not None:
-                # "If it's 3G only, change it to 4G/5G preferred": the phone's current mode.
+                # "If it's 3G only / anything other than 4G/5G, change it to ...": the phone's
+                # current mode.
                 current = str(getattr(self.phone.db.device.network_mode_preference, "value", ""))
-                if current != mode:
+                other = bool(re.search(r"\bother than\b|\bnot\b|n't\b", cond, re.I))
+                if (current == mode) == other:
                     return [], []
                 if _PRONOUN.search(then):
                     then = _PRONOUN.sub(noun, then, count=1)
@@ -788,7 +806,7 @@ class TelecomUser(ScriptedUser):
                 ((attr, label) for pat, attr, label, _ in _STATES if pat.search(subject.lower())), None
             )
             bare = dialogue.BARE_CONDITIONS.get(cond.strip().lower())
-            want = None if bare is not None else wanted_state(cond)
+            want = None if bare is not None else _condition_state(cond)
             if want is None and prev is not None:
                 # "whether X is on? If it is / if so / if not, ..."
                 asked = wanted_state(prev.text)

@@ -244,6 +244,8 @@ _TRANSFER_OPTION = _rx(
     r"\b(?:transfer|connect) you\b.*\bif you(?:'d| would) (?:prefer|like|rather)\b",
 )
 _YES_NO_START = re.compile(r"^(?:\(\d\)\s*)?(?:is|are|does|do|can|did|has|have)\s+(?:your|the|a|an|mobile|data|wi-?fi|it)\b", re.I)
+# "Would you also like to exchange anything else?" offers an action, it does not close.
+_ACTION_ON_ELSE = _rx(r"\b(?:cancel|return|exchange|modify|change|add|remove|update)\b[^.?!]{0,20}\banything else\b")
 _CLOSING = _rx(
     r"(?<!before )(?<!or do )\banything else\b(?! (?:first|yet))", r"\bsomething else (?:i|we) can\b", r"\banything more\b",
     r"\bany other (?:questions|issues|concerns|way)\b", r"\bfurther assistance\b",
@@ -269,7 +271,8 @@ _OFFER = _rx(
     r"\bwould it be (?:ok|okay|alright) (?:if|to)\b",
     r"\b(?:would|do) you (?:also |still )?(?:like|want|wish) to (?!know\b|tell\b)",
     r"\b(?:would|do) you (?:prefer|want|like) (?:an?|some|store)\b(?! (?:few|bit|moment)\b)",
-    r"^(?:is that |is this |is everything )?(?:correct|right)\?$",
+    r"^(?:is that |is this |is everything )?(?:correct|right)\?$", r"^(?:ok|okay|alright|all right|good)\?$",
+    r"\bconfirm with [\"']?yes\b",
     r"\b(?:would|do) you (?:like|want) (?:that|this|me to do that)\b",
     r"\b(?:are|r) you (?:ok|okay|fine|happy) with\b",
     r"\bwould you be (?:ok|okay|alright|fine|happy|comfortable) (?:with|if)\b",
@@ -369,7 +372,7 @@ _RECAP_HEADER = _rx(
     r"\b(?:recap|summary|summarize|summarise|to sum up|what we(?:'ve| have)? (?:did|done|tried|"
     r"checked|covered|changed|fixed)|steps (?:we|i|you)(?:'ve| have)? (?:took|taken|done|tried|"
     r"followed)|here'?s what (?:we|i|you)(?:'ve| have)? (?:did|done|tried|checked|covered|changed|"
-    r"fixed)|what was done|so far)\b",
+    r"fixed)|what was done|so far|where we are|progress|status update|completed steps)\b",
 )
 _REVIEW_HEADER = _rx(r"\b(?:review|look over|go over|double-check)\b(?! (?:your|the) (?:order|account) (?:and|to))")
 _NOTE = _rx(r"^(?:\W*)(?:please )?(?:note|keep in mind|be aware|remember)\b(?! to\b)", r"^(?:fyi|heads up)\b")
@@ -429,7 +432,8 @@ def classify(text: str, header: str = "") -> Segment:
         return seg(Act.OFFER if question else Act.STATEMENT)
     if _TRANSFER.search(low) and not cond and not _OFFER.search(low) and not _NOT_TRANSFER.search(low):
         return seg(Act.TRANSFER)
-    if (_CLOSING.search(low) and (question or low.startswith(("is there", "let me know")))) or (
+    if (_CLOSING.search(low) and (question or low.startswith(("is there", "let me know")))
+            and not _ACTION_ON_ELSE.search(low)) or (
         _FAREWELL.search(low) and not question
     ):
         return seg(Act.CLOSING)
@@ -448,8 +452,9 @@ def classify(text: str, header: str = "") -> Segment:
         # "If/when you ... , turn X off": depends on something that is not now; a domain may
         # still act when the condition names state it can see (see the telecom user).
         return seg(Act.REQUEST if _REQUEST.search(low) else Act.STATEMENT)
-    if past:
-        return seg(Act.STATEMENT)
+    if past or (_DONE_MARK.search(low) and (header or not _REQUEST.search(low))):
+        # "Reset APN — Done", "Rebooted ✅": a step reported done.
+        return seg(Act.STATEMENT, past=True)
     if question:
         if _POLITE_REQUEST.search(low) and not check:
             return seg(Act.REQUEST)
@@ -463,6 +468,7 @@ def classify(text: str, header: str = "") -> Segment:
     return seg(Act.STATEMENT)
 
 
+_DONE_MARK = re.compile(r"(?:\bdone|\bcompleted?|\bfinished|✅|✔️?|☑️?)\W*$", re.IGNORECASE)
 _CONDITION = re.compile(
     r"^(?:and |but |so |also |then )?(if|when|whenever|once|as soon as|after)\s+(.+?),\s*(.+)$",
     re.IGNORECASE | re.DOTALL,
