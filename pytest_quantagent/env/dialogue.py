@@ -351,7 +351,7 @@ _NOT_A_CONDITION = _rx(
     r"\b(?:if|when|whenever|once) you(?:'re| are)? (?:ready|able)\b", r"\bwhen you have (?:it|that|one|a moment|a minute) ?(?:ready)?\b",
     r"\bif (?:you can|possible|you don't mind|you could|that's ok(?:ay)?)\b",
     # "tell me if you're connected" asks about what is, it sets no condition.
-    r"\b(?:tell me|check|see|verify|find out|confirm|look)\s+if\b",
+    r"\b(?:tell me|let me know|check|see|verify|find out|confirm|look|know)\s+if\b",
 )
 _PAST = _rx(
     r"^(?:(?:great|good|perfect|okay|ok|alright|thanks|thank you|so|and|also|earlier|already|"
