@@ -167,6 +167,7 @@ _PAY_KINDS = (
     ("credit card", re.compile(r"\bcredit card\b|\b(?:visa|mastercard|amex|american express|"
                                r"discover)\b|\bcard ending\b", re.I)),
 )
+_PLACEHOLDER = re.compile(r"<[a-z_]+\d*>", re.I)
 _BRAND = re.compile(r"\b(visa|mastercard|amex|american express|discover)\b", re.I)
 _CARD_DIGITS = re.compile(r"\bending (?:in )?(\d{4})\b", re.I)
 _REASONS = (
@@ -247,7 +248,9 @@ class RetailUser(ScriptedUser):
             if zips and said_zips and not said_zips & zips:
                 return f"No, that's not quite right. {address}"
         street = re.search(r"\d+ ([A-Z][a-z]+)", address)
-        if street and street.group(1) in text:
+        if street and street.group(1) in text and not _PLACEHOLDER.search(text):
+            # (A placeholder such as "<num8>", which the bundled models write for a number
+            # their tool call fills in, is no wrong detail.)
             # The street is the scenario's: every number of the address must be there too.
             numbers = set(re.findall(r"\d+", address))
             if not numbers <= set(re.findall(r"\d+", text)):

@@ -406,7 +406,7 @@ def classify(text: str, header: str = "") -> Segment:
         bool(_BARE_CHECK.search(low)) and not _CHANGE_VERB.search(low)
     )
     wh = bool(_WH.search(low))
-    either = question and bool(re.search(r"\b(?:or|either)\b", low))
+    either = question and bool(re.search(r"\b(?:or|Or|either|Either)\b", t))  # not a state code "OR"
 
     def seg(act: Act, **kw: bool) -> Segment:
         base = {"negated": neg, "conditional": cond, "past": past, "check": check,
