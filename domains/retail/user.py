@@ -65,7 +65,8 @@ _TOPICS: tuple[tuple[str, re.Pattern[str]], ...] = (
         "item",
         re.compile(
             r"\b(which|what) (items?|products?|options?|colou?r|size|variant)\b"
-            r"|\bitems?\b|\boptions?\b|\bexchange (it )?for\b"
+            r"|\bitems?\b|\boptions?\b|\bexchange\b[^.?!]{0,25}\bfor\b|\bwhat (?:would|do) you (?:like|want) to "
+            r"(?:exchange|return|modify|change)\b"
             r"|\b(?:different|another|other) (?:colou?r|size|option|variant|model)s?\b",
             re.IGNORECASE,
         ),

@@ -272,6 +272,7 @@ _OFFER = _rx(
     r"\b(?:would|do) you (?:also |still )?(?:like|want|wish) to (?!know\b|tell\b)",
     r"\b(?:would|do) you (?:prefer|want|like) (?:an?|some|store)\b(?! (?:few|bit|moment)\b)",
     r"^(?:is that |is this |is everything )?(?:correct|right)\?$", r"^(?:ok|okay|alright|all right|good)\?$",
+    r"^(?:can you |could you |please )?confirm\?$",
     r"\bconfirm with [\"']?yes\b",
     r"\b(?:would|do) you (?:like|want) (?:that|this|me to do that)\b",
     r"\b(?:are|r) you (?:ok|okay|fine|happy) with\b",
@@ -397,6 +398,10 @@ def classify(text: str, header: str = "") -> Segment:
     question = t.endswith("?") or "?" in t
     neg = bool(_NEGATION.search(low)) and not _NEGATION_EXEMPT.search(low)
     cond = bool(_CONDITIONAL.search(low)) and not _NOT_A_CONDITION.search(low)
+    if cond and (m_if := _CONDITION.match(low)):
+        # "If it isn't, enable it": the negation is the condition's, not the request's.
+        then = m_if.group(3)
+        neg = bool(_NEGATION.search(then)) and not _NEGATION_EXEMPT.search(then)
     past = bool(_PAST.search(low)) and not question
     m_check = _CHECK.search(low)
     # A change verb before the check phrase in the same clause: "turn Wi-Fi on and tell me if".
