@@ -565,7 +565,7 @@ EMPTY_WORDS = frozenset(
     "check look see clarify explain confirm handle fix help go ahead and or but with what which "
     "mean meant about more bit little quickly real quick let know tell give say be is are was "
     "were been being have has had get got make sure first next mind if same thanks thank great "
-    "perfect sorry hmm well oh like want need would".split()
+    "perfect sorry hmm well oh like want need would step steps".split()
 )
 
 
