@@ -854,6 +854,12 @@ class TelecomUser(ScriptedUser):
         for pattern, attr, label, tool in _STATES:
             if not pattern.search(low):
                 continue
+            if any(f[0] == "check_status_bar" for f in found) and not re.search(
+                rf"\b(?:is|are) (?:your |the )?(?:{pattern.pattern})", low
+            ):
+                # "What icons do you see (signal bars, airplane icon, ...)?" asks what the
+                # status bar shows, which the check answers; not each switch as well.
+                continue
             if check and tool is not None and any(f[0] == tool for f in found):
                 continue
             found = [f for f in found if f[0] != tool]
