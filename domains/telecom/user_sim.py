@@ -553,7 +553,9 @@ _APN_CHANGE = re.compile(r"\b(?:reset|restor|default|chang|updat|take effect|aft
 _LOOKS_RIGHT = re.compile(
     r"^(?:the amount|everything|it|that|this|all|the request|the payment request|the bill|the "
     r"details)(?:'s| is| looks| seems| appears| sounds)? ?(?:all )?(?:right|correct|fine|good|ok|"
-    r"okay|as expected|in order|accurate)\b|^(?:the amount|it) (?:matches|checks out)\b|^you agree\b",
+    r"okay|as expected|in order|accurate)\b|^(?:the amount|it) (?:matches|checks out)\b|^you agree\b|"
+    # "If it's there, please pay it": the check shows whether it is.
+    r"^(?:it's|it is) there\b|^you (?:see|got|received) (?:it|one)\b|^it (?:arrived|came through|shows up)\b",
     re.I,
 )
 _PAYMENT_WORDS = re.compile(r"\bpay\b|\bpayment\b", re.I)
