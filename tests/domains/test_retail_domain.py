@@ -227,7 +227,7 @@ def test_user_answers_reason_address_and_stops_or_transfers(domain: Any) -> None
 
 
 def test_user_does_not_guess_unanswerable_questions_then_stops(domain: Any) -> None:
-    task, user = _user(domain, "info_balance")
+    _task, user = _user(domain, "info_balance")
     first = user.respond_text("Which order number is this about?")
     # The scenario has no order: the customer says it does not know (no guess, no "yes").
     assert "don't know" in first and "yes" not in first.lower()
