@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from pytest_quantagent.env import dialogue
 from pytest_quantagent.env.dialogue import Act, Segment
@@ -32,7 +33,7 @@ from pytest_quantagent.env.user import (
     UserScript,
     join_answers,
 )
-from pytest_quantagent.vocab.messages import STOP_TOKEN
+from pytest_quantagent.vocab.messages import OUT_OF_SCOPE_TOKEN, STOP_TOKEN
 
 _CONFIRM = re.compile(
     r"\b(do you confirm|can you confirm|could you confirm|please confirm|to confirm|"
@@ -64,7 +65,8 @@ _TOPICS: tuple[tuple[str, re.Pattern[str]], ...] = (
         "item",
         re.compile(
             r"\b(which|what) (items?|products?|options?|colou?r|size|variant)\b"
-            r"|\bitems?\b|\boptions?\b|\bexchange (it )?for\b"
+            r"|\bitems?\b|\boptions?\b|\bexchange\b[^.?!]{0,25}\bfor\b|\bwhat (?:would|do) you (?:like|want) to "
+            r"(?:exchange|return|modify|change)\b"
             r"|\b(?:different|another|other) (?:colou?r|size|option|variant|model)s?\b",
             re.IGNORECASE,
         ),
@@ -105,6 +107,76 @@ _REFUSAL = re.compile(
 )
 
 
+# What an offer proposes to do, by family; an offer naming a family the customer's goal does
+# not have is declined ("Would you like me to set up a return instead?" to a customer who
+# wants a cancellation). "Instead of X" names what is *not* offered and is left out first.
+_FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("cancel", re.compile(r"\bcancel", re.I)),
+    ("return", re.compile(r"\breturn", re.I)),
+    ("exchange", re.compile(r"\bexchang", re.I)),
+    ("refund", re.compile(r"\brefund", re.I)),
+    ("items", re.compile(r"\b(?:modify|change|swap|replace|switch)\b[^.?!]{0,40}\b(?:items?|products?|"
+                         r"size|colou?r|options?|variant|model)\b", re.I)),
+    ("user_address", re.compile(r"\bdefault (?:shipping )?address\b|\baddress (?:on|of|in|for) (?:your|the) "
+                                r"(?:account|profile)\b|\baccount(?:'s)? (?:default )?address\b|"
+                                r"\bprofile address\b", re.I)),
+    ("order_address", re.compile(r"\b(?:shipping|delivery) address\b(?! (?:on|of) (?:your|the) "
+                                 r"(?:account|profile))|\baddress (?:of|on|for) (?:the|this|that|your|"
+                                 r"these|those) (?:pending )?orders?\b", re.I)),
+    ("payment", re.compile(r"\b(?:pay|payment method|payment)\b", re.I)),
+    ("transfer", re.compile(r"\btransfer|\bhuman\b|\blive agent\b|\bspecialist\b|"
+                            r"\brepresentative\b", re.I)),
+    ("extra", re.compile(r"\bupgrade|\bexpress\b|\bexpedite|\bwarranty\b|\bprotection plan\b|"
+                         r"\bstore credit\b|\badd (?:more )?(?:funds|money|credit|balance)\b|\breload\b|"
+                         r"\brewards? program\b|"
+                         r"\bsubscri|\bnewsletter\b|\bsign (?:you )?up\b|\bmembership\b|"
+                         r"\binsurance\b", re.I)),
+)
+# A family the goal "has" through another ("refund" comes with a cancellation or a return).
+_IMPLIED = {
+    "refund": {"cancel", "return", "refund"},
+    "items": {"items", "exchange"},
+    "exchange": {"exchange", "items"},
+}
+_MORE_THAN_ASKED = re.compile(
+    r"\b(?:the other|any other|other|the rest of the|remaining|more|additional) (?:items?|products?|orders?)\b|"
+    r"\banything else\b|\ball (?:of )?the (?:other )?items\b",
+    re.I,
+)
+_INSTEAD_OF = re.compile(
+    r"\b(?:instead of|rather than)\b[^.?!,]*|^(?:instead of|rather than)\b[^,]*,", re.I
+)
+
+
+def families(text: str) -> set[str]:
+    """The action families ``text`` names (see :data:`_FAMILIES`)."""
+    text = _INSTEAD_OF.sub(" ", text)
+    return {name for name, pattern in _FAMILIES if pattern.search(text)}
+
+
+_ORDER_ID = re.compile(r"#W\d{5,}")
+# "do you want to keep the same material?": asks what the customer prefers, not leave to act.
+_PREFERENCE = re.compile(
+    r"\b(?:do|would) you (?:want|like|prefer) (?:to )?(?:keep|have|get|stay with|stick with|the same)\b|"
+    r"\bdoes \w+(?: \w+)? matter to you\b|\bdo you (?:care|mind) (?:about|if)\b",
+    re.I,
+)
+_ZIP5 = re.compile(r"(?<![\d-])\d{5}(?![\d-])")
+_PAY_KINDS = (
+    ("gift card", re.compile(r"\bgift ?card", re.I)),
+    ("paypal", re.compile(r"\bpaypal\b", re.I)),
+    ("credit card", re.compile(r"\bcredit card\b|\b(?:visa|mastercard|amex|american express|"
+                               r"discover)\b|\bcard ending\b", re.I)),
+)
+_PLACEHOLDER = re.compile(r"<[a-z_]+\d*>", re.I)
+_BRAND = re.compile(r"\b(visa|mastercard|amex|american express|discover)\b", re.I)
+_CARD_DIGITS = re.compile(r"\bending (?:in )?(\d{4})\b", re.I)
+_REASONS = (
+    ("no longer needed", re.compile(r"\bno longer need", re.I)),
+    ("ordered by mistake", re.compile(r"\bby mistake\b|\bmistaken", re.I)),
+)
+
+
 class RetailUser(ScriptedUser):
     """Scripted retail customer (see the module docstring for the rules).
 
@@ -126,6 +198,99 @@ class RetailUser(ScriptedUser):
     ) -> None:
         super().__init__(script, seed=seed, intents=intents, user_tool_names=user_tool_names)
         self.expect_refusal = expect_refusal
+        self._message = ""
+
+    def _goal(self) -> set[str]:
+        """The action families the scenario's requests name (transfer: its end)."""
+        goal = families(" ".join(self.script.requests))
+        if self.script.end == "transfer":
+            goal.add("transfer")
+        return goal
+
+    def offer_wanted(self, text: str) -> bool:
+        """False when the offer proposes an action the customer did not come for."""
+        goal = self._goal()
+        offered = families(text)
+        if offered - {"refund", "payment"} and _MORE_THAN_ASKED.search(text):
+            # "Would you like me to return the other items as well?"
+            return False
+        if "transfer" in offered and "transfer" not in goal:
+            return False
+        return all(f in goal or goal & _IMPLIED.get(f, set()) for f in offered)
+
+    def correction(self, text: str, offer: str = "") -> str | None:
+        """What is wrong in a confirmation the agent asks for, as the customer says it: an
+        order id, a payment method, an address zip or a cancellation reason that is not the
+        scenario's (None when nothing is)."""
+        facts = self.script.facts
+        goal_text = " ".join([*self.script.requests, *facts.values()])
+        mine = set(_ORDER_ID.findall(goal_text))
+        theirs = set(_ORDER_ID.findall(text))
+        if mine and theirs and not theirs & mine:
+            return f"No, that's not the right order. {facts.get('order_id') or 'My order is ' + ' and '.join(sorted(mine)) + '.'}"
+        pay = facts.get("payment_method", "")
+        if pay:
+            want = {k for k, p in _PAY_KINDS if p.search(pay)}
+            said = {k for k, p in _PAY_KINDS if p.search(offer)} or {
+                k for k, p in _PAY_KINDS if p.search(text)
+            }
+            digits_want = set(_CARD_DIGITS.findall(pay))
+            digits_said = set(_CARD_DIGITS.findall(text))
+            brands_want = set(_BRAND.findall(pay.lower()))
+            brands_said = set(_BRAND.findall((offer if _BRAND.search(offer) else text).lower()))
+            if (said and want and not said & want) or (
+                digits_said and digits_want and not digits_said & digits_want
+            ) or (brands_said and brands_want and not brands_said & brands_want):
+                return f"No, that's not the payment method I want. {pay}"
+        address = facts.get("address", "")
+        if address and _ZIP5.search(text):
+            zips = set(_ZIP5.findall(address))
+            said_zips = set(_ZIP5.findall(text)) - set(self.script.identity.values())
+            if zips and said_zips and not said_zips & zips:
+                return f"No, that's not quite right. {address}"
+        street = re.search(r"\d+ ([A-Z][a-z]+)", address)
+        if street and street.group(1) in text and not _PLACEHOLDER.search(text):
+            # (A placeholder such as "<num8>", which the bundled models write for a number
+            # their tool call fills in, is no wrong detail.)
+            # The street is the scenario's: every number of the address must be there too.
+            numbers = set(re.findall(r"\d+", address))
+            if not numbers <= set(re.findall(r"\d+", text)):
+                return f"No, that's not quite right. {address}"
+        reason = facts.get("reason", "")
+        if reason:
+            want_r = {k for k, p in _REASONS if p.search(reason)}
+            said_r = {k for k, p in _REASONS if p.search(text)}
+            if want_r and said_r and not said_r & want_r:
+                return f"No, the reason is different: {reason}"
+        return None
+
+    def answer_offer(self, seg: Segment) -> str:
+        """Yes only to what the customer came for, with the scenario's details: an offer of
+        another action is declined, a confirmation with a wrong detail corrected."""
+        if not self.offer_wanted(seg.text):
+            return "No, thank you. That's not what I want."
+        fix = self.correction(self._message, seg.text)
+        if fix is not None:
+            return fix
+        return super().answer_offer(seg)
+
+    def answers(self, parts: Sequence[Segment]) -> list[str]:
+        """As the base user's, a correction of the agent's confirmation said first; a
+        preference question put as an offer ("do you want to keep the same material?") is
+        answered with the scenario's item facts when they speak to it."""
+        parts = [
+            replace(p, act=Act.QUESTION) if p.act == Act.OFFER and _PREFERENCE.search(p.text)
+            and self._speaks_to(p.text) else p
+            for p in parts
+        ]
+        said = super().answers(parts)
+        fixes = [a for a in said if a.startswith("No, ")]
+        return fixes + [a for a in said if a not in fixes] if fixes else said
+
+    def _speaks_to(self, text: str) -> bool:
+        item = self.script.facts.get("item", "")
+        words = {w for w in re.findall(r"[a-z]{4,}", text.lower()) if w not in dialogue.EMPTY_WORDS}
+        return bool(item) and any(w[:5] in item.lower() for w in words - {"keep", "same", "matter"})
 
     def _retail_facts(self, text: str) -> str | None:
         said: list[str] = []
@@ -140,6 +305,8 @@ class RetailUser(ScriptedUser):
         script the question is about, in the order of :data:`_TOPICS`; then custom answers."""
         if _YES_NO_QUESTION.search(seg.text) and self._mentions_identity(seg.text):
             return ["Yes, that's right."]
+        if _PREFERENCE.search(seg.text) and self._speaks_to(seg.text):
+            return [self.script.facts["item"]]
         out: list[str] = []
         address = bool(_TOPICS_BY_NAME["address"].search(text))
         if _IDENTITY.search(text) and not (address and not _IDENTITY_NOT_ADDRESS.search(text)):
@@ -156,8 +323,9 @@ class RetailUser(ScriptedUser):
         return out
 
     def respond_text(self, text: str) -> str:
+        self._message = text
         parts = dialogue.read(text)
-        if not self._opened or any(p.act in (Act.TRANSFER, Act.GREETING) for p in parts):
+        if not self._opened or self.transferred(parts) or any(p.act == Act.GREETING for p in parts):
             return super().respond_text(text)
         asks = [p for p in parts if p.asks and not p.negated]
         if self.expect_refusal and _REFUSAL.search(text) and not any(
@@ -170,8 +338,6 @@ class RetailUser(ScriptedUser):
             return join_answers(said)
         if any(p.act == Act.CLOSING for p in parts) or not asks:
             return super().respond_text(text)
-        # A question the script cannot answer: restate the request rather than guess.
-        self._fallbacks += 1
-        if self._fallbacks >= self.script.max_fallbacks:
-            return self._stop()
-        return f"I'm not sure. What I need is: {self._current_request()}"
+        # A question the script cannot answer: say so, or ask what is meant; never guess.
+        reply = self._fallback(parts)
+        return self._stop() if OUT_OF_SCOPE_TOKEN in reply else reply

@@ -381,12 +381,14 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("complete", "payment"),
         ("accept", "payment"),
         ("pay", "it"),
+        ("pay", "payment", "request"),
         ("pay", "the", "bill"),
         ("pay", "now"),
     ),
 )
 # ``connect_vpn``'s ("vpn", "on") must not fire on "disconnect the VPN on your phone".
 _EXCLUSIVE = {
+    "check_apn_settings": "reset_apn_settings",
     "connect_vpn": "disconnect_vpn",
     "check_wifi_status": "toggle_wifi",
     "check_network_mode_preference": "set_network_mode_preference",
@@ -461,6 +463,22 @@ def wanted_state(sentence: str) -> bool | None:
     return on
 
 
+_CONNECTED = re.compile(r"\b(?:connected|using|active|in use)\b")
+_NOT = re.compile(r"\b(?:not|isn't|aren't|n't|no longer)\b|n't\b")
+
+
+def _condition_state(cond: str) -> bool | None:
+    """The state a condition names ("if Data Saver is on": True; "if it isn't enabled":
+    False; "if you're connected to one": True), None when it names none."""
+    low = cond.lower()
+    want = wanted_state(low)
+    if want is None and _CONNECTED.search(low):
+        want = True
+    if want is not None and _NOT.search(low):
+        want = not want
+    return want
+
+
 _READ_TOOLS = frozenset(
     i.tool for i in DEVICE_INTENTS
     if i.tool.startswith("check_") or i.tool in ("can_send_mms", "run_speed_test")
@@ -488,6 +506,7 @@ _NOUNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?:mobile|cellular) data", re.I), "mobile data"),
     (re.compile(r"\bvpn\b", re.I), "the VPN"),
     (re.compile(r"\bapn\b", re.I), "the APN settings"),
+    (re.compile(r"\bnetwork mode\b|\bpreferred network\b", re.I), "the network mode"),
     (re.compile(r"\bsim\b", re.I), "the SIM card"),
     (re.compile(r"wi-?fi", re.I), "Wi-Fi"),
 )
@@ -504,6 +523,42 @@ _PLAN_CHANGE = re.compile(
     r"\b(?:upgrade|change|switch|move|migrate)\b(?:\s+\S+){0,6}?\s+(?:plan|unlimited|premium)\b|"
     r"\bnew plan\b|\bplan (?:change|upgrade)\b", re.I
 )
+
+
+_UNWANTED_LINE_CHANGES = (
+    (re.compile(r"\bsuspend(?:ing)?\s+(?:your|the|this|that)\b|\b(?:put|place)\b[^.?!]{0,30}\bsuspension\b|"
+                r"\btemporary suspension\b", re.I), r"\bsuspend"),
+    (re.compile(r"\bcancel(?:l?ing|l?ed)? (?:your|the|this) (?:line|account|service|contract)\b", re.I),
+     r"\bcancel"),
+    (re.compile(r"\bport(?:ing)? (?:your|the) number\b|\bnew (?:line|sim)\b", re.I), r"\bnew (?:line|sim)\b"),
+)
+_ROAMING_ON = re.compile(
+    r"\b(?:enable|turn on|activate|add|switch on|set up)\b[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming on\b",
+    re.I,
+)
+_ROAMING_OFF = re.compile(
+    r"\b(?:disable|turn off|deactivate|remove|switch off)\b[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming off\b",
+    re.I,
+)
+_ABROAD = re.compile(r"\btravel|\babroad\b|\boverseas\b|\bin (?!the united states\b)[A-Z][a-z]+", re.I)
+_AT_HOME = re.compile(r"\bat home\b|\bnot travel|\bback (?:home|from)\b", re.I)
+_FUTURE_TRIP = re.compile(
+    r"\b(?:going|flying|heading) (?:to|abroad)\b|\bwill (?:be )?travel|\b(?:upcoming|next) trip\b", re.I
+)
+
+
+_NOT_ABOUT_STATE = re.compile(r"^(?:and |so )?(?:how long|since when|when did)\b", re.I)
+_APN_SETTINGS = re.compile(r"\bapn settings?\b", re.I)
+_APN_CHANGE = re.compile(r"\b(?:reset|restor|default|chang|updat|take effect|after)", re.I)
+_LOOKS_RIGHT = re.compile(
+    r"^(?:the amount|everything|it|that|this|all|the request|the payment request|the bill|the "
+    r"details)(?:'s| is| looks| seems| appears| sounds)? ?(?:all )?(?:right|correct|fine|good|ok|"
+    r"okay|as expected|in order|accurate)\b|^(?:the amount|it) (?:matches|checks out)\b|^you agree\b|"
+    # "If it's there, please pay it": the check shows whether it is.
+    r"^(?:it's|it is) there\b|^you (?:see|got|received) (?:it|one)\b|^it (?:arrived|came through|shows up)\b",
+    re.I,
+)
+_PAYMENT_WORDS = re.compile(r"\bpay\b|\bpayment\b", re.I)
 
 
 def _noun_of(text: str) -> str | None:
@@ -580,13 +635,33 @@ class TelecomUser(ScriptedUser):
         return UserMessage(content=self.respond_text(text))
 
     def answer_offer(self, seg: Segment) -> str:
-        """As :meth:`ScriptedUser.answer_offer`, except that a plan change the user did not
-        come for is declined (τ²-bench telecom users refuel data rather than change plans)."""
-        if _PLAN_CHANGE.search(seg.text) and not any(
-            re.search(r"\bplan\b", r, re.I) for r in self.script.requests
-        ):
+        """As :meth:`ScriptedUser.answer_offer`, except that what the customer did not come
+        for is declined: a plan change (τ²-bench telecom users refuel data rather than
+        change plans), suspending or cancelling the line, roaming the customer's location
+        does not call for (turned on at home, off abroad)."""
+        if not self.offer_wanted(seg.text):
             return self.script.refusal
         return super().answer_offer(seg)
+
+    def offer_wanted(self, text: str) -> bool:
+        """False for an offer of a change the scenario does not ask for (see
+        :meth:`answer_offer`); True otherwise (troubleshooting steps are agreed to)."""
+        requests = " ".join(self.script.requests)
+        if _PLAN_CHANGE.search(text) and not re.search(r"\bplan\b", requests, re.I):
+            return False
+        for pattern, word in _UNWANTED_LINE_CHANGES:
+            if pattern.search(text) and not re.search(word, requests, re.I):
+                return False
+        if _ROAMING_ON.search(text) or _ROAMING_OFF.search(text):
+            location = " ".join(
+                [self.script.facts.get("location", ""), requests]
+            )
+            abroad = bool(_ABROAD.search(location)) and not _AT_HOME.search(location)
+            if _ROAMING_ON.search(text) and not abroad and not _FUTURE_TRIP.search(requests):
+                return False
+            if _ROAMING_OFF.search(text) and abroad:
+                return False
+        return True
 
     def respond_text(self, text: str) -> str:
         """As :meth:`ScriptedUser.respond_text`; when asked for name and date of birth
@@ -636,7 +711,14 @@ class TelecomUser(ScriptedUser):
                 # the items say how, they are not further actions.
                 used.add(i)
                 continue
-            if seg.asks and not seg.negated and not seg.past and seg.act != Act.OFFER:
+            if seg.act == Act.QUESTION and (
+                _NOT_ABOUT_STATE.search(seg.text)
+                or any(matches(seg.text, r.keywords) for r in self.script.answers)
+            ):
+                # "How long have you had trouble sending MMS?", "Do you have access to
+                # Wi-Fi?": the scenario answers, the phone is not asked.
+                pass
+            elif seg.asks and not seg.negated and not seg.past and seg.act != Act.OFFER:
                 sentence = seg.text
                 if seg.act == Act.REQUEST and seg.conditional:
                     found, said = self._conditional(seg, prev, last_noun, bool(names or self._already), names)
@@ -647,8 +729,14 @@ class TelecomUser(ScriptedUser):
                         found = self._sentence_calls(prev.text)
                         if not found and not self._already and last_noun and _PRONOUN.search(prev.text):
                             found = self._sentence_calls(_PRONOUN.sub(last_noun, prev.text, count=1))
-                    if not found and not self._already and last_noun and _PRONOUN.search(sentence):
-                        found = self._sentence_calls(_PRONOUN.sub(last_noun, sentence, count=1))
+                    if (
+                        all(f[0] in _READ_TOOLS for f in found) and not self._already
+                        and last_noun and _PRONOUN.search(sentence)
+                    ):
+                        # "Tell me your network mode, then set it to 4G/5G preferred."
+                        other = self._sentence_calls(_PRONOUN.sub(last_noun, sentence, count=1))
+                        if not found or any(f[0] not in _READ_TOOLS for f in other):
+                            found = other
                     if not found and not self._already and _PRONOUN.search(sentence) and _PHONE.search(sentence):
                         # "To get your phone on the network, please turn it off and back on."
                         found = self._sentence_calls(_PRONOUN.sub("your phone", sentence, count=1))
@@ -694,19 +782,42 @@ class TelecomUser(ScriptedUser):
             return [], []
         word, cond, then = parts
         noun = _noun_of(cond) or last_noun
+        said: list[str] = []
         if acted and word in dialogue.SEQUENCE_WORDS:
-            holds, said = True, []
+            holds = True
+        elif _LOOKS_RIGHT.search(cond) and (
+            noun == "the payment request" or _PAYMENT_WORDS.search(then)
+        ):
+            # "if the amount looks right, pay it": the user judges by what the phone shows;
+            # the check goes first and the payment is dropped when it shows no request.
+            holds = True
         else:
             subject = cond if _noun_of(cond) else f"{noun or ''} {cond}"
+            mode = _extract_mode(cond).get("mode")
+            if mode is not None and noun == "the network mode" and self.phone is not None:
+                # "If it's 3G only / anything other than 4G/5G, change it to ...": the phone's
+                # current mode.
+                current = str(getattr(self.phone.db.device.network_mode_preference, "value", ""))
+                other = bool(re.search(r"\bother than\b|\bnot\b|n't\b", cond, re.I))
+                if (current == mode) == other:
+                    return [], []
+                if _PRONOUN.search(then):
+                    then = _PRONOUN.sub(noun, then, count=1)
+                return self._sentence_calls(then), []
             state = next(
                 ((attr, label) for pat, attr, label, _ in _STATES if pat.search(subject.lower())), None
             )
             bare = dialogue.BARE_CONDITIONS.get(cond.strip().lower())
-            want = None if bare is not None else wanted_state(cond)
+            want = None if bare is not None else _condition_state(cond)
             if want is None and prev is not None:
                 # "whether X is on? If it is / if so / if not, ..."
                 asked = wanted_state(prev.text)
-                want = asked if asked is None or bare is not False else not asked
+                if asked is None:
+                    # "check whether you're connected to a VPN, and if you are, ...": the
+                    # question asked whether it is on.
+                    want = bare
+                else:
+                    want = asked if bare is not False else not asked
             if state is None or want is None:
                 return [], []
             attr, label = state
@@ -735,9 +846,21 @@ class TelecomUser(ScriptedUser):
         found = [
             f for f in self._sentence_calls(sentence, reading=True) if f[0] in _READ_TOOLS
         ]
+        if (
+            _APN_SETTINGS.search(low) and "check_apn_settings" in self.user_tool_names
+            and not any(f[0] == "check_apn_settings" for f in found) and not _APN_CHANGE.search(low)
+        ):
+            # "SIM status and APN settings? Check both.": naming them in a question asks to read.
+            found.append(("check_apn_settings", {}))
         said: list[str] = []
         for pattern, attr, label, tool in _STATES:
             if not pattern.search(low):
+                continue
+            if any(f[0] == "check_status_bar" for f in found) and not re.search(
+                rf"\b(?:is|are) (?:your |the )?(?:{pattern.pattern})", low
+            ):
+                # "What icons do you see (signal bars, airplane icon, ...)?" asks what the
+                # status bar shows, which the check answers; not each switch as well.
                 continue
             if check and tool is not None and any(f[0] == tool for f in found):
                 continue
@@ -775,12 +898,11 @@ class TelecomUser(ScriptedUser):
         if not seen:
             norm = _normalize(sentence)
             for intent in self.intents:
-                if intent.tool in self.user_tool_names and any(
-                    all(" " + w in norm for w in group) for group in intent.keywords
-                ):
-                    pos = min(
-                        (low.find(g[0]) for g in intent.keywords if g[0] in low), default=len(low)
-                    )
+                groups = [g for g in intent.keywords if all(" " + w in norm for w in g)]
+                if intent.tool in self.user_tool_names and groups:
+                    # Where the phrase naming it is complete ("check which permissions ...
+                    # and whether Wi-Fi calling is on": permissions first).
+                    pos = min(max(norm.find(" " + w) for w in g) for g in groups)
                     found.append((pos, intent.tool, {}))
                     seen.add(intent.tool)
             if "can_send_mms" in seen and not _MMS_WORDS.search(low):

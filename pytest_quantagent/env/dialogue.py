@@ -77,9 +77,11 @@ _ITEM = re.compile(r"^\s*(?:[-*•+]|\d{1,2}[.)]|[a-z][.)]|step \d+[:.])\s+", re
 _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9#$])")
 # Clauses that do different things inside one sentence ("X doesn't seem on, so let's check Y").
 _CLAUSE_END = re.compile(
-    r"\s*;\s+|,\s+and\s+(?=(?:once|when|after|if|then)\b)|,?\s+and also\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so|but|because|since|and then|then|after that)\s+|"
+    r"\s*;\s+|,\s+and\s+(?=(?:once|when|after|if|then)\b)|\s+and,\s+(?=(?:once|when|after|if|then)\b)|,?\s+and also\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so|but|because|since|and then|then|after that)\s+|"
     r"\s+(?:and then|after that|afterwards)\s+|\s+then\s+(?=[a-z]+\b(?! (?:it|that)\b))|"
-    r"\s+(?=(?:before|after|once|when|until|while) you\b)|:\s+(?=(?:please|could you|can you|kindly|go ahead)\b)",
+    r"\s+(?=(?:before|after|once|when|until|while) you\b)|:\s+(?=(?:please|could you|can you|kindly|go ahead)\b)|"
+    # Inline enumerations: "Two checks: (1) is data on, and (2) is a VPN connected?"
+    r":\s+(?=\(?\d\)\s)|,?\s+(?:and\s+)?(?=\(\d\)\s)",
     re.IGNORECASE,
 )
 
@@ -111,6 +113,36 @@ def _split_run_on(clause: str) -> list[str]:
     return [m.group(1), m.group(2)] if m else [clause]
 
 
+# "keep / leave X on", "(but leave mobile data on)", "leave both as they are": asks that a
+# state stays as it is, so never a change; removed before the message is read.
+_KEEP = re.compile(
+    r"\(\s*(?:but |and |please |just )*(?:keep|leave)\b[^()]*\)"
+    r"|(?:(?:,\s*|\s+)(?:but|and)\s+|^|(?<=[.!?:]\s))(?:please\s+|just\s+|also\s+)*"
+    r"(?:keep|leave)\s+(?![^,;.!?—]*\b(?:in mind|trying|an eye|going|me posted)\b)"
+    r"[^,;.!?()—]*?\b(?:on|off|enabled|disabled|alone|connected|disconnected|unchanged|"
+    r"as (?:it is|they are|is)|where (?:it is|they are)|for now|the same)\b"
+    r"(?:\s+for now)?(?:\s*(?:—|-|,)\s*(?:it's|it is|that's|they're)\b[^.!?]*)?"
+    r"(?:(?=\s+and\s)|[.!]?)",
+    re.IGNORECASE,
+)
+
+
+_KEEP_WORD = re.compile(r"\b(?:keep|leave)\b", re.IGNORECASE)
+
+
+def strip_keep(text: str) -> str:
+    """``text`` without the phrases that ask for a state to stay as it is ("please keep data
+    roaming on", "(but leave mobile data on)"): they ask for no action."""
+    if not _KEEP_WORD.search(text):
+        return text
+    out = _KEEP.sub(" ", text)
+    out = re.sub(r"[ \t]{2,}", " ", out).strip()
+    # What is left of "Please leave X on and restart": "and restart" starts a sentence.
+    out = re.sub(r"(^|[.!?:]\s+)and\s+(\w)", lambda m: m.group(1) + m.group(2).upper(), out)
+    out = re.sub(r"\s+and\s*(?=[.!?]|$)", "", out)
+    return re.sub(r"\s+([.!?])", r"\1", out).strip()
+
+
 def strip_markdown(text: str) -> str:
     """``text`` without emphasis, headings, quotes and link syntax."""
     for pattern, repl in _MARKDOWN:
@@ -124,6 +156,9 @@ def last_sentence(line: str) -> str:
     return parts[-1] if parts else line
 
 
+_BARE_HEADER = re.compile(r"[A-Za-z][\w'’ /&-]{0,40}", re.IGNORECASE)
+
+
 def segments(text: str) -> list[tuple[str, str]]:
     """``(segment, header)`` pairs: sentences and list items of ``text`` in order.
 
@@ -134,7 +169,7 @@ def segments(text: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     header = ""
     for raw_line in strip_markdown(strip_reasoning(text)).splitlines():
-        line = raw_line.strip()
+        line = strip_keep(raw_line.strip())
         if not line:
             continue
         if line.startswith("|"):
@@ -161,13 +196,16 @@ def segments(text: str) -> list[tuple[str, str]]:
                 # "Before I check, what's the reason — A or B?": the question mark ends
                 # the whole sentence, so a wh-clause before the split asks too.
                 clauses = [
-                    c + "?" if i < len(clauses) - 1 and _WH.search(c) and not c.endswith("?") else c
+                    c + "?" if i < len(clauses) - 1 and (_WH.search(c) or _YES_NO_START.match(c))
+                    and not c.endswith("?") else c
                     for i, c in enumerate(clauses)
                 ]
+            clauses = [re.sub(r"^\(\d\)\s*", "", c) for c in clauses]
             parts.extend(clauses)
         for p in parts:
             out.append((p, header if is_item else ""))
-        if not is_item and parts and parts[-1].endswith(":"):
+        if not is_item and parts and (parts[-1].endswith(":") or _BARE_HEADER.fullmatch(line)):
+            # "Here's what we did:" or a heading line without a colon ("### Summary").
             header = line
     return out
 
@@ -181,7 +219,8 @@ def _rx(*alternatives: str) -> re.Pattern[str]:
 
 _TRANSFER = _rx(
     r"(?<!can )(?<!could )(?<!may )(?<!might )(?<!able to )(?<!happy to )(?<!option to )\btransfer(?:ring)? (?:you|your (?:call|case|chat)|this)\b",
-    r"\b(?:being|been|get|be) transferred\b",
+    r"\b(?:being|been|get|be) transferred\b", r"\btransferred your (?:case|call|chat)\b",
+    r"\b(?:be|being|get) connected (?:with|to) (?:\w+ ){0,3}?(?:human|live|real|specialist|agent|representative)",
     r"\bconnect(?:ing)? you (?:with|to) (?:\w+ ){0,3}?(?:human|live|real|specialist|technical)",
     r"\bget(?:ting)? you (?:over |through )?to (?:a |an |our |one of our )?(?:human|live|real|specialist)",
     r"\bput(?:ting)? you through to\b", r"\bpass(?:ing)? you (?:on |over )?to (?:a |an |our )?(?:human|specialist|colleague)",
@@ -194,14 +233,21 @@ _NOT_TRANSFER = _rx(
     r"\b(?:don't|do not|won't|will not|not going to|no need to|rather not|wouldn't|never|not)"
     r"(?:\s+\w+){0,3}?\s+(?:transfer|connect|hand)",
     r"\b(?:before|until|unless) (?:i|we) (?:can |could )?(?:transfer|connect|hand)",
+    # Later or instead: "before transferring you", "instead of transferring you", "to get you
+    # transferred, I'll first need ...".
+    r"\b(?:before|until|unless|instead of|rather than|prior to) (?:transferring|connecting|handing)\b",
+    r"^to (?:get you|have you) (?:transferred|connected)\b",
 )
 _TRANSFER_OPTION = _rx(
     r"\bor (?:i|we) (?:can|could) (?:also )?(?:transfer|connect) you\b",
     r"\bor (?:transfer|connect) you\b", r"\b(?:can|could) (?:also )?(?:transfer|connect) you\b",
     r"\b(?:transfer|connect) you\b.*\bif you(?:'d| would) (?:prefer|like|rather)\b",
 )
+_YES_NO_START = re.compile(r"^(?:\(\d\)\s*)?(?:is|are|does|do|can|did|has|have)\s+(?:your|the|a|an|mobile|data|wi-?fi|it)\b", re.I)
+# "Would you also like to exchange anything else?" offers an action, it does not close.
+_ACTION_ON_ELSE = _rx(r"\b(?:cancel|return|exchange|modify|change|add|remove|update)\b[^.?!]{0,20}\banything else\b")
 _CLOSING = _rx(
-    r"(?<!before )\banything else\b", r"\bsomething else (?:i|we) can\b", r"\banything more\b",
+    r"(?<!before )(?<!or do )\banything else\b(?! (?:first|yet))", r"\bsomething else (?:i|we) can\b", r"\banything more\b",
     r"\bany other (?:questions|issues|concerns|way)\b", r"\bfurther assistance\b",
     r"\belse (?:i|we) can (?:help|do|assist)\b",
 )
@@ -214,7 +260,7 @@ _GREETING = _rx(r"\bhow (?:can|may) i (?:help|assist)\b", r"\bwhat can i do for 
 # Offers and permission questions: the agent proposes to act, the user says yes or no.
 _OFFER = _rx(
     r"^(?:so,? |okay,? |ok,? |great,? |alright,? )?(?:would|do) you (?:like|want) me to\b",
-    r"\b(?:would|do) you (?:like|want) me to\b", r"\bwant me to\b",
+    r"\b(?:would|do) you (?:also |still |now )?(?:like|want) me to\b", r"\bwant me to\b",
     r"^(?:so,? |okay,? |ok,? )?(?:shall|should|may|can) (?:i|we)\b(?! (?:have|get|ask|know)\b)",
     r"(?:^|[:,]\s*)(?:shall|should) (?:i|we)\b", r"\bdo you confirm\b", r"\bcan you confirm (?:that )?(?:i|you want|you'd like)\b",
     r"\bplease confirm (?:that )?(?:i|you (?:want|would like|'d like))\b",
@@ -223,7 +269,12 @@ _OFFER = _rx(
     r"\bproceed\?", r"\bgo ahead\?", r"\byes/no\b", r"\byes or no\b", r"\(yes\)",
     r"\bis it (?:ok|okay|alright) (?:if|to|with you)\b", r"\bdo i have your (?:permission|consent|ok)\b",
     r"\bwould it be (?:ok|okay|alright) (?:if|to)\b",
-    r"\b(?:would|do) you (?:like|want|wish) to (?!know\b|tell\b)",
+    r"\b(?:would|do) you (?:also |still )?(?:like|want|wish|prefer) to (?!know\b|tell\b)",
+    r"\b(?:would|do) you (?:prefer|want|like) (?:an?|some|store|the)\b(?! (?:few|bit|moment)\b)",
+    r"^(?:is that |is this |is everything )?(?:correct|right)\?$", r"^(?:ok|okay|alright|all right|good)\?$",
+    r"^(?:can you |could you |please )?confirm\?$",
+    r"\bconfirm with [\"']?yes\b",
+    r"\b(?:would|do) you (?:like|want) (?:that|this|me to do that)\b",
     r"\b(?:are|r) you (?:ok|okay|fine|happy) with\b",
     r"\bwould you be (?:ok|okay|alright|fine|happy|comfortable) (?:with|if)\b",
     r"\b(?:would|do) you (?:still )?(?:prefer|rather) (?:that )?(?:i|we)\b",
@@ -250,7 +301,7 @@ _REQUEST = _rx(
     r"\bwould you mind\b", r"\bplease\b", r"\bkindly\b",
     r"\b(?:i|we)(?:'d| would) (?:like|need|ask) (?:you|for you) to\b",
     r"\b(?:i|we) (?:need|want) you to\b", r"\bi(?:'ll| will) need you to\b",
-    r"\b(?:i|we)(?:'ll| will)? need (?:a few|some|the following|two|three|these|a couple|your)\b",
+    r"\b(?:i|we)(?:'ll| will)? (?:first |also |just |still )?need (?:a few|some|the following|two|three|these|a couple|your)\b",
     r"\b(?:i|we)(?:'ll| will|'d| would)? (?:need|require)(?: from you)?:",
     r"^(?:i|we)(?:'d| would)? (?:recommend|suggest|advise)\b",
     r"\byou(?:'ll| will)? (?:need|have|want) to\b", r"\byou (?:should|must|may want to|might want to)\b",
@@ -287,7 +338,7 @@ _CHANGE_VERB = _rx(
 )
 _NEGATION = _rx(
     r"\b(?:don't|do not|doesn't|does not|didn't|did not|isn't|is not|aren't|are not|wasn't|"
-    r"weren't|won't|will not|cannot|can't|never|no need|not necessary|not needed|no longer|"
+    r"weren't|won't|will not|cannot|can't|never|no need|not necessary|not needed|no longer|nothing|"
     r"without|instead of|rather than|avoid|hold off|not yet|shouldn't|should not|not)\b"
 )
 _NEGATION_EXEMPT = _rx(r"\bdon't forget\b", r"\bdo not forget\b", r"\bif not\b", r"\bwhether or not\b",
@@ -301,7 +352,7 @@ _NOT_A_CONDITION = _rx(
     r"\b(?:if|when|whenever|once) you(?:'re| are)? (?:ready|able)\b", r"\bwhen you have (?:it|that|one|a moment|a minute) ?(?:ready)?\b",
     r"\bif (?:you can|possible|you don't mind|you could|that's ok(?:ay)?)\b",
     # "tell me if you're connected" asks about what is, it sets no condition.
-    r"\b(?:tell me|check|see|verify|find out|confirm|look)\s+if\b",
+    r"\b(?:tell me|let me know|check|see|verify|find out|confirm|look|know)\s+if\b",
 )
 _PAST = _rx(
     r"^(?:(?:great|good|perfect|okay|ok|alright|thanks|thank you|so|and|also|earlier|already|"
@@ -322,7 +373,7 @@ _RECAP_HEADER = _rx(
     r"\b(?:recap|summary|summarize|summarise|to sum up|what we(?:'ve| have)? (?:did|done|tried|"
     r"checked|covered|changed|fixed)|steps (?:we|i|you)(?:'ve| have)? (?:took|taken|done|tried|"
     r"followed)|here'?s what (?:we|i|you)(?:'ve| have)? (?:did|done|tried|checked|covered|changed|"
-    r"fixed)|what was done|so far)\b",
+    r"fixed)|what was done|so far|where we are|progress|status update|completed steps)\b",
 )
 _REVIEW_HEADER = _rx(r"\b(?:review|look over|go over|double-check)\b(?! (?:your|the) (?:order|account) (?:and|to))")
 _NOTE = _rx(r"^(?:\W*)(?:please )?(?:note|keep in mind|be aware|remember)\b(?! to\b)", r"^(?:fyi|heads up)\b")
@@ -347,6 +398,10 @@ def classify(text: str, header: str = "") -> Segment:
     question = t.endswith("?") or "?" in t
     neg = bool(_NEGATION.search(low)) and not _NEGATION_EXEMPT.search(low)
     cond = bool(_CONDITIONAL.search(low)) and not _NOT_A_CONDITION.search(low)
+    if cond and (m_if := _CONDITION.match(low)):
+        # "If it isn't, enable it": the negation is the condition's, not the request's.
+        then = m_if.group(3)
+        neg = bool(_NEGATION.search(then)) and not _NEGATION_EXEMPT.search(then)
     past = bool(_PAST.search(low)) and not question
     m_check = _CHECK.search(low)
     # A change verb before the check phrase in the same clause: "turn Wi-Fi on and tell me if".
@@ -356,7 +411,7 @@ def classify(text: str, header: str = "") -> Segment:
         bool(_BARE_CHECK.search(low)) and not _CHANGE_VERB.search(low)
     )
     wh = bool(_WH.search(low))
-    either = question and bool(re.search(r"\b(?:or|either)\b", low))
+    either = question and bool(re.search(r"\b(?:or|Or|either|Either)\b", t))  # not a state code "OR"
 
     def seg(act: Act, **kw: bool) -> Segment:
         base = {"negated": neg, "conditional": cond, "past": past, "check": check,
@@ -382,7 +437,8 @@ def classify(text: str, header: str = "") -> Segment:
         return seg(Act.OFFER if question else Act.STATEMENT)
     if _TRANSFER.search(low) and not cond and not _OFFER.search(low) and not _NOT_TRANSFER.search(low):
         return seg(Act.TRANSFER)
-    if (_CLOSING.search(low) and (question or low.startswith(("is there", "let me know")))) or (
+    if (_CLOSING.search(low) and (question or low.startswith(("is there", "let me know")))
+            and not _ACTION_ON_ELSE.search(low)) or (
         _FAREWELL.search(low) and not question
     ):
         return seg(Act.CLOSING)
@@ -401,8 +457,9 @@ def classify(text: str, header: str = "") -> Segment:
         # "If/when you ... , turn X off": depends on something that is not now; a domain may
         # still act when the condition names state it can see (see the telecom user).
         return seg(Act.REQUEST if _REQUEST.search(low) else Act.STATEMENT)
-    if past:
-        return seg(Act.STATEMENT)
+    if past or (_DONE_MARK.search(low) and (header or not _REQUEST.search(low))):
+        # "Reset APN — Done", "Rebooted ✅": a step reported done.
+        return seg(Act.STATEMENT, past=True)
     if question:
         if _POLITE_REQUEST.search(low) and not check:
             return seg(Act.REQUEST)
@@ -416,6 +473,7 @@ def classify(text: str, header: str = "") -> Segment:
     return seg(Act.STATEMENT)
 
 
+_DONE_MARK = re.compile(r"(?:\bdone|\bcompleted?|\bfinished|✅|✔️?|☑️?)\W*$", re.IGNORECASE)
 _CONDITION = re.compile(
     r"^(?:and |but |so |also |then )?(if|when|whenever|once|as soon as|after)\s+(.+?),\s*(.+)$",
     re.IGNORECASE | re.DOTALL,
@@ -431,7 +489,9 @@ _SITUATION = _rx(
 SEQUENCE_WORDS = frozenset({"once", "after", "as soon as", "when", "whenever"})
 #: "if so / if yes" and "if not / if no": the state the question before asked about, or not.
 BARE_CONDITIONS = {"so": True, "yes": True, "it is": True, "not": False, "no": False, "it isn't": False,
-                   "it's not": False, "it is not": False}
+                   "it's not": False, "it is not": False, "you are": True, "you're": True,
+                   "you aren't": False, "you are not": False, "you're not": False,
+                   "it does": True, "it doesn't": False}
 
 
 def condition(text: str) -> tuple[str, str, str] | None:
@@ -493,3 +553,34 @@ def read(text: str) -> list[Segment]:
 def asked_text(parts: list[Segment]) -> str:
     """The segments that ask something, joined (what topic matching should look at)."""
     return " ".join(s.text for s in parts if s.asks)
+
+
+# Words that name nothing: pronouns, auxiliaries, politeness and generic verbs. A segment
+# made only of them ("Can you do that for me?", "Please check it.", "Could you clarify?")
+# asks for something the user cannot identify.
+EMPTY_WORDS = frozenset(
+    "a an the it that this these those them one thing things something anything me you your i we "
+    "us my our for to of on in at now again then just please kindly also so okay ok alright right "
+    "now here there can could would will should may might do does did doing done try trying "
+    "check look see clarify explain confirm handle fix help go ahead and or but with what which "
+    "mean meant about more bit little quickly real quick let know tell give say be is are was "
+    "were been being have has had get got make sure first next mind if same thanks thank great "
+    "perfect sorry hmm well oh like want need would step steps".split()
+)
+
+
+def vague(text: str) -> bool:
+    """True when a segment names nothing the user could act on or answer (only pronouns,
+    politeness and generic verbs: "Can you do that for me?", "Please check it.")."""
+    words = re.findall(r"[a-z][a-z'-]*", text.lower())
+    return bool(words) and all(w in EMPTY_WORDS or w.endswith("'s") for w in words)
+
+
+def understood(parts: list[Segment]) -> bool:
+    """Whether a message read into ``parts`` has something the user can react to: a
+    request, question or offer that names something, a transfer, a closing or a greeting.
+    (A domain user may still find nothing in it to do; see the scripted user's events.)"""
+    return any(
+        (p.asks and not vague(p.text)) or p.act in (Act.TRANSFER, Act.CLOSING, Act.GREETING)
+        for p in parts
+    )

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_quantagent.env import dialogue
 from pytest_quantagent.env.dialogue import Act, Segment
 from pytest_quantagent.env.scenario import AnswerRule, DeviceAction, UserScript
+from pytest_quantagent.env.scenario_text import first_person, read_scenario
 from pytest_quantagent.vocab.messages import (
     OUT_OF_SCOPE_TOKEN,
     STOP_TOKEN,
@@ -69,7 +70,13 @@ from pytest_quantagent.vocab.messages import (
     UserMessage,
 )
 
-__all__ = ["AnswerRule", "DeviceAction", "DeviceIntent", "ScriptedUser", "UserScript", "matches"]
+__all__ = [
+    "USER_EVENTS", "AnswerRule", "DeviceAction", "DeviceIntent", "ScriptedUser", "UserScript",
+    "matches",
+]
+
+#: The kinds :meth:`ScriptedUser.events` counts (``EpisodeRecord.user_events``).
+USER_EVENTS = ("not_understood", "unrequested_change", "premature_transfer")
 
 if TYPE_CHECKING:
     from pytest_quantagent.env.tasks import Task
@@ -149,66 +156,25 @@ _ADDRESS_CONTEXT = re.compile(
 )
 _GREETING: Keywords = (("how", "can", "i", "help"), ("how", "may", "i", "help"), ("what", "can", "i", "do"))
 
-_NAME_RE = re.compile(r"\b(?i:you are|your name is|name is) ([A-Z][a-z]+) ([A-Z][a-z]+)")
-_ZIP_RE = re.compile(r"(?<![\d-])(\d{5})(?![\d-])")
-_EMAIL_RE = re.compile(r"[\w.+\-]+@[\w\-]+\.[\w.]+")
-_PHONE_RE = re.compile(r"\b\d{3}-\d{3}-\d{4}\b")
-_USER_ID_RE = re.compile(r"\b([a-z]+)_([a-z]+)_\d{3,}\b")
-_ORDER_ID_RE = re.compile(r"#W\d{5,}")
-_SECOND_PERSON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(p, re.IGNORECASE), r)
-    for p, r in (
-        (r"\byou're\b", "I'm"), (r"\byou are\b", "I am"), (r"\byou've\b", "I've"),
-        (r"\byou were\b", "I was"), (r"\byourself\b", "myself"), (r"\byours\b", "mine"),
-        (r"\byour\b", "my"), (r"\byou\b", "I"),
-    )
-)
-
-
-def first_person(text: str) -> str:
-    """Turn τ²-bench's second-person instructions ("You want to return ...") into what the
-    user says ("I want to return ..."), well enough for a scripted opening."""
-    out = text
-    for pat, rep in _SECOND_PERSON:
-
-        def swap(m: re.Match[str], rep: str = rep) -> str:
-            return rep if m.group(0)[0].islower() or rep[0] == "I" else rep.capitalize()
-
-        out = pat.sub(swap, out)
-    return out
-
-
 def script_from_instructions(task: Task) -> UserScript:
-    """Derive a script from τ²-bench's structured (or free-text) instructions."""
+    """Derive a script from τ²-bench's structured (or free-text) instructions: identity and
+    facts read from the prose (:func:`pytest_quantagent.env.scenario_text.read_scenario`),
+    user-side gold actions as its device actions, a transfer end when the gold has one."""
     ins = task.structured_instructions
     if ins is not None:
         reason = ins.reason_for_call.strip()
         known = ins.known_info or ""
+        read = read_scenario(reason, known, ins.unknown_info or "", ins.task_instructions or "")
     else:
         reason = str(task.user_scenario.instructions).strip()
-        known = reason
-    identity: dict[str, str] = {}
-    if m := _NAME_RE.search(known):
-        identity["first_name"], identity["last_name"] = m.group(1), m.group(2)
-    if m := _ZIP_RE.search(known):
-        identity["zip"] = m.group(1)
-    if m := _EMAIL_RE.search(known):
-        identity["email"] = m.group(0).rstrip(".")
-    if m := _PHONE_RE.search(known):
-        identity["phone"] = m.group(0)
-    if m := _USER_ID_RE.search(known):
-        identity["user_id"] = m.group(0)
-        if "first_name" not in identity:
-            identity["first_name"], identity["last_name"] = m.group(1).title(), m.group(2).title()
-    facts: dict[str, str] = {}
-    orders = list(dict.fromkeys(_ORDER_ID_RE.findall(reason)))
-    if orders:
-        facts["order_id"] = " and ".join(orders)
+        read = read_scenario(reason, reason)
+    identity = {k: v for k, v in read.identity.items() if k != "name"}
     transfer = any(a.name == "transfer_to_human_agents" for a in task.gold_actions)
     return UserScript(
         requests=[first_person(reason)],
         identity=identity,
-        facts=facts,
+        facts=read.facts,
+        answers=read.answers,
         device_actions=[
             DeviceAction(tool=a.name, arguments=a.arguments)
             for a in task.gold_actions
@@ -255,6 +221,17 @@ class ScriptedUser:
         self._n_calls = 0
         self._used_device: set[int] = set()
         self._opened = False
+        self._events: dict[str, int] = dict.fromkeys(USER_EVENTS, 0)
+
+    def events(self) -> dict[str, int]:
+        """What the user did of its own accord so far, per kind (see :data:`USER_EVENTS`):
+        ``not_understood`` turns (no request or question it could act on: it asked for
+        clarification), ``unrequested_change`` (a state-changing call nobody asked for),
+        ``premature_transfer`` (a transfer token the agent did not announce)."""
+        return dict(self._events)
+
+    def _event(self, kind: str) -> None:
+        self._events[kind] += 1
 
     async def act(self, view: list[Message]) -> UserMessage:
         return self.respond(view)
@@ -389,10 +366,6 @@ class ScriptedUser:
                 return value
         return None
 
-    def _stop(self) -> str:
-        token = TRANSFER_TOKEN if self.script.end == "transfer" else STOP_TOKEN
-        return f"{self.script.closing} {token}"
-
     def _done(self) -> str:
         """The agent says it is done: the next request, or stop."""
         self._fallbacks = 0
@@ -410,7 +383,7 @@ class ScriptedUser:
         reaction; every question, request and offer is answered, together, in one reply
         (:meth:`answers`); a transfer notice anywhere ends with the transfer token."""
         parts = dialogue.read(text)
-        if any(p.act == Act.TRANSFER for p in parts):
+        if self.transferred(parts):
             return TRANSFER_TOKEN
         if not self._opened:
             self._opened = True
@@ -427,17 +400,57 @@ class ScriptedUser:
             return self._done()
         if any(p.act == Act.GREETING for p in parts):
             return self._current_request()
-        return self._fallback()
+        return self._fallback(parts)
 
-    def _fallback(self) -> str:
+    def transferred(self, parts: Sequence[Segment]) -> bool:
+        """The agent hands the user over now: a transfer notice, and nothing else in the
+        message asks the user for anything ("Before transferring you, what's your name?" is
+        answered, not left)."""
+        return any(p.act == Act.TRANSFER for p in parts) and not any(
+            p.asks and not p.negated and not _HOLD.search(p.text) for p in parts
+        )
+
+    def _stop(self) -> str:
+        if self.script.end == "transfer":
+            # The scenario ends in a transfer the agent has not announced.
+            self._event("premature_transfer")
+        return f"{self.script.closing} {TRANSFER_TOKEN if self.script.end == 'transfer' else STOP_TOKEN}"
+
+    def _fallback(self, parts: Sequence[Segment] = ()) -> str:
+        """Nothing in the message could be acted on or answered. A question about something
+        the scenario does not say gets "I don't know"; otherwise the user says it has not
+        understood and asks what is wanted (counted as ``not_understood``), never
+        restating its request or guessing; after ``max_fallbacks`` such turns in a row it
+        leaves with ``###OUT-OF-SCOPE###``."""
         self._fallbacks += 1
         if self._fallbacks >= self.script.max_fallbacks:
+            self._event("not_understood")
             # τ²-bench's token for "the scenario gives me nothing more to say".
             return f"I don't think I can get further with this. {OUT_OF_SCOPE_TOKEN}"
-        return self._pick(
-            f"I'm not sure. What I need is: {self._current_request()}",
-            f"To repeat my request: {self._current_request()}",
-        )
+        return self.clarify(parts)
+
+    def clarify(self, parts: Sequence[Segment]) -> str:
+        """The reply to a message with nothing the user can act on (see :meth:`_fallback`)."""
+        asks = [p for p in parts if p.asks and not p.negated]
+        request = self._current_request()
+        said = " ".join(p.text for p in parts)
+        if any(_ABOUT_THE_REQUEST.search(p.text) for p in asks):
+            # "What would you like to do with it?", "Can you tell me more about what's
+            # happening?": what the customer came for (an answer, not a fallback).
+            self._fallbacks = 0
+            return request
+        if any(not dialogue.vague(p.text) for p in asks) and _shares_content(said, request):
+            # "How long would you like the line suspended for?" when the request says it.
+            self._fallbacks = 0
+            return f"As I said: {request}"
+        if any(p.act == Act.QUESTION and not dialogue.vague(p.text) for p in asks):
+            return self._pick("I'm not sure, I don't know that.", "Sorry, I don't know that.")
+        self._event("not_understood")
+        if any(p.check or re.search(r"\bcheck\b", p.text, re.I) for p in asks):
+            return "Sorry, what do you need me to check?"
+        if asks:
+            return "Sorry, I'm not sure what you need me to do. Could you say it more specifically?"
+        return "Sorry, I'm not sure what you need from me. What should I do?"
 
     def answers(self, parts: Sequence[Segment]) -> list[str]:
         """What the user says to the segments that ask something, in the order asked:
@@ -445,14 +458,18 @@ class ScriptedUser:
         said: list[str] = []
         offered = False
         prev: Segment | None = None
+        statements: list[str] = []
         for seg in parts:
             before, prev = prev, seg
+            if not seg.asks:
+                statements.append(seg.text)
             if not seg.asks or (seg.negated and seg.act == Act.REQUEST):
                 continue
+            told, statements = " ".join(statements[-2:]), []
             if seg.act == Act.OFFER:
-                if before is not None and not before.asks and _REFERS_BACK.search(seg.text):
+                if told and before is not None and not before.asks and _REFERS_BACK.search(seg.text):
                     # "Another option is a plan change. Would you like me to do that?"
-                    seg = replace(seg, text=f"{before.text} {seg.text}")
+                    seg = replace(seg, text=f"{told} {seg.text}")
                 if not offered:
                     offered = True
                     said.append(self.answer_offer(seg))
@@ -497,6 +514,28 @@ class ScriptedUser:
         return any(v and v.lower() in low for v in self.script.identity.values())
 
 
+_ABOUT_THE_REQUEST = re.compile(
+    r"\bwhat (?:would|do|can|did) you (?:\w+ )?(?:like|want|need|wish|hope)(?: me)? to (?:do|get|achieve|"
+    r"change|have)\b|\bwhat (?:do|would) you (?:need|want)\b|\bhow (?:can|may) i (?:help|assist)\b|"
+    r"\bwhat (?:brings you|can i do)\b|\bwhat(?:'s| is| seems to be) the (?:issue|problem|matter)\b|"
+    r"\bwhat(?:'s| is) (?:going on|happening|wrong)\b|\bwhat seems to be\b|\btell me (?:a bit |a little )?"
+    r"more\b|\b(?:describe|explain)\b[^?]*\b(?:issue|problem|happening|request)\b|"
+    r"\b(?:which|what) order (?:would|do) you (?:like|want|need)\b|\bwhat (?:kind of )?(?:help|assistance)\b",
+    re.IGNORECASE,
+)
+_HOLD = re.compile(r"\b(?:hold|wait|stay on the line|one moment|bear with)\b", re.IGNORECASE)
+_CONTENT = re.compile(r"[a-z][a-z0-9-]{3,}")
+
+
+def _shares_content(question: str, request: str) -> bool:
+    """Whether a question is about something the request says (a content word in common, by
+    its first five letters: "suspended" and "suspend")."""
+    stems = {w[:5] for w in _CONTENT.findall(request.lower()) if w not in dialogue.EMPTY_WORDS}
+    return any(
+        w[:5] in stems for w in _CONTENT.findall(question.lower()) if w not in dialogue.EMPTY_WORDS
+    )
+
+
 def join_answers(parts: Sequence[str]) -> str:
     """One reply from several answers, each sentence said once ("My name is X." answered
     for two list items of the same question is said once)."""
@@ -514,7 +553,8 @@ _YES_NO_QUESTION = re.compile(
 )
 _REFERS_BACK = re.compile(
     r"\bwhich one\b|\bthe (?:new|other|same|old) one\b|\b(?:it|them|those|these|one of them)\b|"
-    r"\bthat (?:code|one|number|item|order|card|address|method)\b|\bdo (?:that|this)\b",
+    r"\bthat (?:code|one|number|item|order|card|address|method)\b|\bdo (?:that|this)\b|"
+    r"\blike (?:that|this)\b",
     re.IGNORECASE,
 )
 

@@ -318,6 +318,7 @@ class ArmRunner:
             duration_s=round(duration, 4), infra_retries=retries,
             error_message=outcome.error_message[:2000] if outcome.error_message else None,
             flags=["output_truncated"] if _any_truncated(outcome.messages) else [],
+            user_events=dict(getattr(outcome, "user_events", None) or {}),
         )
 
     def _failure(self, ep: PlannedEpisode, key: str, message: str, duration: float,

@@ -77,6 +77,8 @@ class EpisodeOutcome:
     decisions: list[Decision] = field(default_factory=list)
     error_message: str | None = None
     env: Environment | None = field(default=None, repr=False)
+    user_events: dict[str, int] = field(default_factory=dict)
+    """The user's own count of what it did of its own accord (``EpisodeRecord.user_events``)."""
 
     @property
     def success(self) -> bool:
@@ -274,7 +276,17 @@ async def run_episode(
         decisions=decisions,
         error_message=error_message,
         env=env,
+        user_events=user_events(user),
     )
+
+
+def user_events(user: object) -> dict[str, int]:
+    """What a user reports it did of its own accord (its ``events()``; ``{}`` for a user
+    without one, e.g. the LLM user)."""
+    events = getattr(user, "events", None)
+    if not callable(events):
+        return {}
+    return {str(k): int(v) for k, v in dict(events()).items()}
 
 
 def outcome_summary(outcome: EpisodeOutcome) -> dict[str, Any]:

@@ -95,8 +95,11 @@ def test_transfer_and_expected_transfer_end() -> None:
 def test_fallbacks_end_the_conversation() -> None:
     u = opened(variant({"max_fallbacks": 2}))
     first = say(u, "Lorem ipsum dolor sit amet.")
-    assert SCRIPT.requests[0] in first
+    # Nothing to act on: the user asks what is wanted, never restates its request.
+    assert first.startswith("Sorry") and SCRIPT.requests[0] not in first
+    assert u.events()["not_understood"] == 1
     assert say(u, "Lorem ipsum dolor sit amet.").endswith("###OUT-OF-SCOPE###")
+    assert u.events() == {"not_understood": 2, "unrequested_change": 0, "premature_transfer": 0}
 
 
 def test_deterministic_given_seed() -> None:
@@ -138,7 +141,8 @@ def test_script_from_tau2_instructions(toy: Domain) -> None:
     s = script_from_instructions(task)
     assert s.requests == ["I received order #W5550123 and I want to return my keyboard."]
     assert s.identity == {"first_name": "Mira", "last_name": "Okafor", "zip": "30301", "email": "mira.okafor@example.com"}
-    assert s.facts == {"order_id": "#W5550123"}
+    assert s.facts == {"order_id": "The order id is #W5550123.",
+                       "item": "I received order #W5550123 and I want to return my keyboard."}
     assert s.end == "transfer" and [a.tool for a in s.device_actions] == ["toggle_data"]
 
 
@@ -158,7 +162,7 @@ def test_statements_are_not_questions() -> None:
     # "email" in a statement is not a request for the email; a completed action ends it.
     reply = say(u, "The return has been submitted. You will receive an email with instructions.")
     assert reply == SCRIPT.requests[1]
-    assert say(u, "Your account has been verified.").startswith(("I'm not sure", "To repeat"))
+    assert say(u, "Your account has been verified.").startswith("Sorry, I'm not sure what you need")
 
 
 def test_literal_tool_names_are_whole_identifiers() -> None:

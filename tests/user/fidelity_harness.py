@@ -10,6 +10,10 @@ earlier agent messages (``before``) — and one agent message with the expected 
 ``answer``  "yes" / "no": the reply starts by agreeing or declining;
 ``end``     "continue" (default), "stop" or "transfer": the token the reply ends with.
 
+A case with ``"tau2": true`` names an official τ²-bench task (its ``task`` is the official id):
+it is played on the official data (``$QUANTAGENT_TAU2_DATA`` or ``../shared/tau2`` beside the
+repository), and skipped when that data is absent (:func:`tau2_root`, :func:`playable`).
+
 ``alt`` lists other acceptable reactions (see :func:`_judge`). A state-changing device call
 that the expected reaction does not have is a *spurious state change*.
 """
@@ -17,6 +21,7 @@ that the expected reaction does not have is a *spurious state change*.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -24,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_quantagent.env.domain import Domain
-from pytest_quantagent.env.registry import get_domain
+from pytest_quantagent.env.registry import get_domain, get_domain_for_split
 from pytest_quantagent.env.tasks import EnvFunctionCall
 from pytest_quantagent.vocab.messages import (
     OUT_OF_SCOPE_TOKEN,
@@ -67,13 +72,33 @@ def load(pattern: str = "*.jsonl") -> list[dict[str, Any]]:
     return cases
 
 
+def tau2_root() -> Path | None:
+    """The τ²-bench data folder (``$QUANTAGENT_TAU2_DATA``, else ``../shared/tau2`` beside the
+    repository), or None when absent."""
+    env = os.environ.get("QUANTAGENT_TAU2_DATA")
+    here = Path(__file__).resolve().parents[2]
+    for c in ([Path(env)] if env else []) + [here.parent / "shared" / "tau2", here.parents[1] / "shared" / "tau2"]:
+        if (c / "domains").is_dir():
+            return c
+    return None
+
+
+def playable(case: dict[str, Any]) -> bool:
+    """False for an official-task case when the τ²-bench data is absent."""
+    return not case.get("tau2") or tau2_root() is not None
+
+
 @cache
-def _domain(name: str) -> Domain:
+def _domain(name: str, official: bool = False) -> Domain:
+    if official:
+        root = tau2_root()
+        assert root is not None, "official-task case without τ²-bench data (check playable())"
+        return get_domain_for_split(name, tau2_data=root, split="base")
     return get_domain(name)
 
 
 def play(case: dict[str, Any]) -> Result:
-    domain = _domain(case["domain"])
+    domain = _domain(case["domain"], bool(case.get("tau2")))
     task = next(t for t in domain.tasks if t.id == case["task"])
     env = domain.make_environment(task)
     user: Any = domain.make_user(task, seed=case.get("seed", 0))
@@ -187,7 +212,7 @@ def report(results: list[Result]) -> dict[str, Any]:
 if __name__ == "__main__":  # python3 -m tests.user.fidelity_harness [GLOB], from the repo root
     import sys
 
-    res = [play(c) for c in load(sys.argv[1] if len(sys.argv) > 1 else "*.jsonl")]
+    res = [play(c) for c in load(sys.argv[1] if len(sys.argv) > 1 else "*.jsonl") if playable(c)]
     rep = report(res)
     for m in rep.pop("misses"):
         print("MISS", m)

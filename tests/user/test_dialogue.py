@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from pytest_quantagent.env.dialogue import Act, classify, read, segments, strip_markdown
+from pytest_quantagent.env.dialogue import (
+    Act,
+    classify,
+    read,
+    segments,
+    strip_keep,
+    strip_markdown,
+    understood,
+    vague,
+)
 
 
 def acts(text: str) -> list[tuple[str, str]]:
@@ -138,3 +147,36 @@ def test_a_request_run_on_into_a_confirmation_is_two_acts() -> None:
     # A request that only mentions confirming stays one request.
     assert [s.act for s in read("Please restart your phone and confirm that you see signal.")] == [
         Act.REQUEST]
+
+
+def test_keep_and_leave_phrases_ask_for_no_change() -> None:
+    assert strip_keep("Please run a speed test (keep data roaming on).") == "Please run a speed test."
+    assert strip_keep("Please leave data roaming on and restart your phone.") == "Restart your phone."
+    assert strip_keep("Turn off Data Saver (but leave mobile data on).") == "Turn off Data Saver."
+    # "keep in mind" keeps no state.
+    assert strip_keep("Keep in mind that roaming costs extra.") == "Keep in mind that roaming costs extra."
+    assert [s.act for s in read("Leave roaming on — it's needed abroad.")] == []
+
+
+def test_a_heading_without_colon_heads_its_list() -> None:
+    msg = "### Summary\n- Reset your APN settings\n- Restarted your phone\n\nAnything else?"
+    acts = [(s.text, s.act, s.past) for s in read(msg)]
+    assert ("Reset your APN settings", Act.STATEMENT, True) in acts
+    assert acts[-1][1] == Act.CLOSING
+
+
+def test_the_layer_says_whether_it_found_something_to_act_on() -> None:
+    assert vague("Can you do that for me?") and vague("Please check it.")
+    assert not vague("Please check the APN settings.")
+    assert not understood(read("Could you do this step for me?"))
+    assert not understood(read("Let me look into that."))
+    assert understood(read("Could you restart your phone?"))
+    assert understood(read("Is there anything else I can help you with?"))
+
+
+def test_a_transfer_later_or_instead_is_not_a_transfer() -> None:
+    for msg in ("Before transferring you to a human agent, what's your name?",
+                "I can process a refund myself instead of transferring you.",
+                "To get you transferred to the right team, I'll first need your phone number."):
+        assert Act.TRANSFER not in [s.act for s in read(msg)], msg
+    assert Act.TRANSFER in [s.act for s in read("You'll be connected to a human agent shortly.")]

@@ -14,25 +14,27 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from fidelity_harness import Result, load, play, report
+from fidelity_harness import Result, load, play, playable, report
 
 from pytest_quantagent.env.registry import get_domain
 
-#: The misreading kinds of issue 22, each covered by at least ten cases.
+#: The misreading kinds of issues 22 and 35, each covered by at least ten cases.
 MISREADINGS = (
     "negation", "recap", "empathy", "conditional", "summary", "check_read", "repeat",
     "contradiction", "ignored_question", "offer", "transfer", "fact_question", "list_question",
     "address_zip",
+    # issue 35
+    "unwanted_offer", "wrong_detail", "multi_part", "keep", "not_understood", "first_turn",
 )
 
 
 @pytest.fixture(scope="module")
 def results() -> list[Result]:
-    return [play(c) for c in load()]
+    return [play(c) for c in load() if not c.get("tau2")]
 
 
 def test_the_corpus_is_big_varied_and_covers_every_kind() -> None:
-    cases = load()
+    cases = [c for c in load() if not c.get("tau2")]
     assert len(cases) >= 300
     assert len({c["agent"] for c in cases}) == len(cases), "duplicate agent messages"
     assert len({c["id"] for c in cases}) == len(cases), "duplicate case ids"
@@ -63,9 +65,8 @@ def test_exact_reaction_rates_and_no_spurious_state_changes(
     print("\nfidelity:", json.dumps(figures))
     misses = "\n".join(rep["misses"])
     assert rep["spurious_state_changes"] == 0, misses
-    assert rep["exact"] >= 0.97, misses
-    assert rep["exact_telecom"] >= 0.95, misses
-    assert rep["exact_retail"] >= 0.95, misses
+    # Every batch is kept as a regression test once its first pass is reported: all exact.
+    assert rep["exact"] == 1.0, misses
 
 
 def test_a_wrong_reaction_is_caught_by_the_judge() -> None:
@@ -78,3 +79,19 @@ def test_a_wrong_reaction_is_caught_by_the_judge() -> None:
     assert any("no such words" in p for p in r.problems)
     assert any("ended" in p for p in r.problems)
     assert r.spurious_writes == ["toggle_airplane_mode"]
+
+
+def test_official_task_cases(record_property: Any) -> None:
+    """Cases on official τ²-bench tasks (``"tau2": true``), played on the official data;
+    skipped without it."""
+    cases = [c for c in load() if c.get("tau2")]
+    assert len(cases) >= 60
+    if not all(playable(c) for c in cases):
+        pytest.skip("tau2-bench data not found (set QUANTAGENT_TAU2_DATA or provide ../shared/tau2)")
+    rep = report([play(c) for c in cases])
+    figures = {k: v for k, v in rep.items() if k != "misses"}
+    record_property("fidelity_tau2", json.dumps(figures))
+    print("\nfidelity (official tasks):", json.dumps(figures))
+    misses = "\n".join(rep["misses"])
+    assert rep["spurious_state_changes"] == 0, misses
+    assert rep["exact"] == 1.0, misses

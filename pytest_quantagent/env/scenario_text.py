@@ -1,0 +1,169 @@
+"""Facts the scripted user can state, read from τ²-bench's free-text ``user_scenario``.
+
+τ²-bench tells its LLM user who it is and what it wants in prose (``known_info``,
+``reason_for_call``, ``unknown_info``, ``task_instructions``). The scripted user answers
+from a :class:`~pytest_quantagent.env.scenario.UserScript`; this module reads the prose into
+one, phrase by phrase, in the first person:
+
+- identity (``known_info``): full name ("You are X Y", "Your/You name is", "called X Y"), zip
+  code, email (the first of several), phone number, user id;
+- telecom facts: where the customer is ("currently abroad in France" / "at home in the United
+  States") as ``location``; no Wi-Fi access; how much data it will refuel ("willing to refuel
+  2.0 GB"); since when the problem lasts ("for the past few hours"); that it does not want a
+  plan change (``no_plan_change``; the telecom user declines plan changes it did not ask for);
+- retail facts (``reason_for_call``): the order ids; the sentences about what to do with which
+  item (``item``), the payment or refund method (``payment_method``), an address
+  (``address``) and the reason (``reason``), each as the customer says it.
+
+What is *not* read (see ``docs/USER_SIMULATOR.md``): persona and mood instructions, scripted
+changes of mind ("when the agent asks for confirmation, change your mind"), conditional
+decision trees ("if the price is above $300, cancel it"), success criteria the user checks
+itself ("resolved only when the speed test returns excellent"), scripted exact wordings.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pytest_quantagent.env.scenario import AnswerRule
+
+_SECOND_PERSON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p, re.IGNORECASE), r)
+    for p, r in (
+        (r"\byou're\b", "I'm"), (r"\byou are\b", "I am"), (r"\byou've\b", "I've"),
+        (r"\byou were\b", "I was"), (r"\byou'd\b", "I'd"), (r"\byou'll\b", "I'll"),
+        (r"\byourself\b", "myself"), (r"\byours\b", "mine"), (r"\byour\b", "my"),
+        (r"\byou mobile\b", "my mobile"), (r"\byou\b", "I"),
+    )
+)
+
+
+def first_person(text: str) -> str:
+    """τ²-bench's second-person instructions ("You want to return ...") as the user says them
+    ("I want to return ..."), well enough for a scripted reply."""
+    out = text
+    for pat, rep in _SECOND_PERSON:
+
+        def swap(m: re.Match[str], rep: str = rep) -> str:
+            return rep if m.group(0)[0].islower() or rep[0] == "I" else rep.capitalize()
+
+        out = pat.sub(swap, out)
+    return out
+
+
+_NAME_RE = re.compile(
+    r"\b(?i:you are|you're|your name is|you name is|name is|called|named)\s+"
+    r"(?:(?i:an?|the)\s+[a-z]+(?:\s+[a-z]+)?\s+(?i:called|named)\s+)?([A-Z][a-z]+) ([A-Z][a-z]+)\b"
+)
+_ZIP_RE = re.compile(r"(?<![\d-])(\d{5})(?![\d-])")
+_EMAIL_RE = re.compile(r"[\w.+\-]+@[\w\-]+\.[\w.]+")
+_PHONE_RE = re.compile(r"\b\d{3}-\d{3}-\d{4}\b|\b\d{3}-\d{4}\b")
+_USER_ID_RE = re.compile(r"\b([a-z]+)_([a-z]+)_\d{3,}\b")
+_ORDER_ID_RE = re.compile(r"#W\d{5,}")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
+
+_ABROAD = re.compile(r"\b(?:currently |now )?(?:abroad|travel(?:l?ing)?|overseas) (?:in|to) ([A-Z][a-z]+(?: [A-Z][a-z]+)*)")
+_HOME = re.compile(r"\bat home in (the [A-Z][a-z]+(?: [A-Z][a-z]+)*|[A-Z][a-z]+)")
+_NO_WIFI = re.compile(r"\b(?:do not|don't) have (?:access to )?(?:a )?wi-?fi\b", re.I)
+_REFUEL = re.compile(r"\bwilling to refuel ([\d.]+ ?GB)\b", re.I)
+_DURATION = re.compile(
+    r"\bfor the (?:past|last) ([^.,;]+?)(?=[.,;]|$)|\bsince ((?:yesterday|this morning|last \w+|"
+    r"\d+ \w+ ago|[A-Z][a-z]+day)\b[^.,;]*?)(?=[.,;]|$)",
+    re.I,
+)
+_NO_PLAN_CHANGE = re.compile(r"\b(?:do not|don't) want to change (?:your|the)? ?(?:mobile )?(?:data )?plan\b", re.I)
+
+# Retail: which sentence of the reason answers which question.
+_ITEM_SENTENCE = re.compile(r"\b(?:exchange|return|modify|change|cancel|replace|upgrade|swap)\b", re.I)
+_PAY_SENTENCE = re.compile(r"\b(?:paypal|gift ?card|credit card|card ending|refund|pay(?:ment)?|amex|visa|mastercard)\b", re.I)
+_ADDRESS_SENTENCE = re.compile(r"\baddress\b|\bdelivered to\b|\bsuite\b|\bapt\b", re.I)
+_REASON_SENTENCE = re.compile(r"\bbecause\b|\bdue to\b|\bno longer need|\bby mistake\b|\bsince they\b|\breason\b|\bdamaged\b|\bbroken\b", re.I)
+# Sentences that tell the simulated user how to behave, not what it wants.
+_META = re.compile(
+    r"^(?:if|when|once|whenever|but if|make sure|do not|don't|never|always|you (?:are|were) "
+    r"(?:a|an|in|now|detail|polite|sad|angry)|mention|respond|provide)\b|\bthe agent\b",
+    re.I,
+)
+
+
+@dataclass
+class ScenarioFacts:
+    """What :func:`read_scenario` found: identity, facts and answer rules for a script."""
+
+    identity: dict[str, str] = field(default_factory=dict)
+    facts: dict[str, str] = field(default_factory=dict)
+    answers: list[AnswerRule] = field(default_factory=list)
+    no_email: bool = False
+    no_plan_change: bool = False
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(text.replace("\n", " ")) if s.strip()]
+
+
+def read_identity(known: str) -> dict[str, str]:
+    """Name, zip, email, phone and user id stated in ``known``."""
+    identity: dict[str, str] = {}
+    if m := _NAME_RE.search(known):
+        identity["first_name"], identity["last_name"] = m.group(1), m.group(2)
+        identity["name"] = f"{m.group(1)} {m.group(2)}"
+    if m := _ZIP_RE.search(known):
+        identity["zip"] = m.group(1)
+    if m := _EMAIL_RE.search(known):
+        identity["email"] = m.group(0).rstrip(".")
+    if m := _PHONE_RE.search(known):
+        identity["phone"] = m.group(0)
+    if m := _USER_ID_RE.search(known):
+        identity["user_id"] = m.group(0)
+        if "first_name" not in identity:
+            identity["first_name"], identity["last_name"] = m.group(1).title(), m.group(2).title()
+    return identity
+
+
+def read_scenario(reason: str, known: str = "", unknown: str = "", instructions: str = "") -> ScenarioFacts:
+    """The facts of a τ²-bench scenario's free text (see the module docstring)."""
+    out = ScenarioFacts(identity=read_identity(known))
+    if re.search(r"\b(?:do not|don't) (?:remember|know|have) (?:your |an )?e-?mail", unknown, re.I):
+        out.no_email = True
+        out.identity.pop("email", None)
+    everything = " ".join([known, reason, instructions])
+    # Where the customer is (telecom: abroad means roaming is needed).
+    if m := _ABROAD.search(known) or _ABROAD.search(reason):
+        out.facts["location"] = f"I'm currently abroad in {m.group(1)}."
+    elif m := _HOME.search(known):
+        out.facts["location"] = f"I'm at home in {m.group(1)}, not travelling."
+    if _NO_WIFI.search(everything):
+        out.answers.append(AnswerRule(
+            keywords=[["access", "wi-fi"], ["access", "wifi"], ["wi-fi", "available"], ["wifi", "available"],
+                      ["wi-fi", "network", "you"], ["wifi", "network", "you"], ["near", "wi-fi"]],
+            say="I don't have access to Wi-Fi.",
+        ))
+    if m := _REFUEL.search(everything):
+        amount = m.group(1)
+        out.answers.append(AnswerRule(
+            keywords=[["refuel"], ["how", "much", "data"], ["how", "many", "gb"], ["top", "up"],
+                      ["top-up"], ["add", "data"], ["more", "data"], ["how", "much", "would"]],
+            say=f"I'm willing to refuel {amount} of data if necessary.",
+        ))
+    if m := _DURATION.search(reason):
+        span = (m.group(1) or m.group(2)).strip()
+        lead = "for the past" if m.group(1) else "since"
+        out.answers.append(AnswerRule(
+            keywords=[["how", "long"], ["since", "when"], ["when", "did"], ["when", "start"]],
+            say=f"It's been happening {lead} {span}.",
+        ))
+    out.no_plan_change = bool(_NO_PLAN_CHANGE.search(everything))
+    # Retail: order ids and the sentences about items, payment, address and reason.
+    orders = list(dict.fromkeys(_ORDER_ID_RE.findall(reason)))
+    if orders:
+        out.facts["order_id"] = "The order id is " + " and ".join(orders) + "." if len(orders) == 1 else (
+            "The order ids are " + " and ".join(orders) + "."
+        )
+    wants = [s for s in _sentences(reason) if not _META.search(s)]
+    for key, pattern in (("item", _ITEM_SENTENCE), ("payment_method", _PAY_SENTENCE),
+                         ("address", _ADDRESS_SENTENCE), ("reason", _REASON_SENTENCE)):
+        said = [first_person(s) for s in wants if pattern.search(s)]
+        if said:
+            out.facts.setdefault(key, " ".join(said))
+    return out

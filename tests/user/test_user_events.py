@@ -1,0 +1,81 @@
+"""What the scripted user does of its own accord is counted per episode and recorded in
+``EpisodeRecord.user_events`` (issue 35): turns it did not understand, and transfers the
+agent did not announce. The cache key is not touched, so stored episodes still resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pytest_quantagent.cli import main
+from pytest_quantagent.env.registry import get_domain
+from pytest_quantagent.env.user import USER_EVENTS
+from pytest_quantagent.store.records import EpisodeRecord
+from pytest_quantagent.vocab.messages import AssistantMessage
+
+ARMS = """
+[arms.bf16]
+backend = "mock"
+model = "scripted"
+responses = ["Can you do that for me?", "Please check it.", "Is there anything else I can help you with?"]
+
+[arms.int4]
+backend = "mock"
+model = "scripted"
+responses = ["Could you tell me your name and zip code?", "Is there anything else I can help you with?"]
+"""
+
+
+def _records(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+
+
+def _say(user: Any, text: str) -> str:
+    return user.respond([AssistantMessage(content=text)]).content or ""
+
+
+def test_the_record_carries_the_users_counts_and_the_key_does_not_change(tmp_path: Path) -> None:
+    cfg = tmp_path / "arms.toml"
+    cfg.write_text(ARMS)
+    out = tmp_path / "store"
+    argv = ["run", "--domain", "retail", "--arms", "bf16,int4", "--config", str(cfg),
+            "--tasks", "cancel_000", "--out", str(out), "--json", str(tmp_path / "r.json"), "-q"]
+    assert main(argv) == 0
+    by_arm = {r["arm"]: r for r in _records(out)}
+    # bf16's two vague turns are not understood; int4 asks plainly and is answered.
+    assert by_arm["bf16"]["user_events"] == {
+        "not_understood": 2, "unrequested_change": 0, "premature_transfer": 0}
+    assert by_arm["int4"]["user_events"] == dict.fromkeys(USER_EVENTS, 0)
+    users = [m["content"] for m in by_arm["bf16"]["messages"] if m["role"] == "user"]
+    assert users[2] == "Sorry, what do you need me to check?"
+    assert all("cancel my order" not in u for u in users[1:3])  # no restated request
+
+    # A store written before the field existed (no user_events) reads and resumes: the
+    # key is the same, nothing runs again.
+    lines = _records(out)
+    for rec in lines:
+        del rec["user_events"]
+    (out / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    keys = {r["key"] for r in lines}
+    assert EpisodeRecord.model_validate(lines[0]).user_events == {}
+    assert main(argv) == 0
+    again = _records(out)
+    assert len(again) == 2 and {r["key"] for r in again} == keys
+
+
+def test_premature_transfer_is_counted_and_an_announced_one_is_not() -> None:
+    dom = get_domain("retail")
+    task = dom.task("transfer_014")
+    user: Any = dom.make_user(task, 0)
+    _say(user, "Hi! How can I help you today?")
+    # Asked something in the same message: answered, the transfer is still to come.
+    reply = _say(user, "Before transferring you to a human agent, could you give me your name and zip code?")
+    assert "Umar Brandt" in reply and "###TRANSFER###" not in reply
+    assert _say(user, "You are being transferred to a human agent now. Please hold.") == "###TRANSFER###"
+    assert user.events()["premature_transfer"] == 0
+    # The scenario's transfer, left by the user when the agent only closes: counted.
+    other: Any = dom.make_user(task, 0)
+    _say(other, "Hi! How can I help you today?")
+    assert _say(other, "Is there anything else I can help you with?").endswith("###TRANSFER###")
+    assert other.events()["premature_transfer"] == 1
