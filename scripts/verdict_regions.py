@@ -25,11 +25,11 @@ R, TAU = DEFAULT_MAX_RATIO, DEFAULT_RARE_TOLERANCE
 X0, X1 = 0.0005, 0.2  # reference rate per call
 Y0, Y1 = 0.8, 6.0  # ratio
 W, H, PAD = 640, 420, 60
-POINTS = (  # (rate, ratio, label, inside the damage region?)
-    (0.003, 2.5, "×2.5 at 0.3%/call", True),
-    (0.02, 1.2, "×1.2 at 2%/call (boundary)", True),
-    (0.06, 1.1, "×1.1 at 6%/call", False),
-    (0.001, 1.5, "×1.5 at 0.1%/call", False),
+POINTS = (  # (rate, ratio, label, inside the damage region?, label below the point?)
+    (0.003, 2.5, "×2.5 at 0.3%/call", True, False),
+    (0.02, 1.2, "×1.2 at 2%/call (boundary)", True, False),
+    (0.06, 1.1, "×1.1 at 6%/call", False, True),
+    (0.001, 1.5, "×1.5 at 0.1%/call", False, False),
 )
 
 
@@ -57,7 +57,7 @@ def svg() -> str:
            f'<polygon points="{damage}" fill="#f6d5d5"/>',
            f'<polyline points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in edge)}" fill="none" '
            'stroke="#b00" stroke-width="2"/>',
-           f'<text x="{_x(0.03):.0f}" y="{_y(4):.0f}" fill="#900">damage region: '
+           f'<text x="{W - PAD - 8}" y="{_y(4):.0f}" text-anchor="end" fill="#900">damage region: '
            f'ratio &gt; ×{R:g} and increase &gt; +{TAU * 100:g} per 100 calls</text>',
            f'<text x="{_x(0.0015):.0f}" y="{_y(0.9):.0f}" fill="#060">not damage: LOSSLESS '
            'needs the data to show the channel here</text>']
@@ -70,9 +70,9 @@ def svg() -> str:
                'per agent call (log)</text>')
     out.append(f'<text x="16" y="{H / 2:.0f}" transform="rotate(-90 16 {H / 2:.0f})" '
                'text-anchor="middle">candidate / reference rate ratio (log)</text>')
-    for rate, ratio, label, _ in POINTS:
+    for rate, ratio, label, _, below in POINTS:
         out.append(f'<circle cx="{_x(rate):.1f}" cy="{_y(ratio):.1f}" r="4" fill="#000"/>')
-        out.append(f'<text x="{_x(rate) + 7:.1f}" y="{_y(ratio) - 6:.1f}">{label}</text>')
+        out.append(f'<text x="{_x(rate) + 7:.1f}" y="{_y(ratio) + (16 if below else -6):.1f}">{label}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -102,7 +102,7 @@ def main() -> int:
     if args.ascii:
         sys.stdout.write(ascii_figure())
         return 0
-    for rate, ratio, label, inside in POINTS:
+    for rate, ratio, label, inside, _ in POINTS:
         if (ratio > boundary(rate) or (ratio == R and rate * (R - 1) > TAU)) != inside:
             raise SystemExit(f"{label}: expected {'inside' if inside else 'outside'}")
     Path(args.out).write_text(svg(), encoding="utf-8")
