@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pytest_quantagent.errors import UnknownNameError
 from pytest_quantagent.metrics.failure_sets import (
@@ -136,6 +136,19 @@ def _config(cell: QuantCell) -> Any:
     make = getattr(session, "analysis_config", None)
     cfg = make() if callable(make) else None
     return cfg if isinstance(cfg, AnalysisConfig) else AnalysisConfig()
+
+
+def _cannot_judge(cell: QuantCell, message: str) -> NoReturn:
+    """A test that cannot judge: a skip, or a failure under ``--quant-require=decision`` or
+    ``lossless`` (a release gate that is green by skipping is no gate)."""
+    import pytest
+
+    session = getattr(cell, "_session", None)
+    require = getattr(getattr(session, "qc", None), "require", "none")
+    if require in ("decision", "lossless"):
+        pytest.fail(f"{message} [--quant-require={require}: a test that cannot judge fails]",
+                    pytrace=False)
+    pytest.skip(message)
 
 
 def _analysis(cell: QuantCell, cfg: Any) -> dict[str, Any]:
@@ -324,9 +337,8 @@ def assert_no_channel_amplification(
         open_.append(f"{name} {ch['arm_count']} vs {ch['reference_count']} (ratio upper bound "
                      f"×{up_s}, rate increase up to {inc_s} per 100 agent calls)")
     if open_:
-        import pytest
-
-        pytest.skip(
+        _cannot_judge(
+            cell,
             f"{cell.id}: cannot judge amplification: " + "; ".join(open_)
             + f" — neither above nor shown below ×{cfg.max_ratio:g} or within "
             f"+{cfg.rare_tolerance * 100:g} per 100 calls (run more tasks: --quant-tasks)")
@@ -432,7 +444,6 @@ def assert_failure_set_invariant(
     channels it judged (their report entries).
     """
     __tracebackhide__ = True
-    import pytest
 
     if isinstance(min_rank_corr, bool) or not isinstance(min_rank_corr, (int, float)) or not (
         -1.0 <= min_rank_corr <= 1.0
@@ -476,6 +487,6 @@ def assert_failure_set_invariant(
             "in the HTML report (--quant-html)"
         )
     if not checked:
-        pytest.skip(f"{cell.id}: cannot judge the failure set: " + "; ".join(unjudged)
-                    + " (run more tasks or trials: --quant-tasks, --quant-trials)")
+        _cannot_judge(cell, f"{cell.id}: cannot judge the failure set: " + "; ".join(unjudged)
+                      + " (run more tasks or trials: --quant-tasks, --quant-trials)")
     return checked

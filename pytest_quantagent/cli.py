@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 #: Subcommand name → module under ``pytest_quantagent.commands``; help shown in --help.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -33,8 +34,19 @@ def _load(name: str):  # type: ignore[no-untyped-def]
     return importlib.import_module(f"pytest_quantagent.commands.{module}")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the project's usage exit code (4, as pytest: 0/1/2 are the release
+    gate's GO/NO-GO/INCONCLUSIVE), for the top-level parser and every subcommand's."""
+
+    def error(self, message: str) -> NoReturn:
+        from pytest_quantagent.errors import EXIT_USAGE
+
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="quantagent",
         description="Catch what quantization does to LLM agents: tau2-style episodes, "
         "per-channel failure rates, error-budget counterfactuals and paired statistics.",
@@ -71,7 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(args_list)
     if not args.command:
         parser.print_help()
-        return 2
+        from pytest_quantagent.errors import EXIT_USAGE
+
+        return EXIT_USAGE
     rc: int = _load(args.command).run(args)
     return rc
 

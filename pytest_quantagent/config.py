@@ -60,6 +60,9 @@ class QuantAgentConfig:
     tight_budgets: tuple[int, ...] | None = None
     holm_scope: str | None = None
     """The verdict's thresholds (None: :mod:`pytest_quantagent.verdict`'s defaults)."""
+    require: str = "none"
+    """``--quant-require``: ``none``, ``decision`` or ``lossless`` (the release gate,
+    :mod:`pytest_quantagent.analysis.gate`)."""
     explicit: frozenset[str] = frozenset()
     """Flags given on the command line or in the ini file (``{"--quant", ...}``)."""
 
@@ -114,6 +117,7 @@ _FIELD_OF_DEST: dict[str, str] = {
     "quantagent_quant_max_ratio": "max_ratio",
     "quantagent_quant_tight_budgets": "tight_budgets",
     "quantagent_quant_holm_scope": "holm_scope",
+    "quantagent_quant_require": "require",
 }
 
 

@@ -84,3 +84,11 @@ class ConfigurationError(QuantAgentError):
 class TaskSetupError(QuantAgentError):
     """An episode's setup failed (the task's initialization, the environment, the user):
     a fault of the task data, recorded as a task error naming the task; never scored."""
+
+
+#: Exit code of a command given bad input (an option, a file, a name): nothing was run or
+#: judged. The same as pytest's ``ExitCode.USAGE_ERROR``; 0/1/2 are the release gate's (GO,
+#: NO-GO, INCONCLUSIVE: :mod:`pytest_quantagent.analysis.gate`).
+EXIT_USAGE = 4
+#: Exit code after Ctrl-C: what was stored is kept, and a rerun resumes.
+EXIT_INTERRUPTED = 130

@@ -367,6 +367,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
        "tight error budgets whose gap widening is tested (default: 2,5 below the run's)"),
     _o("--quant-holm-scope", parse_choice("--quant-holm-scope", ("cell", "report")), "SCOPE",
        "Holm's family: cell (each cell's tests, default) or report (every test)"),
+    # the release gate (pytest_quantagent.analysis.gate)
+    _o("--quant-require", parse_choice("--quant-require", ("none", "decision", "lossless")),
+       "WHAT",
+       "what the run must show: none (default: a test that cannot judge skips), decision "
+       "(an INCONCLUSIVE cell or a test that cannot judge fails the run) or lossless (every "
+       "cell must be LOSSLESS)"),
 )
 
 OPTIONS_BY_FLAG: dict[str, OptionSpec] = {o.flag: o for o in OPTIONS}

@@ -137,6 +137,7 @@ class RunSetup:
 
         info = self.qc.run_dict()
         info["judge"] = judge_identity(self.qc.judge_model, self.qc.config_path)
+        info["require"] = self.qc.require  # not in run_dict: it does not change the episodes
         specs: dict[str, Any] = {}
         for label in self.labels():
             try:

@@ -127,6 +127,7 @@ class QuantAgentSession:
     def __init__(self, config: pytest.Config, qc: QuantAgentConfig) -> None:
         self.config = config
         self.qc = qc
+        self._gate_failing: list[tuple[str, str]] = []
         self._episodes: dict[CellKey, CellEpisodes] = {}
         self._endpoint_stats: dict[str, list[dict[str, Any]]] = {}
         """Per-endpoint figures of arms served by several endpoints ("<domain>-<arm>" →)."""
@@ -394,11 +395,25 @@ class QuantAgentSession:
                 t["cell"] = t["cell"] or self._cell_of_node.get(t["nodeid"])
             report["tests"] = [t for t in self.test_outcomes
                                if t["cell"] in cell_ids or (t["cell"] is None and t["outcome"] == "failed")]
+            self._apply_gate(session, report)
             self.config.hook.pytest_quantagent_report_ready(config=self.config, report=report)
             self.report = report
             self._write_outputs(report)
         except Exception as e:
             self.report_error = f"{type(e).__name__}: {e}"
+
+    def _apply_gate(self, session: pytest.Session, report: dict[str, Any]) -> None:
+        """``--quant-require``: a run whose cells do not meet the requirement fails, instead
+        of passing with an INCONCLUSIVE cell (or damage, under ``lossless``)."""
+        from pytest_quantagent.analysis.gate import gate
+
+        result = gate(report.get("cells", []))
+        require = self.qc.require
+        self._gate_failing = result.failing(require)
+        report["gate"] = {**result.as_dict(), "require": require,
+                          "failing": [c for c, _ in self._gate_failing]}
+        if self._gate_failing and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _write_outputs(self, report: dict[str, Any]) -> None:
         if self.qc.report_path is not None:
@@ -422,3 +437,7 @@ class QuantAgentSession:
                       width=self.config.get_terminal_writer().fullwidth,
                       endpoint_stats=self._endpoint_stats,
                       outputs={"JSON": self.qc.report_path, "HTML": self.qc.html_path})
+        for cell, verdict in self._gate_failing:
+            terminalreporter.write_line(
+                f"quant gate (--quant-require={self.qc.require}): {cell} {verdict}: "
+                "the run fails", red=True, bold=True)

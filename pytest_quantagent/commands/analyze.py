@@ -289,6 +289,11 @@ def write_outputs(report: Any, json_path: str | None, html_path: Path | None) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    """Analyze, render, write; exit with the release gate's code (0 GO, 1 NO-GO, 2
+    INCONCLUSIVE; 4 bad input, nothing judged: :mod:`pytest_quantagent.analysis.gate`)."""
+    from pytest_quantagent.analysis.gate import gate, gate_line
+    from pytest_quantagent.errors import EXIT_USAGE
+
     try:
         report = build_report(args)
         if not args.quiet and args.json_path != "-":
@@ -298,5 +303,8 @@ def run(args: argparse.Namespace) -> int:
         write_outputs(report, args.json_path, args.html_path)
     except (QuantAgentError, ValueError) as e:
         print(f"quantagent analyze: error: {plain_text(str(e))}", file=sys.stderr)
-        return 2
-    return 0
+        return EXIT_USAGE
+    data = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
+    result = gate(data.get("cells", []))
+    print(gate_line(result), file=sys.stderr)
+    return result.exit_code

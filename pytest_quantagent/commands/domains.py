@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_quantagent.env.tasksets import tau2_data_arg
-from pytest_quantagent.errors import QuantAgentError
+from pytest_quantagent.errors import EXIT_USAGE, QuantAgentError
 
 
 def add_parser(subparsers: Any) -> None:
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         listing = describe_domains(args.tau2_data)
     except QuantAgentError as e:
         print(f"quantagent domains: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.json:
         print(json.dumps({"domains": listing}, indent=2))
         return 0

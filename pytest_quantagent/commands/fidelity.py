@@ -18,7 +18,7 @@ from typing import Any
 
 from pytest_quantagent.env.tasks import Task, parse_tasks
 from pytest_quantagent.env.tasksets import tau2_data_arg
-from pytest_quantagent.errors import DataFileError, QuantAgentError
+from pytest_quantagent.errors import EXIT_USAGE, DataFileError, QuantAgentError
 from pytest_quantagent.vocab.messages import ToolCall, ToolMessage
 
 
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         out = replay_results(args.tau2_results, args.tau2_data, args.domain, args.tau2_tasks)
     except QuantAgentError as e:
         print(f"quantagent {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.json:
         print(json.dumps(out, indent=2))
     else:

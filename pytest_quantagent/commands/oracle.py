@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_quantagent.env.tasksets import tau2_data_arg
-from pytest_quantagent.errors import QuantAgentError
+from pytest_quantagent.errors import EXIT_USAGE, QuantAgentError
 
 
 def add_parser(subparsers: Any) -> None:
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
                              split=args.split)
     except QuantAgentError as e:
         print(f"quantagent oracle: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.json:
         print(json.dumps(out, indent=2))
     else:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from pytest_quantagent.errors import QuantAgentError
+from pytest_quantagent.errors import EXIT_USAGE, QuantAgentError
 
 HELP = (
     "Type the agent's message (\\n in it is a line break), or:\n"
@@ -273,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
              max_steps=args.max_steps, save_to=args.out)
     except QuantAgentError as e:
         print(f"quantagent play: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("\nquantagent play: interrupted", file=sys.stderr)
         return 130

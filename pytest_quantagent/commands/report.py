@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_quantagent.errors import QuantAgentError
+from pytest_quantagent.errors import EXIT_USAGE, QuantAgentError
 
 
 def add_parser(subparsers: Any) -> None:
@@ -32,5 +32,5 @@ def run(args: argparse.Namespace) -> int:
         write_outputs(data, args.json_path, args.html_path)
     except (QuantAgentError, ValueError, KeyError) as e:
         print(f"quantagent report: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     return 0

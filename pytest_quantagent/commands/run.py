@@ -288,15 +288,20 @@ def run_and_report(
     execute: Callable[[argparse.Namespace], Any],
     as_json: Callable[[Any], Any],
     render: Callable[[Any], None],
+    exit_code: Callable[[Any], int] = lambda _result: 0,
 ) -> int:
     """The body of ``quantagent run`` and ``quantagent screen``: run, write ``--json``
-    (``-``: stdout only), else render for the terminal; a bad input is exit code 2."""
+    (``-``: stdout only), else render for the terminal. Returns ``exit_code(result)`` (for
+    ``run``, the release gate's: see :mod:`pytest_quantagent.analysis.gate`); a bad input is
+    :data:`~pytest_quantagent.errors.EXIT_USAGE` (4), nothing judged."""
+    from pytest_quantagent.errors import EXIT_USAGE
+
     t0 = time.monotonic()
     try:
         result = execute(args)
     except (QuantAgentError, ValueError) as e:
         print(f"quantagent {command}: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     text = json.dumps(as_json(result), indent=2)
     if args.json == "-":
         print(text)
@@ -306,11 +311,21 @@ def run_and_report(
     if not args.quiet and args.json != "-":
         render(result)
         print(f"({time.monotonic() - t0:.1f} s; episodes in {args.out / 'episodes.jsonl'})")
-    return 0
+    return exit_code(result)
+
+
+def _gate_exit(report: dict[str, Any]) -> int:
+    """The release gate's exit code: 0 GO, 1 NO-GO, 2 INCONCLUSIVE (its line on stderr, so
+    that ``--json -`` keeps stdout JSON only)."""
+    from pytest_quantagent.analysis.gate import gate, gate_line
+
+    result = gate(report.get("cells", []))
+    print(gate_line(result), file=sys.stderr)
+    return result.exit_code
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_and_report(args, "run", execute, lambda report: report, _render)
+    return run_and_report(args, "run", execute, lambda report: report, _render, _gate_exit)
 
 
 def _render(report: dict[str, Any]) -> None:

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_quantagent.analysis.gate import EXIT_INCONCLUSIVE
 from pytest_quantagent.cli import build_parser, main
+from pytest_quantagent.errors import EXIT_USAGE
 
 SAME_ARMS = """
 [arms.bf16]
@@ -40,7 +42,7 @@ def test_piped_run_prints_blocks_with_advice_in_its_own_flags(
     arms.write_text(SAME_ARMS)
     rep = tmp_path / "r.json"
     assert main(["run", "--domain", "mini", "--arms", "bf16,int4", "--config", str(arms),
-                 "--out", str(tmp_path / "s"), "--json", str(rep)]) == 0
+                 "--out", str(tmp_path / "s"), "--json", str(rep)]) == EXIT_INCONCLUSIVE
     out = capsys.readouterr().out
     (cell,) = json.loads(rep.read_text())["cells"]
     assert cell["verdict"] == "INCONCLUSIVE"
@@ -56,7 +58,7 @@ def test_piped_run_prints_blocks_with_advice_in_its_own_flags(
 def test_report_on_a_truncated_file_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "r.json"
     path.write_text('{"schema_version": 1, "run": {}, "cells": [{"domain": "tel')
-    assert main(["report", str(path)]) == 2
+    assert main(["report", str(path)]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert f"quantagent report: error: {path} at line 1 column" in err
     assert "the file ends early: it looks truncated" in err
@@ -67,7 +69,7 @@ def test_analyze_on_a_report_file_names_it_and_the_right_command(
 ) -> None:
     path = tmp_path / "report.json"
     path.write_text(json.dumps({"schema_version": 1, "run": {}, "cells": []}, indent=2))
-    assert main(["analyze", str(path)]) == 2
+    assert main(["analyze", str(path)]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert ("this is a quantagent report JSON, not an episode store; show it with "
             f"`quantagent report {path}`") in err
@@ -79,6 +81,6 @@ def test_third_party_progress_bars_are_switched_off(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.delenv("TQDM_DISABLE", raising=False)
     monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")  # the user's own choice stays
-    assert main([]) == 2
+    assert main([]) == EXIT_USAGE
     capsys.readouterr()
     assert os.environ["TQDM_DISABLE"] == "1" and os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "0"

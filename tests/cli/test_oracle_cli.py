@@ -10,6 +10,7 @@ import pytest
 
 from pytest_quantagent.cli import main
 from pytest_quantagent.env import registry
+from pytest_quantagent.errors import EXIT_USAGE
 
 TOY_DIR = Path(__file__).resolve().parent.parent / "env" / "toy_domains"
 
@@ -59,9 +60,9 @@ def test_oracle_reports_failing_tasks_with_reason(toy_dir: Path, tmp_path: Path,
 
 
 def test_unknown_domain_and_task(toy_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["oracle", "--domain", "nope"]) == 2
+    assert main(["oracle", "--domain", "nope"]) == EXIT_USAGE
     assert "unknown domain 'nope'; known domains: toy" in capsys.readouterr().err
-    assert main(["oracle", "--domain", "toy", "--tasks", "zzz"]) == 2
+    assert main(["oracle", "--domain", "toy", "--tasks", "zzz"]) == EXIT_USAGE
     assert "unknown toy task id 'zzz' (no close match; 3 task ids in domain 'toy')" in capsys.readouterr().err
 
 
@@ -164,7 +165,7 @@ def test_official_domains_listing_and_missing_task_file(tau2_data: Path, capsys:
     assert len(by_name["telecom"]["user_tools"]) == 30 and len(by_name["retail"]["agent_tools"]) == 16
     # The snapshot lacks telecom's tasks.json (the 2,285-task full set): without a split the
     # base split's file is read (τ²-bench's default split), split full names the missing file.
-    assert main(["oracle", "--domain", "telecom", "--tau2-data", str(tau2_data), "--split", "full"]) == 2
+    assert main(["oracle", "--domain", "telecom", "--tau2-data", str(tau2_data), "--split", "full"]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert "telecom/tasks.json: file not found: split 'full' of split_tasks.json has 2285 task ids" in err
     assert "tasks_base_2025-06-10.json (114 tasks)" in err

@@ -15,6 +15,7 @@ import pytest
 
 from pytest_quantagent.cli import main
 from pytest_quantagent.commands.play import BadCall, parse_call, play
+from pytest_quantagent.errors import EXIT_USAGE
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = [
@@ -77,10 +78,10 @@ def test_end_of_input_ends_the_game_with_a_reward_breakdown() -> None:
 
 def test_cli_errors_name_the_bad_value(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
-    assert main(["play", "--domain", "telecom", "--task", "no_such_task"]) == 2
+    assert main(["play", "--domain", "telecom", "--task", "no_such_task"]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert "no_such_task" in err and "service_7_18" in err
-    assert main(["play", "--domain", "nodomain"]) == 2
+    assert main(["play", "--domain", "nodomain"]) == EXIT_USAGE
     assert "nodomain" in capsys.readouterr().err
 
 

@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_quantagent.analysis.gate import EXIT_INCONCLUSIVE, EXIT_NO_GO
 from pytest_quantagent.cli import main
+from pytest_quantagent.errors import EXIT_USAGE
 from pytest_quantagent.metrics.synthetic import make_tasks, synthetic_episodes
 from pytest_quantagent.vocab.channels import Channel
 
@@ -32,7 +34,7 @@ def test_analyze_store_writes_report(tmp_path: Path, capsys: pytest.CaptureFixtu
     out = tmp_path / "report.json"
     rc = main(["analyze", str(tmp_path / "run"), "--json", str(out)])
     captured = capsys.readouterr()
-    assert rc == 0, captured.err
+    assert rc == EXIT_NO_GO, captured.err
     assert "torn last line" in captured.err
     data = json.loads(out.read_text())
     cells = {(c["domain"], c["arm"]): c for c in data["cells"]}
@@ -50,13 +52,13 @@ def test_analyze_reference_choice_and_errors(tmp_path: Path, capsys: pytest.Capt
     store = _write_store(tmp_path / "run")
     rc = main(["analyze", str(store), "--reference", "fp8", "--json", "-", "--quiet"])
     data = json.loads(capsys.readouterr().out)
-    assert rc == 0 and {c["reference"] for c in data["cells"]} == {"fp8"}
-    assert main(["analyze", str(store), "--reference", "int8"]) == 2
+    assert rc == EXIT_NO_GO and {c["reference"] for c in data["cells"]} == {"fp8"}
+    assert main(["analyze", str(store), "--reference", "int8"]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert "unknown reference arm 'int8'" in err and "bf16, fp8, int4" in err
-    assert main(["analyze", str(tmp_path / "missing")]) == 2
+    assert main(["analyze", str(tmp_path / "missing")]) == EXIT_USAGE
     assert "no such file or directory" in capsys.readouterr().err
-    assert main(["analyze", str(store), "--budgets", "2,x"]) == 2
+    assert main(["analyze", str(store), "--budgets", "2,x"]) == EXIT_USAGE
     assert "--tight-budgets='2,x' is not allowed" in capsys.readouterr().err
 
 
@@ -65,7 +67,7 @@ def test_analyze_bad_middle_line_is_an_error(tmp_path: Path, capsys: pytest.Capt
     lines = store.read_text().splitlines()
     lines.insert(5, '{"not": "a record"}')
     store.write_text("\n".join(lines) + "\n")
-    assert main(["analyze", str(store)]) == 2
+    assert main(["analyze", str(store)]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert "line 6" in err and "not a valid episode record" in err
 
@@ -73,7 +75,7 @@ def test_analyze_bad_middle_line_is_an_error(tmp_path: Path, capsys: pytest.Capt
 def test_analyze_html_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = _write_store(tmp_path / "run")
     html = tmp_path / "out" / "report.html"
-    assert main(["analyze", str(store), "--html", str(html), "--quiet"]) == 0
+    assert main(["analyze", str(store), "--html", str(html), "--quiet"]) == EXIT_NO_GO
     text = html.read_text()
     assert text.lstrip().lower().startswith("<!doctype html") and "int4" in text
 
@@ -83,16 +85,16 @@ def test_verdict_thresholds_on_the_command_line(tmp_path: Path, capsys: pytest.C
     rc = main(["analyze", str(store), "--json", "-", "--quiet", "--margin", "0.2",
                "--max-ratio", "2", "--tight-budgets", "3", "--holm-scope", "report"])
     data = json.loads(capsys.readouterr().out)
-    assert rc == 0
+    assert rc == EXIT_INCONCLUSIVE
     a = data["run"]["analysis"]
     assert (a["margin"], a["max_ratio"], a["tight_budgets"], a["holm_scope"]) == (0.2, 2.0, [3], "report")
     assert all(c["holm"]["scope"] == "report" for c in data["cells"] if c["reference"])
     # the advice names this command's flags, not pytest's
     assert "--quant-trials" not in json.dumps(data) and "--quant-tasks" not in json.dumps(data)
-    assert main(["analyze", str(store), "--tight-budgets", "2,12"]) == 2
+    assert main(["analyze", str(store), "--tight-budgets", "2,12"]) == EXIT_USAGE
     assert "tight budget(s) [12] are above the run's error budget 10" in capsys.readouterr().err
     # quantagent run refuses a bad threshold before any episode runs
     assert main(["run", "--domain", "retail", "--arms", "bf16,int4", "--margin", "2",
-                 "--out", str(tmp_path / "out"), "-q"]) == 2
+                 "--out", str(tmp_path / "out"), "-q"]) == EXIT_USAGE
     assert "margin=2.0 is not allowed" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

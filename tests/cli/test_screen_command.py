@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_quantagent.analysis.gate import EXIT_INCONCLUSIVE
 from pytest_quantagent.cli import main
+from pytest_quantagent.errors import EXIT_USAGE
 from pytest_quantagent.report.screen import ScreenReport
 
 
@@ -27,7 +29,7 @@ def test_screen_runs_only_the_reference_and_run_reuses_it(arms_toml: Path, tmp_p
     assert all(c.count == 0 for c in rep.channels.values())
     # Same keys as `quantagent run`: its reference arm is loaded, only int4 runs.
     assert main(["run", "--domain", "mini", "-q", "--arms", "bf16,int4", "--config",
-                 str(arms_toml), "--trials", "2", "--out", str(out)]) == 0
+                 str(arms_toml), "--trials", "2", "--out", str(out)]) == EXIT_INCONCLUSIVE
     after = (out / "episodes.jsonl").read_text().splitlines()
     assert after[:8] == lines and len(after) == 16
     assert {json.loads(x)["arm"] for x in after[8:]} == {"int4"}
@@ -76,7 +78,7 @@ def test_bad_flags_name_the_flag_and_the_allowed_values(
         args: list[str], message: str) -> None:
     with pytest.raises(SystemExit) as exc:
         _screen(arms_toml, tmp_path, *args)
-    assert exc.value.code == 2
+    assert exc.value.code == EXIT_USAGE
     assert message in capsys.readouterr().err
 
 
@@ -88,12 +90,12 @@ def test_bad_flags_name_the_flag_and_the_allowed_values(
 ])
 def test_bad_names_are_refused(arms_toml: Path, tmp_path: Path,
                                capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
-    assert _screen(arms_toml, tmp_path, *args) == 2
+    assert _screen(arms_toml, tmp_path, *args) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.startswith("quantagent screen: error:") and message in err
 
 
 def test_unknown_domain_lists_the_known_ones(mini_domains_dir: Path, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["screen", "--domain", "retial", "--out", str(tmp_path)]) == 2
+    assert main(["screen", "--domain", "retial", "--out", str(tmp_path)]) == EXIT_USAGE
     assert "unknown domain 'retial'; known domains: mini" in capsys.readouterr().err

@@ -26,7 +26,8 @@ def test_ini_names_follow_one_rule() -> None:
     assert names["--error-budget"] == "quant_error_budget"
     assert names["--quant-tau2-data"] == "quant_tau2_data"
     assert names["--quant-margin"] == "quant_margin"
-    assert len(set(names.values())) == len(OPTIONS) == 24
+    assert names["--quant-require"] == "quant_require"
+    assert len(set(names.values())) == len(OPTIONS) == 25
 
 
 @pytest.mark.parametrize(

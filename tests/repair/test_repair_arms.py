@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pytest_quantagent.analysis.gate import EXIT_INCONCLUSIVE
 from pytest_quantagent.cli import main
 
 
 def _run(out: Path, rep: Path, arms_toml: Path, *extra: str) -> dict:
     assert main(["run", "--domain", "mini", "-q", "--arms", "bf16,int4", "--config",
-                 str(arms_toml), "--out", str(out), "--json", str(rep), *extra]) == 0
+                 str(arms_toml), "--out", str(out), "--json", str(rep), *extra]) == EXIT_INCONCLUSIVE
     return json.loads(rep.read_text())
 
 

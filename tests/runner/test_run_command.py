@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_quantagent.analysis.gate import EXIT_INCONCLUSIVE
 from pytest_quantagent.cli import main
+from pytest_quantagent.errors import EXIT_USAGE
 
 HERE = Path(__file__).parent
 ARMS = """
@@ -47,7 +49,7 @@ def test_two_arm_run_writes_report_and_resumes(arms_toml: Path, tmp_path: Path) 
     out, rep = tmp_path / "store", tmp_path / "report.json"
     argv = ["--arms", "bf16,int4", "--config", str(arms_toml), "--trials", "2", "--out", str(out),
             "--json", str(rep)]
-    assert _run(*argv) == 0
+    assert _run(*argv) == EXIT_INCONCLUSIVE
     report = json.loads(rep.read_text())
     (cell,) = report["cells"]
     assert (cell["arm"], cell["reference"], cell["episodes"], cell["paired"]) == ("int4", "bf16", 8, 8)
@@ -57,7 +59,7 @@ def test_two_arm_run_writes_report_and_resumes(arms_toml: Path, tmp_path: Path) 
     lines = (out / "episodes.jsonl").read_text().splitlines()
     assert len(lines) == 16
     before = (out / "episodes.jsonl").stat().st_mtime_ns
-    assert _run(*argv) == 0  # resume: nothing to run, nothing appended
+    assert _run(*argv) == EXIT_INCONCLUSIVE  # resume: nothing to run, nothing appended
     assert (out / "episodes.jsonl").stat().st_mtime_ns == before
     assert json.loads(rep.read_text())["cells"][0]["episodes"] == 8
 
@@ -65,7 +67,7 @@ def test_two_arm_run_writes_report_and_resumes(arms_toml: Path, tmp_path: Path) 
 def test_repair_flag_adds_repair_arms_side_by_side(arms_toml: Path, tmp_path: Path) -> None:
     rep = tmp_path / "r.json"
     assert _run("--arms", "bf16,int4", "--config", str(arms_toml), "--repair", "reflexive",
-                "--out", str(tmp_path / "s"), "--json", str(rep)) == 0
+                "--out", str(tmp_path / "s"), "--json", str(rep)) == EXIT_INCONCLUSIVE
     report = json.loads(rep.read_text())
     assert [(c["arm"], c["reference"]) for c in report["cells"]] == [
         ("bf16+repair", "bf16"), ("int4", "bf16"), ("int4+repair", "bf16")]
@@ -91,7 +93,7 @@ def test_one_arm_run_has_null_reference(arms_toml: Path, tmp_path: Path) -> None
 ])
 def test_bad_arms_refused_with_allowed_values(arms_toml: Path, tmp_path: Path, arms: str, expected: str,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    assert _run("--arms", arms, "--config", str(arms_toml), "--out", str(tmp_path)) == 2
+    assert _run("--arms", arms, "--config", str(arms_toml), "--out", str(tmp_path)) == EXIT_USAGE
     import re
     assert re.search(expected, capsys.readouterr().err)
 
@@ -100,7 +102,7 @@ def test_unknown_backend_refused_with_known_backends(tmp_path: Path, mini_domain
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     cfg = tmp_path / "arms.toml"
     cfg.write_text('[arms.bf16]\nbackend = "vlm"\nmodel = "x"\n')
-    assert _run("--arms", "bf16", "--config", str(cfg), "--out", str(tmp_path)) == 2
+    assert _run("--arms", "bf16", "--config", str(cfg), "--out", str(tmp_path)) == EXIT_USAGE
     err = capsys.readouterr().err
     assert "unknown backend 'vlm'; known backends:" in err
     assert "mock" in err and "openai" in err
@@ -108,9 +110,9 @@ def test_unknown_backend_refused_with_known_backends(tmp_path: Path, mini_domain
 
 def test_unknown_domain_and_task_refused(arms_toml: Path, tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "--domain", "nope", "--arms", "bf16", "--config", str(arms_toml), "-q"]) == 2
+    assert main(["run", "--domain", "nope", "--arms", "bf16", "--config", str(arms_toml), "-q"]) == EXIT_USAGE
     assert "unknown domain 'nope'; known domains: mini" in capsys.readouterr().err
-    assert _run("--arms", "bf16", "--config", str(arms_toml), "--tasks", "t9", "--out", str(tmp_path)) == 2
+    assert _run("--arms", "bf16", "--config", str(arms_toml), "--tasks", "t9", "--out", str(tmp_path)) == EXIT_USAGE
     assert "unknown mini task id 't9' (closest: t3, t2, t1, t0; 4 task ids in domain 'mini')" in capsys.readouterr().err
 
 

@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
+from pytest_quantagent.analysis.gate import EXIT_INCONCLUSIVE
 from pytest_quantagent.backends import wrapper
 from pytest_quantagent.cli import main
+from pytest_quantagent.errors import EXIT_USAGE
 
 HERE = Path(__file__).parent
 
@@ -40,7 +42,7 @@ def _run(cfg: Path, out: Path, *args: str) -> int:
 def test_dead_server_is_one_line_per_arm_before_any_episode(tmp_path: Path, mini_domains_dir: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     cfg = _config(tmp_path, bf16="http://127.0.0.1:1/v1", int4="http://127.0.0.1:2/v1")
-    assert _run(cfg, tmp_path / "s", "-q") == 2
+    assert _run(cfg, tmp_path / "s", "-q") == EXIT_USAGE
     err = capsys.readouterr().err
     assert "Traceback" not in err and "pre-flight check failed, no episode was run" in err
     assert "arm 'bf16' (http://127.0.0.1:1/v1): cannot reach the server" in err
@@ -53,7 +55,7 @@ def test_all_503_is_an_error_naming_the_arm_not_a_crash(tmp_path: Path, mini_dom
     # Finding 5: `TypeError ... NoneType.__format__` when an arm had no scored episode.
     _, good = serve()
     _dead, bad = serve(fault_rate=1.0, fault_mix=("503",))
-    assert _run(_config(tmp_path, bf16=good, int4=bad), tmp_path / "s", "-q", "--num-tasks", "2") == 2
+    assert _run(_config(tmp_path, bf16=good, int4=bad), tmp_path / "s", "-q", "--num-tasks", "2") == EXIT_USAGE
     err = capsys.readouterr().err
     assert "Traceback" not in err and "TypeError" not in err
     assert "arm 'int4': all 2 episodes failed outside the model (2 infrastructure" in err
@@ -68,7 +70,7 @@ def test_retries_and_errors_reach_report_and_summary(tmp_path: Path, mini_domain
     flaky, url = serve(faults={1: "500", 2: "drop", 3: "429", 5: "context"})
     rep = tmp_path / "r.json"
     assert _run(_config(tmp_path, bf16=good, int4=url), tmp_path / "s", "--concurrency", "1",
-                "--json", str(rep)) == 0
+                "--json", str(rep)) == EXIT_INCONCLUSIVE
     out = capsys.readouterr().out
     report = json.loads(rep.read_text())
     faults = report["run"]["faults"]["int4"]
@@ -101,11 +103,11 @@ def test_analyze_and_run_read_a_store_by_one_rule(tmp_path: Path, mini_domains_d
     store = tmp_path / "s"
     store.mkdir()
     (store / "episodes.jsonl").write_text('{"schema_version":1,"key":"k9","model":\n')
-    assert main(["analyze", str(store)]) == 2
+    assert main(["analyze", str(store)]) == EXIT_USAGE
     assert "episodes.jsonl at line 1: not a valid episode record" in capsys.readouterr().err
     cfg = tmp_path / "m.toml"
     cfg.write_text('[arms.bf16]\nbackend = "mock"\nrule = "mini_rules:solving_rule"\n')
-    assert main(["run", "--domain", "mini", "--arms", "bf16", "--config", str(cfg), "--out", str(store), "-q"]) == 2
+    assert main(["run", "--domain", "mini", "--arms", "bf16", "--config", str(cfg), "--out", str(store), "-q"]) == EXIT_USAGE
     assert "episodes.jsonl at line 1: not an episode record (corrupt line)" in capsys.readouterr().err
 
 
@@ -170,7 +172,7 @@ def test_wrong_key_stops_before_any_episode_and_the_fixed_run_starts_clean(
                    'api_key_env = "QA_INT4_KEY"\n')
     argv = ["run", "--domain", "mini", "--arms", "int4", "--config", str(cfg), "--out", str(tmp_path / "s"), "-q"]
     monkeypatch.setenv("QA_INT4_KEY", "sk-wrong-KEY-9876")
-    assert main(argv) == 2
+    assert main(argv) == EXIT_USAGE
     err = capsys.readouterr().err
     assert f"arm 'int4' ({url}): GET /models: HTTP 401: the API key was refused" in err
     assert "sk-wrong-KEY-9876" not in err and server.requests == 0

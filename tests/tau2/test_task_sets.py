@@ -21,7 +21,7 @@ from pytest_quantagent.env.tasksets import (
     tasks_file_for_split,
     tau2_data_arg,
 )
-from pytest_quantagent.errors import DataFileError
+from pytest_quantagent.errors import EXIT_USAGE, DataFileError
 
 
 @pytest.mark.parametrize(
@@ -133,7 +133,7 @@ def test_cli_refuses_unknown_ids_and_splits_before_any_request(
     rc = main(["run", "--domain", "retail", "--arms", "bf16", "--config", str(cfg),
                "--out", str(tmp_path / "store"), "-q", *args])
     err = capsys.readouterr().err
-    assert rc == 2 and message in err
+    assert rc == EXIT_USAGE and message in err
     assert not (tmp_path / "store" / "episodes.jsonl").exists()
 
 

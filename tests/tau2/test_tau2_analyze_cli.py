@@ -9,13 +9,15 @@ from typing import Any
 import pytest
 from tau2_builders import Conversation, results, simulation, write_json
 
+from pytest_quantagent.analysis.gate import EXIT_GO, EXIT_INCONCLUSIVE, EXIT_NO_GO
 from pytest_quantagent.cli import main
+from pytest_quantagent.errors import EXIT_USAGE
 
 
 def _run(tmp_path: Path, *files: Path) -> dict[str, Any]:
     out = tmp_path / "report.json"
     rc = main(["analyze", "--quiet", "--json", str(out), "--tau2", *map(str, files)])
-    assert rc == 0
+    assert rc in (EXIT_GO, EXIT_NO_GO, EXIT_INCONCLUSIVE)  # a verdict, not a usage error
     data: dict[str, Any] = json.loads(out.read_text())
     return data
 
@@ -76,7 +78,7 @@ def test_bad_file_is_refused_with_path_and_location(
     bad = tmp_path / "cut.json"
     bad.write_text(text[: text.index('"task_id": "2"')])
     rc = main(["analyze", "--quiet", "--tau2", str(ref), str(bad)])
-    assert rc == 2
+    assert rc == EXIT_USAGE
     err = capsys.readouterr().err
     assert str(bad) in err
     assert "simulations[1]" in err and "truncated" in err
@@ -92,7 +94,7 @@ def test_same_named_files_are_two_arms_and_flags_are_shown(
     cand = _file(tmp_path / "int4" / "retail.json", tasks, hallucinated=1, infra=2)
     out = tmp_path / "report.json"
     rc = main(["analyze", "--json", str(out), "--tau2", str(ref), str(cand)])
-    assert rc == 0
+    assert rc == EXIT_INCONCLUSIVE
     (cell,) = json.loads(out.read_text())["cells"]
     assert (cell["arm"], cell["reference"]) == ("retail#2", "retail")
     err = capsys.readouterr().err

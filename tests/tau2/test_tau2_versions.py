@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from tau2_builders import Conversation, results, simulation, write_json
 
+from pytest_quantagent.analysis.gate import EXIT_INCONCLUSIVE
 from pytest_quantagent.cli import main
+from pytest_quantagent.errors import EXIT_USAGE
 from pytest_quantagent.tau2 import read_results
 from pytest_quantagent.tau2.compare import MixedTau2Error, read_comparison
 
@@ -67,7 +69,7 @@ def test_infrastructure_errors_counted_per_arm_next_to_the_score(
                                     simulation("3", [], termination="infrastructure_error")],
                  tau2_version="1.0.1")
     out = tmp_path / "report.json"
-    assert main(["analyze", "--tau2", str(ref), str(cand), "--json", str(out)]) == 0
+    assert main(["analyze", "--tau2", str(ref), str(cand), "--json", str(out)]) == EXIT_INCONCLUSIVE
     err = capsys.readouterr().err
     # τ²-bench's own score excludes them: int4 scores 1.000 on its one scored episode.
     assert ("int4: tau2-bench score 1.000 on 1 scored episodes; 2 infrastructure_error "
@@ -87,14 +89,14 @@ def test_mixed_accounting_refused_unless_allowed(tmp_path: Path, capsys: pytest.
     msgs = _ok()
     msgs[1]["errors"] = []
     gym = _file(tmp_path, "int4", [simulation("1", msgs), simulation("2", _ok())])
-    assert main(["analyze", "--tau2", str(ref), str(gym), "--quiet"]) == 2
+    assert main(["analyze", "--tau2", str(ref), str(gym), "--quiet"]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert "refusing to pair τ²-bench files whose versions account for failures differently" in err
     assert str(gym) in err and str(ref) in err and "--allow-mixed-tau2" in err
     assert "(gym)" in err and "(1.0)" in err
     with pytest.raises(MixedTau2Error):
         read_comparison([ref, gym])
-    assert main(["analyze", "--tau2", str(ref), str(gym), "--allow-mixed-tau2", "--json", "-"]) == 0
+    assert main(["analyze", "--tau2", str(ref), str(gym), "--allow-mixed-tau2", "--json", "-"]) == EXIT_INCONCLUSIVE
     cap = capsys.readouterr()
     assert "mixed τ²-bench versions (--allow-mixed-tau2)" in cap.err
     groups = read_comparison([ref, gym], allow_mixed=True)

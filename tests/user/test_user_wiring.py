@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 
+from pytest_quantagent.analysis.gate import EXIT_INCONCLUSIVE
 from pytest_quantagent.backends.mock import FakeOpenAIServer
 from pytest_quantagent.backends.wrapper import RetryPolicy
 from pytest_quantagent.cli import main
 from pytest_quantagent.env.registry import get_domain
+from pytest_quantagent.errors import EXIT_USAGE
 from pytest_quantagent.quant.arms import ArmSpec, UserModelConfig
 from pytest_quantagent.report.model import CellInput, analyze
 from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_cell
@@ -115,7 +117,7 @@ def test_quantagent_run_llm_user_shared_across_arms(tmp_path: Path, serve: Any) 
     argv = ["run", "--domain", "retail", "--arms", "bf16,int4", "--config", str(cfg),
             "--num-tasks", "2", "--user", "llm", "--user-model", f"openai:fake-user@{url}",
             "--out", str(out), "--json", str(tmp_path / "r.json"), "-q"]
-    assert main(argv) == 0
+    assert main(argv) == EXIT_INCONCLUSIVE
     report = json.loads((tmp_path / "r.json").read_text())
     identity = "llm:openai:fake-user:t=0:max=512:seed=episode:p1"
     assert report["run"]["user_sim"] == identity
@@ -148,9 +150,9 @@ def test_quantagent_run_llm_user_shared_across_arms(tmp_path: Path, serve: Any) 
 
     # Resume: nothing is asked again; another user temperature is another run identity.
     n = server.requests
-    assert main(argv) == 0
+    assert main(argv) == EXIT_INCONCLUSIVE
     assert server.requests == n
-    assert main([*argv, "--user-temperature", "0.7"]) == 0
+    assert main([*argv, "--user-temperature", "0.7"]) == EXIT_INCONCLUSIVE
     assert server.requests > n
     again = _records(out)
     assert {r["user_sim"] for r in again} == {identity, identity.replace("t=0", "t=0.7")}
@@ -159,7 +161,7 @@ def test_quantagent_run_llm_user_shared_across_arms(tmp_path: Path, serve: Any) 
 def test_run_refuses_user_model_without_llm_user(tmp_path: Path, capsys: Any) -> None:
     rc = main(["run", "--domain", "retail", "--arms", "bf16", "--user-model", "openai:m@http://x/v1",
                "--out", str(tmp_path), "-q"])
-    assert rc == 2
+    assert rc == EXIT_USAGE
     assert "--user llm" in capsys.readouterr().err
 
 
@@ -168,7 +170,7 @@ def test_run_llm_user_needs_a_model(tmp_path: Path, capsys: Any) -> None:
     cfg.write_text(ARMS)
     rc = main(["run", "--domain", "retail", "--arms", "bf16", "--config", str(cfg), "--user", "llm",
                "--out", str(tmp_path), "-q"])
-    assert rc == 2
+    assert rc == EXIT_USAGE
     err = capsys.readouterr().err
     assert "--user-model" in err and "no [user] table" in err
 
