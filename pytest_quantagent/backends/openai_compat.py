@@ -46,6 +46,7 @@ from pytest_quantagent.backends.secrets import redact, without_userinfo
 from pytest_quantagent.backends.wrapper import Slots, with_timeout
 from pytest_quantagent.errors import ConfigurationError, ContextOverflowError
 from pytest_quantagent.quant.arms import ArmSpec
+from pytest_quantagent.vocab.limits import MAX_JSON_DEPTH, JSONDepthError, depth_exceeds
 from pytest_quantagent.vocab.messages import Decision
 
 _ALLOWED_OPTIONS = frozenset(
@@ -71,7 +72,11 @@ def _std_dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-_std_loads = json.loads
+def _std_loads(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except RecursionError:  # nested past the interpreter's stack: the server's garbage
+        raise JSONDepthError("response nested too deep for the JSON parser") from None
 
 _orjson: Any = None
 try:  # optional (extra "fast"): less harness CPU per model call, see docs/GPU.md
@@ -93,7 +98,7 @@ def _fast_loads(data: bytes) -> Any:
     try:
         return _orjson.loads(data)
     except ValueError:  # e.g. a lone surrogate escape, which json reads (and we flag)
-        return json.loads(data)
+        return _std_loads(data)
 
 
 def use_json(name: str) -> None:
@@ -854,6 +859,8 @@ class OpenAICompatBackend(Backend):
             message = choice["message"]
             if not isinstance(message, dict):
                 raise TypeError("message is not an object")
+            if depth_exceeds(message):
+                raise JSONDepthError(f"message nested deeper than {MAX_JSON_DEPTH} levels")
         except (ValueError, KeyError, IndexError, TypeError) as e:
             raise BadResponseError(
                 f"not a chat completion from {ep.shown}: {self.redact(repr(content[:200]))}"
