@@ -161,6 +161,12 @@ class BadResponseError(Exception):
     """The server's answer was not a chat completion (truncated or garbled body): retried."""
 
 
+#: Largest response head (status line and headers) and body the native client reads; past
+#: either the connection is closed and the request fails as an infrastructure error.
+MAX_RESPONSE_HEAD = 64 * 1024
+MAX_RESPONSE_BODY = 16 * 1024 * 1024
+
+
 class _HTTPConnection(asyncio.Protocol):
     """One keep-alive HTTP/1.1 connection: writes a request, frames the response.
 
@@ -225,6 +231,8 @@ class _HTTPConnection(asyncio.Protocol):
     def _parse_head(self) -> bool:
         end = self.buf.find(b"\r\n\r\n")
         if end < 0:
+            if len(self.buf) > MAX_RESPONSE_HEAD:
+                raise ValueError(f"response head over {MAX_RESPONSE_HEAD} bytes")
             return False
         lines = bytes(self.buf[:end]).decode("latin-1").split("\r\n")
         parts = lines[0].split(" ", 2)
@@ -255,6 +263,9 @@ class _HTTPConnection(asyncio.Protocol):
             return False
         assert self._head is not None and self.waiter is not None
         status, start, keep, length, chunked = self._head
+        if len(self.buf) - start > MAX_RESPONSE_BODY + (64 * 1024 if chunked else 0) or (
+                length is not None and length > MAX_RESPONSE_BODY):
+            raise ValueError(f"response body over {MAX_RESPONSE_BODY} bytes")
         if chunked:
             body = self._dechunk(start)
             if body is None:
