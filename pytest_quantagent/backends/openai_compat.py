@@ -46,6 +46,7 @@ from pytest_quantagent.backends.secrets import redact, without_userinfo
 from pytest_quantagent.backends.wrapper import Slots, with_timeout
 from pytest_quantagent.errors import ConfigurationError, ContextOverflowError
 from pytest_quantagent.quant.arms import ArmSpec
+from pytest_quantagent.vocab.limits import MAX_JSON_DEPTH, JSONDepthError, depth_exceeds
 from pytest_quantagent.vocab.messages import Decision
 
 _ALLOWED_OPTIONS = frozenset(
@@ -71,7 +72,11 @@ def _std_dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-_std_loads = json.loads
+def _std_loads(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except RecursionError:  # nested past the interpreter's stack: the server's garbage
+        raise JSONDepthError("response nested too deep for the JSON parser") from None
 
 _orjson: Any = None
 try:  # optional (extra "fast"): less harness CPU per model call, see docs/GPU.md
@@ -93,7 +98,7 @@ def _fast_loads(data: bytes) -> Any:
     try:
         return _orjson.loads(data)
     except ValueError:  # e.g. a lone surrogate escape, which json reads (and we flag)
-        return json.loads(data)
+        return _std_loads(data)
 
 
 def use_json(name: str) -> None:
@@ -154,6 +159,12 @@ class BackendHTTPError(Exception):
 
 class BadResponseError(Exception):
     """The server's answer was not a chat completion (truncated or garbled body): retried."""
+
+
+#: Largest response head (status line and headers) and body the native client reads; past
+#: either the connection is closed and the request fails as an infrastructure error.
+MAX_RESPONSE_HEAD = 64 * 1024
+MAX_RESPONSE_BODY = 16 * 1024 * 1024
 
 
 class _HTTPConnection(asyncio.Protocol):
@@ -220,6 +231,8 @@ class _HTTPConnection(asyncio.Protocol):
     def _parse_head(self) -> bool:
         end = self.buf.find(b"\r\n\r\n")
         if end < 0:
+            if len(self.buf) > MAX_RESPONSE_HEAD:
+                raise ValueError(f"response head over {MAX_RESPONSE_HEAD} bytes")
             return False
         lines = bytes(self.buf[:end]).decode("latin-1").split("\r\n")
         parts = lines[0].split(" ", 2)
@@ -250,6 +263,9 @@ class _HTTPConnection(asyncio.Protocol):
             return False
         assert self._head is not None and self.waiter is not None
         status, start, keep, length, chunked = self._head
+        if len(self.buf) - start > MAX_RESPONSE_BODY + (64 * 1024 if chunked else 0) or (
+                length is not None and length > MAX_RESPONSE_BODY):
+            raise ValueError(f"response body over {MAX_RESPONSE_BODY} bytes")
         if chunked:
             body = self._dechunk(start)
             if body is None:
@@ -854,6 +870,8 @@ class OpenAICompatBackend(Backend):
             message = choice["message"]
             if not isinstance(message, dict):
                 raise TypeError("message is not an object")
+            if depth_exceeds(message):
+                raise JSONDepthError(f"message nested deeper than {MAX_JSON_DEPTH} levels")
         except (ValueError, KeyError, IndexError, TypeError) as e:
             raise BadResponseError(
                 f"not a chat completion from {ep.shown}: {self.redact(repr(content[:200]))}"

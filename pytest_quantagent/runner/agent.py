@@ -24,6 +24,7 @@ from typing import Any
 from pytest_quantagent.backends.base import GenerateRequest, Generation
 from pytest_quantagent.backends.wrapper import ModelClient
 from pytest_quantagent.runner.repair import ReflexiveRepair
+from pytest_quantagent.vocab.limits import loads_bounded
 from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
@@ -83,7 +84,7 @@ def parse_tool_calls(gen: Generation, turn: int) -> tuple[list[ToolCall], bool]:
             text = ""
         if text:
             try:
-                args = json.loads(text)
+                args = loads_bounded(text)
             except ValueError as e:
                 problem = problem or f"arguments are not valid JSON ({e})"
                 args = {}
