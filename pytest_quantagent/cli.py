@@ -51,6 +51,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Catch what quantization does to LLM agents: tau2-style episodes, "
         "per-channel failure rates, error-budget counterfactuals and paired statistics.",
     )
+    from pytest_quantagent import __version__
+
+    parser.add_argument("--version", action="version", version=f"quantagent {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
         if only is not None and name != only:

@@ -15,6 +15,7 @@ lists the allowed values. This module imports nothing heavy: it loads in every p
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ BUILTIN_BACKENDS: tuple[str, ...] = tuple(sorted(("mock", "openai", "transformer
 USER_KINDS: tuple[str, ...] = ("llm", "scripted")
 REPAIR_KINDS: tuple[str, ...] = ("none", "reflexive")
 
+MAX_TRIALS = 10_000  # trials per task and arm; more is a typo, not a design (issue 36)
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
 
@@ -124,7 +126,7 @@ def parse_float(option: str, low: float, high: float | None, *, low_open: bool =
                 ) -> Callable[[str], float]:
     """Parser for a number above ``low`` (or at least ``low`` when not ``low_open``) and
     below ``high``."""
-    allowed = (f"a number {'>' if low_open else '>='} {low:g}"
+    allowed = (f"a finite number {'>' if low_open else '>='} {low:g}"
                + (f" and < {high:g}" if high is not None else ""))
 
     def parse(value: str) -> float:
@@ -132,7 +134,7 @@ def parse_float(option: str, low: float, high: float | None, *, low_open: bool =
             x = float(str(value).strip())
         except ValueError:
             raise _bad(option, value, allowed) from None
-        if not (x == x and (x > low if low_open else x >= low) and (high is None or x < high)):
+        if not (math.isfinite(x) and (x > low if low_open else x >= low) and (high is None or x < high)):
             raise _bad(option, value, allowed)
         return x
 
@@ -229,6 +231,9 @@ def parse_dir(option: str) -> Callable[[str], Path]:
         p = Path(v)
         if p.exists() and not p.is_dir():
             raise _bad(option, value, "a directory path (this is a file)")
+        above = next((a for a in p.absolute().parents if a.exists()), None)
+        if not p.exists() and above is not None and not above.is_dir():
+            raise _bad(option, value, f"a directory path ({str(above)!r} is not a directory)")
         return p
 
     parse.__name__ = f"parse {option}"
@@ -329,7 +334,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
        "serving backend: " + "|".join(BUILTIN_BACKENDS) + " (default: chosen per arm)"),
     _o("--quant-config", parse_existing_file("--quant-config", "TOML"), "PATH",
        "TOML file mapping each arm to a checkpoint, endpoint or results file"),
-    _o("--quant-trials", parse_int("--quant-trials", 1), "N",
+    _o("--quant-trials", parse_int("--quant-trials", 1, MAX_TRIALS), "N",
        "trials per task and arm (paired seeds across arms; default: 1)"),
     _o("--quant-tasks", parse_tasks, "SPEC",
        "tasks per domain: all, N, A:B, split:NAME or ids:ID,... (default: all)"),

@@ -133,6 +133,7 @@ class RunSetup:
         import platform
 
         from pytest_quantagent import __version__
+        from pytest_quantagent.backends.secrets import without_userinfo
         from pytest_quantagent.runner.judge import judge_identity
 
         info = self.qc.run_dict()
@@ -145,7 +146,8 @@ class RunSetup:
             except Exception:
                 continue
             specs[label] = {k: v for k, v in (("backend", a.backend), ("model", a.model),
-                                              ("path", a.path), ("base_url", a.base_url),
+                                              ("path", a.path),
+                                              ("base_url", a.base_url and without_userinfo(a.base_url)),
                                               ("quantization", a.quantization)) if v}
         info["arm_specs"] = specs
         info["versions"] = {"pytest_quantagent": __version__, **versions,

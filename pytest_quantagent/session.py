@@ -137,6 +137,7 @@ class QuantAgentSession:
         self._domains: tuple[str, ...] | None = None
         # Looked up once per run, not once per test (markers are validated per test).
         self._domain_names: tuple[list[str] | None] | None = None
+        self._marker_errors: list[str] = []
         self.seen_cells: set[CellKey] = set()
         """Cells some test used (from test reports, so xdist workers' cells count)."""
         self.report: dict[str, Any] | None = None
@@ -197,7 +198,11 @@ class QuantAgentSession:
         try:
             args = self.marker_args(metafunc.definition.nodeid, metafunc.definition.iter_markers())
         except MarkerError as e:
-            pytest.fail(str(e), pytrace=False)
+            # Collected, not raised: every bad marker of the run is reported together at the
+            # end of collection (one run fixes them all).
+            self._marker_errors.append(str(e))
+            metafunc.parametrize("_quantagent_cell_key", [None], ids=["bad-marker"])
+            return
         cells = self.cells_for(args)
         if not cells:
             # Markers excluded every cell of this run: the test does not apply here.
@@ -209,6 +214,12 @@ class QuantAgentSession:
             )
             return
         metafunc.parametrize("_quantagent_cell_key", cells, ids=[c.id for c in cells])
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self._marker_errors:
+            n = len(self._marker_errors)
+            pytest.exit(f"quantagent: {n} bad marker{'s' if n > 1 else ''}:\n  "
+                        + "\n  ".join(self._marker_errors), returncode=pytest.ExitCode.USAGE_ERROR)
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         # Tests off the grid may still carry our markers: validate them all the same.

@@ -33,9 +33,13 @@ class _Options(BaseModel):
     backend_name: ClassVar[str] = "backend"
 
 
-def _finite_positive(v: float | None) -> float | None:
-    if v is not None and not (math.isfinite(v) and v > 0):
-        raise ValueError("must be a finite number of seconds > 0")
+TIMEOUT_RANGE_S = (0.001, 86_400.0)  # a millisecond to a day; outside it is a typo (issue 36)
+
+
+def _timeout_seconds(v: float | None) -> float | None:
+    lo, hi = TIMEOUT_RANGE_S
+    if v is not None and not (math.isfinite(v) and lo <= v <= hi):
+        raise ValueError(f"must be a number of seconds from {lo:g} to {hi:g}")
     return v
 
 
@@ -113,7 +117,7 @@ class OpenAIOptions(_Options):
             raise ValueError(f"{', '.join(dup)} listed twice")
         return v
 
-    _timeout = field_validator("timeout_s")(_finite_positive)
+    _timeout = field_validator("timeout_s")(_timeout_seconds)
 
 
 class MockOptions(_Options):

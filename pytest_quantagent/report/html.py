@@ -20,6 +20,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pytest_quantagent.backends.secrets import redact
+
 __all__ = ["CELL_BLOCKS", "render_html"]
 
 _ARM_COLOR = "#d1495b"
@@ -548,7 +550,7 @@ def _run_block(run: dict[str, Any]) -> str:
     for label in ([ref] if ref else []) + [a for a in arms if a != ref]:
         s = specs.get(label) if isinstance(specs.get(label), dict) else None
         what = "–" if s is None else "; ".join(
-            f"{_e(k)} {_e(s[k])}" for k in ("backend", "model", "path", "base_url",
+            f"{_e(k)} {_e(redact(str(s[k])))}" for k in ("backend", "model", "path", "base_url",
                                             "quantization") if s.get(k))
         rows.append((f"arm {_e(label)}" + (" (reference)" if label == ref else ""), what))
     user = run.get("user")

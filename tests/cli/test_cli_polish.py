@@ -84,3 +84,12 @@ def test_third_party_progress_bars_are_switched_off(monkeypatch: pytest.MonkeyPa
     assert main([]) == EXIT_USAGE
     capsys.readouterr()
     assert os.environ["TQDM_DISABLE"] == "1" and os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "0"
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_quantagent import __version__
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"quantagent {__version__}"

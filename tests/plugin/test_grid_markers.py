@@ -203,3 +203,35 @@ def test_cells_no_test_loaded_are_not_run_for_the_report(pytester: pytest.Pytest
 
     cells = json.loads((pytester.path / "r.json").read_text())["cells"]
     assert [c["arm"] for c in cells] == ["fp8"]
+
+
+def test_every_bad_marker_of_a_run_is_reported_together(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makepyfile(
+        test_a="""
+        import pytest
+
+        @pytest.mark.precision('int3')
+        def test_one(quant_cell):
+            pass
+
+        @pytest.mark.error_budget(99)
+        def test_two(quant_cell):
+            pass
+        """,
+        test_b="""
+        import pytest
+
+        @pytest.mark.domain('airline')
+        def test_three(quant_cell):
+            pass
+        """,
+    )
+    result = pytester.runpytest("--quant=int4", "--domain=telecom")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stdout.str() + result.stderr.str()
+    assert "3 bad markers" in text
+    for what in ("test_one: @pytest.mark.precision: unknown arm 'int3'",
+                 "test_two: @pytest.mark.error_budget(99)", "test_three: @pytest.mark.domain"):
+        assert text.count(what) == 1, (what, text)
+    assert "passed" not in text

@@ -33,8 +33,8 @@ def test_ini_names_follow_one_rule() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--quant-trials=0"], "*--quant-trials: invalid value '0'; allowed: an integer >= 1*"),
-        (["--quant-trials=three"], "*--quant-trials: invalid value 'three'; allowed: an integer >= 1*"),
+        (["--quant-trials=0"], "*--quant-trials: invalid value '0'; allowed: an integer from 1 to 10000*"),
+        (["--quant-trials=three"], "*--quant-trials: invalid value 'three'; allowed: an integer from 1 to 10000*"),
         (["--quant-seed=-1"], "*--quant-seed: invalid value '-1'; allowed: an integer >= 0*"),
         (["--error-budget=0"], "*--error-budget: invalid value '0'; allowed: an integer >= 1*"),
         (["--quant-concurrency=x"], "*--quant-concurrency: invalid value 'x'; allowed: an integer >= 1*"),
@@ -56,12 +56,17 @@ def test_ini_names_follow_one_rule() -> None:
          "*--quant-config: invalid value 'missing.toml'; allowed: an existing TOML file (no such file)*"),
         (["--quant-tau2-data=nowhere"],
          "*--quant-tau2-data: invalid value 'nowhere'; allowed: an existing τ²-bench data directory*"),
-        (["--quant-margin=0.9x"], "*--quant-margin: invalid value '0.9x'; allowed: a number > 0 and < 1*"),
-        (["--quant-margin=1.5"], "*--quant-margin: invalid value '1.5'; allowed: a number > 0 and < 1*"),
-        (["--quant-max-ratio=0.8"], "*--quant-max-ratio: invalid value '0.8'; allowed: a number >= 1*"),
+        (["--quant-margin=0.9x"], "*--quant-margin: invalid value '0.9x'; allowed: a finite number > 0 and < 1*"),
+        (["--quant-margin=1.5"], "*--quant-margin: invalid value '1.5'; allowed: a finite number > 0 and < 1*"),
+        (["--quant-max-ratio=0.8"], "*--quant-max-ratio: invalid value '0.8'; allowed: a finite number >= 1*"),
         (["--quant-tight-budgets=2,0"],
          "*--quant-tight-budgets: invalid value '2,0'; allowed: comma-separated integers >= 1*"),
         (["--quant-holm-scope=run"], "*--quant-holm-scope: invalid value 'run'; allowed: cell, report*"),
+        (["--quant-trials=100000000000000000000"],
+         "*--quant-trials: invalid value '100000000000000000000'; allowed: an integer from 1 to 10000*"),
+        (["--quant-max-ratio=inf"], "*--quant-max-ratio: invalid value 'inf'; allowed: a finite number >= 1*"),
+        (["--quant-cache-dir=/dev/null/x"],
+         "*--quant-cache-dir: invalid value '/dev/null/x'; allowed: a directory path ('/dev/null' is not a directory)*"),
     ],
 )
 def test_bad_option_values_fail_before_collection(
@@ -79,7 +84,7 @@ def test_bad_ini_value_names_the_ini_key(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*ini key quant_trials (twin of --quant-trials)*--quant-trials: invalid value '0'; allowed: an integer >= 1*"]
+        ["*ini key quant_trials (twin of --quant-trials)*--quant-trials: invalid value '0'; allowed: an integer from 1 to 10000*"]
     )
 
 
@@ -201,3 +206,14 @@ def test_task_selection_unknown_names_list_the_known_ones() -> None:
     expected = ", ".join(difflib.get_close_matches("1600", ids, n=5, cutoff=0.5))
     assert msg == f"unknown retail task id '1600' (closest: {expected}; 160 task ids in domain 'retail')"
     assert msg.count(",") < 10
+
+
+def test_an_arm_timeout_outside_a_millisecond_to_a_day_is_refused(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".toml", arms='[arms.bf16]\nbackend = "openai"\nmodel = "m"\n'
+                      'base_url = "http://127.0.0.1:9/v1"\ntimeout_s = 1e-300\n')
+    pytester.makepyfile("def test_never_collected(): raise AssertionError")
+    result = pytester.runpytest("--quant-config=arms.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stdout.str() + result.stderr.str()
+    assert "timeout_s" in text and "from 0.001 to 86400" in text, text
+    assert "test_never_collected" not in text and "Traceback" not in text

@@ -98,3 +98,32 @@ def pytest_quantagent_run_cell(config, cell):
         "*cell telecom-int4: arm 'int4': all 4 episodes failed outside the model (4 infrastructure, "
         "0 task errors; 24 requests retried)*Last error: HTTP 503 from http://h/v1: busy*"])
     assert "INCONCLUSIVE" not in result.stdout.str()
+
+
+def test_url_credentials_reach_no_report_of_a_good_run(pytester: pytest.Pytester,
+                                                       mini_domains_dir: Path) -> None:
+    """A run that completes: the password in ``base_url`` is in no output file (JSON report's
+    ``run.arm_specs``, HTML, JUnit, store, cache names) and not on the terminal (issue 36)."""
+    server = FaultServer()
+    url = server.start_in_thread()
+    cred_url = url.replace("http://", "http://user:s3cretpw@")
+    try:
+        pytester.makefile(".toml", arms=_arms(cred_url, cred_url))
+        pytester.makepyfile(_TEST)
+        result = pytester.runpytest("--quant-config=arms.toml", "--domain=mini", "--quant=int4",
+                                    "--junitxml=junit.xml", "--quant-report=report.json",
+                                    "--quant-html=report.html", "--quant-cache-dir=cache",
+                                    "--quant-tasks=2", "--quant-concurrency=1")
+    finally:
+        server.stop()
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.OK, text
+    report = (pytester.path / "report.json").read_text()
+    assert '"arm_specs"' in report and "127.0.0.1" in report  # the server is named, without secret
+    files = [f for f in pytester.path.rglob("*") if f.is_file() and f.suffix != ".py"
+             and f.name != "arms.toml"]
+    assert any(f.name == "report.html" for f in files)
+    assert "s3cretpw" not in text
+    for f in files:
+        assert "s3cretpw" not in str(f.relative_to(pytester.path)), f
+        assert b"s3cretpw" not in f.read_bytes(), f
