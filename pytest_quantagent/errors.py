@@ -78,7 +78,14 @@ class ContextLengthError(ContextOverflowError, ValueError):
 class ConfigurationError(QuantAgentError):
     """The configuration is wrong, not the model: a server that refuses the request (HTTP
     400/401/403/404/422, an unknown model), a URL without a scheme, a pre-flight check that
-    failed. Never an episode: the run stops with a message naming the arm, URL and cause."""
+    failed. Never an episode: the run stops with a message naming the arm, URL and cause.
+
+    ``role`` names the remote model that refused ("judge", "user model"); ``None`` means the
+    arm whose episode raised it (the batch layer names the arm)."""
+
+    def __init__(self, *args: object, role: str | None = None) -> None:
+        super().__init__(*args)
+        self.role = role
 
 
 class TaskSetupError(QuantAgentError):

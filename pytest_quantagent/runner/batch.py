@@ -400,7 +400,9 @@ class ArmRunner:
                 continue
             except ConfigurationError as e:
                 # The server refused the request (key, URL, model): the run stops.
-                self._fatal = ConfigurationError(f"arm {self.runtime.arm.label!r}: {e}")
+                # A judge's or user model's refusal names its role already.
+                self._fatal = (e if e.role is not None else
+                               ConfigurationError(f"arm {self.runtime.arm.label!r}: {e}"))
                 raise self._fatal from None
             except Exception as e:
                 # The episode loop turns the agent's and the user's exceptions into

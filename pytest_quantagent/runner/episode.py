@@ -187,8 +187,13 @@ async def run_episode(
         if to_role == "user":
             try:
                 um = await user.act(user_view)
-            except (InfrastructureError, ConfigurationError):
+            except InfrastructureError:
                 raise
+            except ConfigurationError as e:
+                if e.role is not None:
+                    raise
+                # The user simulator's model refused (key, URL, model): not the arm's fault.
+                raise ConfigurationError(f"user model: {e}", role="user model") from e
             except ContextOverflowError as e:
                 termination, error_message = TerminationReason.CONTEXT_OVERFLOW, f"user: {e}"
                 break

@@ -37,7 +37,7 @@ from pytest_quantagent.backends.registry import create_backend
 from pytest_quantagent.backends.wrapper import ModelClient, RetryPolicy
 from pytest_quantagent.env.evaluate import RewardInfo, apply_nl_verdicts, needs_judge
 from pytest_quantagent.env.tasks import RewardType, Task
-from pytest_quantagent.errors import QuantAgentError
+from pytest_quantagent.errors import ConfigurationError, QuantAgentError
 from pytest_quantagent.quant.arms import ArmSpec, UserModelConfig
 from pytest_quantagent.store.jsonl import append_line_locked, read_appended_rows
 from pytest_quantagent.store.records import EpisodeRecord
@@ -297,6 +297,10 @@ class JudgeRuntime:
                     messages=messages, tools=[], seed=attempt, temperature=0.0,
                     max_tokens=self.spec.max_tokens, want_margins=False,
                 ))
+            except ConfigurationError as e:
+                # The judge's server refused the request (key, URL, model): the run stops,
+                # like an arm's refusal, rather than scoring every assertion "not met".
+                raise ConfigurationError(f"judge: {e}", role="judge") from e
             except (QuantAgentError, OSError) as e:
                 # The client already retried transient faults; the agent's episode stands.
                 return None, f"judge server: {type(e).__name__}: {str(e).splitlines()[0][:200]}"

@@ -309,3 +309,27 @@ def test_pytest_plugin_judges_nl_assertions(
     run = json.loads((pytester.path / "report.json").read_text())["run"]
     assert run["judge_model"] is None, run
     assert run["judge"] is None and run["nl_assertions"]["toy/int4"]["not_evaluated"] == 1
+
+
+def test_a_judge_that_refuses_the_key_stops_the_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 36 item 2: the judge's /models answers, every chat answers 401. The run stops
+    # naming the judge (not an arm) instead of scoring every assertion "not met" with rc 0.
+    from pytest_quantagent.testing.fault_server import FaultServer
+
+    bad = FaultServer(fault_rate=1.0, fault_mix=("echo_key",))
+    url = bad.start_in_thread()
+    monkeypatch.setenv("QUANTAGENT_DOMAINS_DIR", str(TOY_DOMAINS))
+    pytester.makefile(".toml", arms=TOY_ARMS)
+    pytester.makepyfile(test_cell="def test_cell(episodes):\n    assert len(episodes) == 1\n")
+    try:
+        result = pytester.runpytest("--quant-config=arms.toml", "--quant=int4", "--domain=toy",
+                                    "--quant-tasks=ids:transfer", "--quant-concurrency=1",
+                                    f"--quant-judge-model=openai:m@{url}", "-p", "no:randomly")
+    finally:
+        bad.stop()
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, text
+    assert "judge: " in text and "HTTP 401" in text, text
+    assert "arm 'bf16'" not in text and "arm 'int4'" not in text and "1 passed" not in text
