@@ -44,3 +44,54 @@ def test_oracle_solves_fresh_tasks(name: str, style: str) -> None:
     dom = get_domain(name)
     results = run_oracle(dom, fresh.fresh_tasks(dom, 30), seed=0, style=style)  # type: ignore[arg-type]
     assert [r.task_id for r in results if not r.success] == []
+
+
+@pytest.mark.parametrize("bad", ["fresh:0", "fresh:abc", "fresh:", "fresh:2001", "fresh:5@x"])
+def test_bad_fresh_spelling_is_refused(bad: str) -> None:
+    import argparse
+
+    from pytest_quantagent.options import parse_tasks
+    from pytest_quantagent.runner.selection import TaskSelection
+
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^--quant-tasks: invalid value .*allowed: fresh:N"):
+        parse_tasks(bad)
+    with pytest.raises(ValueError, match=r"^--tasks: invalid value .*allowed: fresh:N"):
+        TaskSelection.from_flags(tasks=bad)
+
+
+def test_selection_and_pool_size() -> None:
+    from pytest_quantagent.options import parse_tasks
+    from pytest_quantagent.runner.selection import TaskSelection, pool_size
+
+    sel = parse_tasks("fresh:12@2")
+    assert sel == TaskSelection.from_flags(tasks="fresh:12@2") and str(sel) == "fresh:12@2"
+    dom = get_domain("retail")
+    assert pool_size(dom, sel) == 12
+    assert sel.task_ids(dom, []) == [t.id for t in fresh.fresh_tasks(dom, 12, seed=2)]
+    with pytest.raises(ValueError, match="telecom offers 1 to 500"):
+        pool_size(get_domain("telecom"), parse_tasks("fresh:900"))
+
+
+ARMS_TOML = """
+[arms.bf16]
+backend = "mock"
+model = "scripted"
+responses = [{content = "Sorry. ###STOP###"}]
+
+[arms.int4]
+backend = "mock"
+model = "scripted"
+responses = [{content = "Sorry. ###STOP###"}]
+"""
+
+
+def test_pytest_run_on_fresh_tasks(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".toml", arms=ARMS_TOML)
+    pytester.makepyfile("""
+def test_ids(episodes):
+    ids = {e.task_id for e in episodes}
+    assert len(ids) == 3 and all(i.startswith("fresh-0-") for i in ids), ids
+""")
+    result = pytester.runpytest("--quant-config=arms.toml", "--domain=retail", "--quant=int4",
+                                "--quant-tasks=fresh:3")
+    result.assert_outcomes(passed=1)
