@@ -95,3 +95,13 @@ def test_ids(episodes):
     result = pytester.runpytest("--quant-config=arms.toml", "--domain=retail", "--quant=int4",
                                 "--quant-tasks=fresh:3")
     result.assert_outcomes(passed=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("style", ["direct", "conversational"])
+@pytest.mark.parametrize("name", ["retail", "telecom"])
+def test_oracle_solves_500_fresh_tasks(name: str, style: str) -> None:
+    from pytest_quantagent.commands.oracle import oracle_summary
+
+    out = oracle_summary(name, task_ids=["fresh:500"], style=style)  # type: ignore[arg-type]
+    assert (out["tasks"], out["succeeded"], out["failed"]) == (500, 500, [])
