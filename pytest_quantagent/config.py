@@ -242,14 +242,18 @@ def _check_domains(qc: QuantAgentConfig) -> None:
 def _check_tasks(qc: QuantAgentConfig) -> None:
     """``--quant-tasks`` split names and task ids, and the task file a split needs, checked
     against every domain of the run before collection (the error names the closest ids)."""
-    if qc.tasks.kind not in ("split", "ids") and qc.tau2_data is None:
+    if qc.tasks.kind not in ("split", "ids", "fresh") and qc.tau2_data is None:
         return
     from pytest_quantagent.env.registry import get_domain_for_split
+    from pytest_quantagent.runner.selection import pool_size
 
     for name in qc.domains or known_domains() or ():
         try:
             dom = get_domain_for_split(name, qc.tau2_data, qc.tasks.split)
-            qc.tasks.select([t.id for t in dom.tasks], dom.splits, domain=name)
+            if qc.tasks.kind == "fresh":
+                pool_size(dom, qc.tasks)
+            else:
+                qc.tasks.select([t.id for t in dom.tasks], dom.splits, domain=name)
         except ValueError as e:  # UnknownNameError and DataFileError are ValueErrors
             raise pytest.UsageError(f"--quant-tasks={qc.tasks}: {e}") from None
 

@@ -260,7 +260,7 @@ def parse_tau2_dir(option: str) -> Callable[[str], Path]:
     return parse
 
 
-_TASKS_ALLOWED = "all, N (first N), A:B (slice), split:NAME, ids:ID1,ID2,..."
+_TASKS_ALLOWED = "all, N (first N), A:B (slice), split:NAME, ids:ID1,ID2,..., fresh:N[@SEED]"
 
 
 def parse_tasks(value: str) -> TaskSelection:
@@ -279,6 +279,13 @@ def parse_tasks(value: str) -> TaskSelection:
         if not _LABEL.match(name):
             raise _bad(opt, value, _TASKS_ALLOWED)
         return TaskSelection("split", split=name)
+    if v.startswith("fresh:"):
+        from pytest_quantagent.runner.selection import parse_fresh
+
+        try:
+            return parse_fresh(v, opt)
+        except ValueError as e:
+            raise _bad(opt, value, str(e).split("allowed: ", 1)[1]) from None
     if v.startswith("ids:"):
         ids = tuple(i.strip() for i in v[len("ids:") :].split(","))
         if not ids or any(not i for i in ids):

@@ -50,6 +50,10 @@ class RetailDomain(Domain):
         test = [t for t in self.tasks if t.id in test_ids]
         return generate.generate_tasks(self.db, seed, n, kinds, exclude=test)
 
+    def scenario_key(self, task: Task) -> str:
+        """What makes two tasks the same scenario (see :func:`generate._task_key`)."""
+        return generate._task_key(task)
+
     def id_pool(self) -> set[str]:
         """Every id-like string episodes over this DB can contain (see :func:`generate.id_pool`)."""
         return generate.id_pool(self.db)

@@ -77,6 +77,13 @@ class TelecomDomain(Domain):
         return generate_tasks(self.db, seed, n, kinds, exclude=test)
 
 
+    def scenario_key(self, task: Task) -> tuple[str, ...]:
+        """What makes two tasks the same scenario (see :func:`generate.scenario_key`)."""
+        from .generate import scenario_key
+
+        return scenario_key(task)
+
+
 def _first_existing(data_dir: Path, names: tuple[str, ...]) -> Path:
     for name in names:
         path = data_dir / name

@@ -29,7 +29,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--split", default=None, metavar="NAME",
                    help="only the tasks of this split (tau2-bench: base, train, test; telecom "
                    "also small, full)")
-    p.add_argument("--tasks", default=None, metavar="IDS", help="comma-separated task ids (default: all)")
+    p.add_argument("--tasks", default=None, metavar="IDS", help="comma-separated task ids, or fresh:N[@SEED] (default: all)")
     p.add_argument("--seed", type=int, default=0, help="scripted-user and oracle seed (default 0)")
     p.add_argument("--style", choices=("direct", "conversational"), default="direct",
                    help="direct: only the gold actions; conversational: also asks for identity "
@@ -55,10 +55,18 @@ def oracle_summary(domain_name: str, tau2_data: Path | None = None, tasks_file: 
     if split is not None:
         check_split(domain_name, split, domain.splits)
         ids = list(domain.splits[split])
-    if task_ids:
+    if task_ids and not task_ids[0].startswith("fresh:"):
         check_task_ids(domain_name, task_ids, ids)
         ids = list(task_ids)
-    tasks = select_tasks(domain.tasks, ids)
+    if task_ids and len(task_ids) == 1 and task_ids[0].startswith("fresh:"):
+        from pytest_quantagent.env.fresh import fresh_tasks
+        from pytest_quantagent.runner.selection import parse_fresh
+
+        sel = parse_fresh(task_ids[0], "--tasks")
+        assert sel.count is not None
+        tasks = fresh_tasks(domain, sel.count, sel.pool_seed)
+    else:
+        tasks = select_tasks(domain.tasks, ids)
     results = run_oracle(domain, tasks, seed=seed, style=style)
     ok = sum(r.success for r in results)
     nl = sum(1 for r in results if "NL_ASSERTION" in r.outcome.reward_info.not_evaluated)
@@ -80,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         ids = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
         out = oracle_summary(args.domain, args.tau2_data, args.tau2_tasks, ids, args.seed, args.style,
                              split=args.split)
-    except QuantAgentError as e:
+    except (QuantAgentError, ValueError) as e:
         print(f"quantagent oracle: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:

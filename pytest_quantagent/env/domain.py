@@ -134,11 +134,18 @@ class Domain:
     # -- tasks and tools ------------------------------------------------------------------
 
     def task(self, task_id: str) -> Task:
-        """The task with this id; unknown ids raise an error listing the known ones."""
+        """The task with this id (a bundled one or one of a fresh pool); unknown ids raise
+        an error listing the known ones."""
         try:
             return self._by_id[task_id]
         except KeyError:
             raise UnknownNameError(f"{self.name} task id", task_id, self._by_id) from None
+
+    def add_tasks(self, tasks: Sequence[Task]) -> None:
+        """Make generated tasks (a fresh pool) known to :meth:`task`, without adding them
+        to :attr:`tasks` or a split."""
+        for t in tasks:
+            self._by_id.setdefault(t.id, t)
 
     @cached_property
     def agent_tool_names(self) -> frozenset[str]:

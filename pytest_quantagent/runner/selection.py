@@ -34,12 +34,14 @@ class TaskSelection:
     --num-tasks 5``), else the default pool of the run's arms (:func:`default_pool`).
     """
 
-    kind: Literal["all", "first", "slice", "split", "ids"]
+    kind: Literal["all", "first", "slice", "split", "ids", "fresh"]
     count: int | None = None
     start: int | None = None
     stop: int | None = None
     split: str | None = None
     ids: tuple[str, ...] = ()
+    pool_seed: int = 0
+    """``fresh``: the fresh pool's seed (``fresh:N@SEED``)."""
 
     @classmethod
     def from_flags(cls, num_tasks: int | None = None, tasks: str | None = None,
@@ -47,6 +49,8 @@ class TaskSelection:
         """The CLI's spellings: ``--num-tasks N`` / ``--tasks ID,...`` / ``--split NAME``."""
         if tasks is not None and num_tasks is not None:
             raise ValueError("give either task ids or a number of tasks, not both")
+        if tasks is not None and tasks.strip().startswith("fresh:"):
+            return parse_fresh(tasks, "--tasks")
         if tasks is not None:
             ids = tuple(t.strip() for t in tasks.split(",") if t.strip())
             if not ids:
@@ -68,6 +72,8 @@ class TaskSelection:
             return f"split:{self.split}"
         if self.kind == "ids":
             return "ids:" + ",".join(self.ids)
+        if self.kind == "fresh":
+            return f"fresh:{self.count}" + (f"@{self.pool_seed}" if self.pool_seed else "")
         return f"all{pool}"
 
     def select(
@@ -100,9 +106,40 @@ class TaskSelection:
     def task_ids(self, domain: Domain, arms: Sequence[ArmSpec]) -> list[str]:
         """The task ids this selection plays on ``domain`` for a run of ``arms`` (every arm
         of the run, not only those run now: the pool must not depend on which cell asks)."""
+        if self.kind == "fresh":
+            from pytest_quantagent.env.fresh import fresh_tasks
+
+            assert self.count is not None
+            return [t.id for t in fresh_tasks(domain, self.count, self.pool_seed)]
         pool = ([t.id for t in domain.tasks] if self.kind == "ids" or self.split is not None
                 else default_pool(domain, arms))
         return self.select(pool, domain.splits, domain=domain.name)
+
+
+FRESH_MAX = 2000
+_FRESH_ALLOWED = f"fresh:N or fresh:N@SEED with N from 1 to {FRESH_MAX} and SEED >= 0"
+
+
+def parse_fresh(value: str, option: str) -> TaskSelection:
+    """``fresh:N`` / ``fresh:N@SEED``; a bad spelling raises one ValueError line."""
+    import re
+
+    m = re.fullmatch(r"fresh:(\d+)(?:@(\d+))?", value.strip())
+    if not m or not 1 <= int(m.group(1)) <= FRESH_MAX:
+        raise ValueError(f"{option}: invalid value {value!r}; allowed: {_FRESH_ALLOWED}")
+    return TaskSelection("fresh", count=int(m.group(1)), pool_seed=int(m.group(2) or 0))
+
+
+def pool_size(domain: Domain, selection: TaskSelection, arms: Sequence[ArmSpec] = ()) -> int:
+    """How many tasks ``selection`` plays on ``domain`` (a fresh pool is checked against the
+    domain's cap without drawing it)."""
+    if selection.kind == "fresh":
+        from pytest_quantagent.env.fresh import check_fresh
+
+        assert selection.count is not None
+        check_fresh(domain, selection.count)
+        return selection.count
+    return len(selection.task_ids(domain, arms))
 
 
 def default_pool(domain: Domain, arms: Sequence[ArmSpec]) -> list[str]:
