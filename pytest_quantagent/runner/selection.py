@@ -98,10 +98,22 @@ class TaskSelection:
             task_ids = list(splits[self.split])
         if self.kind == "first":
             assert self.count is not None
+            if self.count > len(task_ids):
+                raise ValueError(self._too_many(name, len(task_ids)))
             return list(task_ids[: self.count])
         if self.kind == "slice":
             return list(task_ids[self.start : self.stop])
         return list(task_ids)
+
+    def _too_many(self, name: str, held: int) -> str:
+        """A count above the pool is refused, not silently cut to the pool (issue 33 item 3)."""
+        from pytest_quantagent.env.fresh import FRESH_CAP
+
+        pool = f"split {self.split!r}" if self.split is not None else "pool"
+        fresh = (f", or fresh:N for up to {FRESH_CAP[name]} tasks outside the bundled files"
+                 if name in FRESH_CAP else "")
+        return (f"{self.count} tasks asked, but the {name} {pool} holds {held}; allowed: 1 to "
+                f"{held}, all{fresh}")
 
     def task_ids(self, domain: Domain, arms: Sequence[ArmSpec]) -> list[str]:
         """The task ids this selection plays on ``domain`` for a run of ``arms`` (every arm

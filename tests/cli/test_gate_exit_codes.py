@@ -19,6 +19,7 @@ from pytest_quantagent.analysis.gate import (
     gate_line,
 )
 from pytest_quantagent.cli import main
+from tests.cli.test_cli_polish import SAME_ARMS  # two arms with the same rule
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tau2"))
 from tau2_builders import Conversation, results, simulation, write_json
@@ -93,23 +94,12 @@ def test_bad_input_is_the_usage_code_not_a_verdict(tmp_path: Path, capsys: pytes
     assert main([]) == EXIT_USAGE
 
 
-_SAME = """
-[arms.bf16]
-backend = "mock"
-model = "scripted"
-rule = "mini_rules:solving_rule"
-
-[arms.int4]
-backend = "mock"
-model = "scripted"
-rule = "mini_rules:solving_rule"
-"""
 
 
 def test_run_exits_inconclusive_on_a_small_equal_run_and_go_with_one_arm(
         tmp_path: Path, mini_domains_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = tmp_path / "arms.toml"
-    cfg.write_text(_SAME)
+    cfg.write_text(SAME_ARMS)
     base = ["run", "--domain", "mini", "-q", "--config", str(cfg), "--out", str(tmp_path / "s")]
     assert main([*base, "--arms", "bf16,int4", "--json", "-"]) == EXIT_INCONCLUSIVE
     captured = capsys.readouterr()

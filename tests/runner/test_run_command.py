@@ -140,3 +140,12 @@ def test_sigkill_mid_run_then_resume_gives_exactly_n(tmp_path: Path) -> None:
     assert len(keys) == len(set(keys)) == 40
     pairs = sorted((json.loads(x)["task_id"], json.loads(x)["trial"]) for x in store.read_bytes().splitlines())
     assert pairs == sorted((f"t{i}", k) for i in range(4) for k in range(10))
+
+
+def test_more_tasks_than_the_pool_holds_is_refused_not_cut(arms_toml: Path, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 33 item 3: a count above the pool used to run the whole pool silently
+    assert _run("--arms", "bf16,int4", "--config", str(arms_toml), "--num-tasks", "9",
+                "--out", str(tmp_path / "s")) == EXIT_USAGE
+    assert "9 tasks asked, but the mini pool holds 4; allowed: 1 to 4, all" in capsys.readouterr().err
+    assert not (tmp_path / "s" / "episodes.jsonl").exists()
