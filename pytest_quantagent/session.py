@@ -128,6 +128,7 @@ class QuantAgentSession:
         self.config = config
         self.qc = qc
         self._gate_failing: list[tuple[str, str]] = []
+        self._pools: dict[str, int | None] = {}
         self._episodes: dict[CellKey, CellEpisodes] = {}
         self._endpoint_stats: dict[str, list[dict[str, Any]]] = {}
         """Per-endpoint figures of arms served by several endpoints ("<domain>-<arm>" →)."""
@@ -339,7 +340,23 @@ class QuantAgentSession:
 
         return analyze_cells(
             [(k.domain, k.arm, k.reference, cells[k].arm, cells[k].reference) for k in sorted(cells)],
-            self.setup.analysis_config(), self.setup.run_info({"pytest": pytest.__version__}))
+            self.setup.analysis_config(), self.setup.run_info({"pytest": pytest.__version__}),
+            pools={d: self.pool_tasks(d) for d in {k.domain for k in cells}})
+
+    def pool_tasks(self, domain: str) -> int | None:
+        """How many tasks ``domain``'s pool holds under ``--quant-tasks`` (the design
+        advice's cap); None when it cannot be told (replay arms of a domain we cannot run)."""
+        if domain not in self._pools:
+            from pytest_quantagent.env.registry import get_domain_for_split
+            from pytest_quantagent.runner.selection import pool_capacity
+
+            request = self.setup.request()
+            try:
+                dom = get_domain_for_split(domain, request.tau2_data, request.tasks.split)
+                self._pools[domain] = pool_capacity(dom, request.tasks, self.setup.arms())
+            except Exception:  # the advice is then uncapped, as before
+                self._pools[domain] = None
+        return self._pools[domain]
 
     # ------------------------------------------------------------------ reporting
 

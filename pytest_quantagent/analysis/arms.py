@@ -34,6 +34,8 @@ class CellInput:
     """Extra fields copied into the cell (e.g. τ²-bench reader flags)."""
     arm_records: Records | None = None
     """Synonym of ``records`` (give one of them)."""
+    pool_tasks: int | None = None
+    """How many tasks the run's pool holds (the design advice never asks for more)."""
 
     def __post_init__(self) -> None:
         if (self.records is None) == (self.arm_records is None):

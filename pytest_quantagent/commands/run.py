@@ -223,12 +223,18 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
     ran = run_specs(args, specs)
     result, run_info = ran.records, _run_info(args, specs, ran)
     ref = specs[0].label
+    pool = None
+    if ran.domain is not None:  # the advice never asks for more tasks than the pool holds
+        from pytest_quantagent.runner.selection import TaskSelection, pool_capacity
+
+        pool = pool_capacity(ran.domain, TaskSelection.from_flags(args.num_tasks, args.tasks, args.split),
+                             specs)
     if len(specs) == 1:
-        inputs = [CellInput(domain=args.domain, arm=ref, records=result[ref])]
+        inputs = [CellInput(domain=args.domain, arm=ref, records=result[ref], pool_tasks=pool)]
     else:
         inputs = [
             CellInput(domain=args.domain, arm=s.label, records=result[s.label],
-                      reference=ref, reference_records=result[ref])
+                      reference=ref, reference_records=result[ref], pool_tasks=pool)
             for s in specs[1:]
         ]
     from pytest_quantagent.runner.faults import check_not_all_infrastructure, infra_counts

@@ -7,7 +7,7 @@ knows nothing of pytest or of the session's cell keys.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_quantagent.store.records import EpisodeRecord
@@ -18,16 +18,17 @@ CellRecords = tuple[str, str, str, list[EpisodeRecord], list[EpisodeRecord]]
 
 
 def analyze_cells(cells: Sequence[CellRecords], config: AnalysisConfig,
-                  run: dict[str, Any]) -> dict[str, Any]:
+                  run: dict[str, Any], pools: Mapping[str, int | None] | None = None) -> dict[str, Any]:
     """Report JSON (DESIGN.md, schema_version 1) over ``cells`` in the order given; ``run``
-    (the report's ``run`` section) gains ``nl_assertions``."""
+    (the report's ``run`` section) gains ``nl_assertions``. ``pools``: how many tasks each
+    domain's pool holds (the design advice's cap)."""
     from pytest_quantagent.report.model import CellInput, analyze
     from pytest_quantagent.runner.faults import infra_counts
     from pytest_quantagent.runner.judge import nl_basis_summary
 
     inputs = [
         CellInput(domain=domain, arm=arm, reference=reference, arm_records=arm_records,
-                  reference_records=reference_records,
+                  reference_records=reference_records, pool_tasks=(pools or {}).get(domain),
                   extra={"faults": {arm: infra_counts(arm_records),
                                     reference: infra_counts(reference_records)}})
         for domain, arm, reference, arm_records, reference_records in cells

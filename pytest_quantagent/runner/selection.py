@@ -154,6 +154,21 @@ def pool_size(domain: Domain, selection: TaskSelection, arms: Sequence[ArmSpec] 
     return len(selection.task_ids(domain, arms))
 
 
+def pool_capacity(domain: Domain, selection: TaskSelection, arms: Sequence[ArmSpec] = ()) -> int:
+    """How many tasks the pool behind ``selection`` holds: the most a bigger run of the same
+    kind could play (the design advice's cap). ``fresh:N``: the domain's fresh cap; a split:
+    its size; ``ids:``: every task of the domain; else the default pool."""
+    if selection.kind == "fresh":
+        from pytest_quantagent.env.fresh import FRESH_CAP
+
+        return FRESH_CAP.get(domain.name, selection.count or 0)
+    if selection.split is not None and selection.kind != "ids":
+        return len(domain.splits.get(selection.split, ()))
+    if selection.kind == "ids":
+        return len(domain.tasks)
+    return len(default_pool(domain, arms))
+
+
 def default_pool(domain: Domain, arms: Sequence[ArmSpec]) -> list[str]:
     """The task ids ``all``, ``N`` and ``A:B`` select from: the domain's test split when
     every arm is a bundled model (it was trained on the other splits), else every task."""

@@ -57,18 +57,20 @@ def test_small(quant_cell):
     # 10 identical pairs: no discordant pair; Tango's interval stays wider than ±7.5 points.
     # The plan assumes a per-pair variance of 0.1 (no discordance yet): n = (z_.95 + z_.90)^2
     # * 0.1 / 0.075^2 = 8.564 * 0.1 / 0.005625 = 152.3 -> 153 pairs (Chow, Shao & Wang 2008,
-    # §3.2.4). With one trial per task the task-level variance cannot be told apart, so the
-    # advice is 153 tasks at 1 trial, not 16 trials of 10 tasks (issue 23: trials cannot help
-    # against task-level variation). The report's verdict must name the same design.
+    # §3.2.4). The run's pool (the bundled model's telecom test split) holds 60 tasks, so the
+    # advice may not ask for 153 (issue 33 item 3): all 60 tasks with ceil(8.564 * 0.1 /
+    # (60 * 0.005625)) = ceil(2.54) = 3 trials, named with its caveat (one trial per task
+    # cannot show a task-level effect). The report's verdict must name the same design.
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "E       AssertionError: INCONCLUSIVE: 10 paired episodes give ±*points; for 80% power "
-        "if the arms are equal: about 153 tasks at 1 trial (--quant-tasks 153)*",
+        "if the arms are equal: all 60 tasks with about 3 trials (--quant-trials 3), if there is "
+        "no task-level effect*",
         "E       telecom-fp8 at error budget K=10: success 80.0% (fp8) vs 80.0% (bf16) over 10 paired*",
     ])
     cell = json.loads((fake.path / "report.json").read_text())["cells"][0]
-    assert (cell["verdict"], cell["n_needed"], cell["trials_needed"]) == ("INCONCLUSIVE", 153, 1)
-    assert cell["plan"]["tasks"] == 153 and "--quant-tasks 153" in cell["reasons"][-1]
+    assert (cell["verdict"], cell["n_needed"], cell["trials_needed"]) == ("INCONCLUSIVE", 180, 3)
+    assert cell["plan"]["tasks"] == 60 and "--quant-trials 3" in cell["reasons"][-1]
 
 
 def test_channel_amplification_names_every_channel(fake: pytest.Pytester) -> None:

@@ -149,3 +149,19 @@ def test_more_tasks_than_the_pool_holds_is_refused_not_cut(arms_toml: Path, tmp_
                 "--out", str(tmp_path / "s")) == EXIT_USAGE
     assert "9 tasks asked, but the mini pool holds 4; allowed: 1 to 4, all" in capsys.readouterr().err
     assert not (tmp_path / "s" / "episodes.jsonl").exists()
+
+
+def test_the_advice_never_asks_for_more_tasks_than_the_pool_holds(tmp_path: Path, mini_domains_dir: Path) -> None:
+    from tests.cli.test_cli_polish import SAME_ARMS
+
+    cfg = tmp_path / "arms.toml"
+    cfg.write_text(SAME_ARMS)
+    rep = tmp_path / "r.json"
+    assert _run("--arms", "bf16,int4", "--config", str(cfg), "--out", str(tmp_path / "s"),
+                "--json", str(rep)) == EXIT_INCONCLUSIVE
+    (cell,) = json.loads(rep.read_text())["cells"]
+    # 4 identical pairs: uncapped, the plan would ask for 153 tasks at 1 trial (see
+    # tests/plugin/test_assertions.py); the mini pool holds 4, so: all 4 tasks, more trials
+    assert cell["plan"]["tasks"] == 4 and cell["plan"]["trials"] > 1
+    assert "all 4 tasks with about" in cell["plan"]["message"]
+    assert "--trials" in cell["plan"]["message"] and "--num-tasks 153" not in json.dumps(cell)
