@@ -214,11 +214,10 @@ def score_equivalence(
     else:
         verdict = "INCONCLUSIVE"
         pool_of = getattr(getattr(cell, "_session", None), "pool_tasks", None)
-        pool = pool_of(cell.domain) if callable(pool_of) else None
-        cap = pool if cfg.max_tasks is None else (cfg.max_tasks if pool is None else min(pool, cfg.max_tasks))
+        planned = cfg.within_pool(pool_of(cell.domain) if callable(pool_of) else None)
         plan = plan_design([x - y for x, y in zip(paired.arm, paired.reference, strict=True)],
                            paired.clusters, margin=margin, alpha=alpha, power=power,
-                           max_tasks=cap, trials_flag="--quant-trials",
+                           max_tasks=planned.max_tasks, trials_flag="--quant-trials",
                            tasks_flag="--quant-tasks")
         half = (sc.ci.high - sc.ci.low) / 2
         step = (f"INCONCLUSIVE: {paired.n} paired episodes give ±{100 * half:.1f} points; for "

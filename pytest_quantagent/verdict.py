@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Literal
 
@@ -129,6 +129,13 @@ class AnalysisConfig:
     channel_pairing: bool = True
     """Stratify the channel tests by paired episode (same task, trial and seed); False: by
     task only (the first release's method, kept to measure what pairing gains)."""
+
+    def within_pool(self, pool: int | None) -> AnalysisConfig:
+        """This config with :attr:`max_tasks` at most ``pool`` (the run's pool size; None or
+        0: unknown, unchanged): the design advice never asks for more tasks than it holds."""
+        if not pool or (self.max_tasks is not None and self.max_tasks <= pool):
+            return self
+        return replace(self, max_tasks=pool)
 
     def __post_init__(self) -> None:
         _fraction("margin", self.margin)

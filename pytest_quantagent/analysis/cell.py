@@ -9,7 +9,7 @@ each wave and judge with :func:`judge`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -158,11 +158,7 @@ def analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) ->
     chans = channel_claims(a, r, p, cfg)
     user = user_claim(a, r, p, cfg)
     notes.extend(user.notes)
-    plan_cfg = cfg
-    if inp.pool_tasks is not None and inp.pool_tasks > 0:
-        cap = inp.pool_tasks if cfg.max_tasks is None else min(cfg.max_tasks, inp.pool_tasks)
-        plan_cfg = replace(cfg, max_tasks=cap)
-    plan, pl = _plan(run_a, run_r, a, p, plan_cfg)
+    plan, pl = _plan(run_a, run_r, a, p, cfg.within_pool(inp.pool_tasks))
     ca, cr = _common(a), _common(r)
     kmax = fewest_trials(a, r)
     fields: dict[str, Any] = {

@@ -30,7 +30,7 @@ from pytest_quantagent.errors import EXIT_INTERRUPTED, EXIT_USAGE
 from pytest_quantagent.verdict import Verdict
 
 __all__ = ["EXIT_GO", "EXIT_INCONCLUSIVE", "EXIT_INTERRUPTED", "EXIT_NO_GO", "EXIT_USAGE",
-           "REQUIREMENTS", "GateResult", "cell_id", "gate", "gate_line"]
+           "REQUIREMENTS", "GateResult", "cell_id", "exit_with_gate", "gate", "gate_line"]
 
 EXIT_GO = 0
 EXIT_NO_GO = 1
@@ -85,6 +85,16 @@ def gate(cells: Iterable[Mapping[str, Any]]) -> GateResult:
     if verdicts - {Verdict.LOSSLESS.value}:
         return GateResult("INCONCLUSIVE", EXIT_INCONCLUSIVE, judged)
     return GateResult("GO", EXIT_GO, judged)
+
+
+def exit_with_gate(cells: Iterable[Mapping[str, Any]]) -> int:
+    """The commands' exit: the gate's line on stderr (so that ``--json -`` keeps stdout JSON
+    only) and its exit code (0 GO, 1 NO-GO, 2 INCONCLUSIVE)."""
+    import sys
+
+    result = gate(cells)
+    print(gate_line(result), file=sys.stderr)
+    return result.exit_code
 
 
 def gate_line(result: GateResult) -> str:

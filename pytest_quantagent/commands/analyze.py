@@ -291,7 +291,7 @@ def write_outputs(report: Any, json_path: str | None, html_path: Path | None) ->
 def run(args: argparse.Namespace) -> int:
     """Analyze, render, write; exit with the release gate's code (0 GO, 1 NO-GO, 2
     INCONCLUSIVE; 4 bad input, nothing judged: :mod:`pytest_quantagent.analysis.gate`)."""
-    from pytest_quantagent.analysis.gate import gate, gate_line
+    from pytest_quantagent.analysis.gate import exit_with_gate
     from pytest_quantagent.errors import EXIT_USAGE
 
     try:
@@ -305,6 +305,4 @@ def run(args: argparse.Namespace) -> int:
         print(f"quantagent analyze: error: {plain_text(str(e))}", file=sys.stderr)
         return EXIT_USAGE
     data = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
-    result = gate(data.get("cells", []))
-    print(gate_line(result), file=sys.stderr)
-    return result.exit_code
+    return exit_with_gate(data.get("cells", []))

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from pytest_quantagent.errors import EXIT_USAGE, QuantAgentError
+from pytest_quantagent.errors import EXIT_INTERRUPTED, EXIT_USAGE, QuantAgentError
 
 HELP = (
     "Type the agent's message (\\n in it is a line break), or:\n"
@@ -276,5 +276,5 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("\nquantagent play: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     return 0

@@ -321,13 +321,9 @@ def run_and_report(
 
 
 def _gate_exit(report: dict[str, Any]) -> int:
-    """The release gate's exit code: 0 GO, 1 NO-GO, 2 INCONCLUSIVE (its line on stderr, so
-    that ``--json -`` keeps stdout JSON only)."""
-    from pytest_quantagent.analysis.gate import gate, gate_line
+    from pytest_quantagent.analysis.gate import exit_with_gate
 
-    result = gate(report.get("cells", []))
-    print(gate_line(result), file=sys.stderr)
-    return result.exit_code
+    return exit_with_gate(report.get("cells", []))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -162,10 +162,10 @@ def pool_capacity(domain: Domain, selection: TaskSelection, arms: Sequence[ArmSp
         from pytest_quantagent.env.fresh import FRESH_CAP
 
         return FRESH_CAP.get(domain.name, selection.count or 0)
-    if selection.split is not None and selection.kind != "ids":
-        return len(domain.splits.get(selection.split, ()))
     if selection.kind == "ids":
         return len(domain.tasks)
+    if selection.split is not None:
+        return len(domain.splits.get(selection.split, ()))
     return len(default_pool(domain, arms))
 
 
