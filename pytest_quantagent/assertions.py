@@ -133,8 +133,13 @@ def _config(cell: QuantCell) -> Any:
     from pytest_quantagent.verdict import AnalysisConfig
 
     session = getattr(cell, "_session", None)
+    per_cell = getattr(session, "cell_config", None)
     make = getattr(session, "analysis_config", None)
-    cfg = make() if callable(make) else None
+    key = getattr(cell, "key", None)
+    if callable(per_cell) and key is not None:  # a run-until-decided cell: its look's alpha
+        cfg = per_cell(key)
+    else:
+        cfg = make() if callable(make) else None
     return cfg if isinstance(cfg, AnalysisConfig) else AnalysisConfig()
 
 

@@ -63,6 +63,11 @@ class QuantAgentConfig:
     require: str = "none"
     """``--quant-require``: ``none``, ``decision`` or ``lossless`` (the release gate,
     :mod:`pytest_quantagent.analysis.gate`)."""
+    until_decided: bool = False
+    """``--quant-until-decided``: each cell runs in waves until decided
+    (:mod:`pytest_quantagent.analysis.sequential`)."""
+    max_episodes: int | None = None
+    """``--quant-max-episodes``: episodes per arm of a cell's last look (None: 1000)."""
     explicit: frozenset[str] = frozenset()
     """Flags given on the command line or in the ini file (``{"--quant", ...}``)."""
 
@@ -89,6 +94,8 @@ class QuantAgentConfig:
             "repair": self.repair,
             "tau2_data": None if self.tau2_data is None else str(self.tau2_data),
             "judge_model": self.judge_model,
+            "until_decided": self.until_decided,
+            "max_episodes": self.max_episodes,
         }
 
 
@@ -118,6 +125,8 @@ _FIELD_OF_DEST: dict[str, str] = {
     "quantagent_quant_tight_budgets": "tight_budgets",
     "quantagent_quant_holm_scope": "holm_scope",
     "quantagent_quant_require": "require",
+    "quantagent_quant_until_decided": "until_decided",
+    "quantagent_quant_max_episodes": "max_episodes",
 }
 
 
@@ -193,6 +202,18 @@ def check_contradictions(qc: QuantAgentConfig) -> None:
         qc.report_path.resolve() == qc.html_path.resolve()
     ):
         raise pytest.UsageError("--quant-report and --quant-html name the same file; give two paths")
+    if qc.max_episodes is not None and not qc.until_decided:
+        raise pytest.UsageError(
+            f"--quant-max-episodes={qc.max_episodes} caps --quant-until-decided; add "
+            "--quant-until-decided or drop --quant-max-episodes")
+    if qc.until_decided and qc.backend == REPLAY:
+        raise pytest.UsageError(
+            "--quant-until-decided runs more episodes after each look, but replay arms hold a "
+            "fixed set of τ²-bench results; drop one of the two")
+    if qc.until_decided and qc.holm_scope == "report":
+        raise pytest.UsageError(
+            "--quant-until-decided judges each cell at its own look, so Holm's family is the "
+            "cell's; drop --quant-holm-scope=report")
     if qc.tau2_data is not None and qc.backend == REPLAY:
         raise pytest.UsageError(
             "--quant-tau2-data runs τ²-bench's tasks through our engine with live models, while "

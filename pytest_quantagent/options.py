@@ -311,16 +311,35 @@ class OptionSpec:
     parse: Callable[[str], Any]
     metavar: str
     help: str
+    switch: bool = False
+    """A flag without a value on the command line (its ini twin takes yes/no)."""
 
     @property
     def option(self) -> str:
         return self.flag
 
 
-def _o(flag: str, parse: Callable[[str], Any], metavar: str, help: str) -> OptionSpec:
+def _o(flag: str, parse: Callable[[str], Any], metavar: str, help: str, *,
+       switch: bool = False) -> OptionSpec:
     name = flag.lstrip("-").replace("-", "_")
     ini = name if name.startswith("quant") else f"quant_{name}"
-    return OptionSpec(flag, f"quantagent_{name}", ini, parse, metavar, help)
+    return OptionSpec(flag, f"quantagent_{name}", ini, parse, metavar, help, switch)
+
+
+_TRUE, _FALSE = ("yes", "true", "1", "on"), ("no", "false", "0", "off")
+
+
+def parse_switch(option: str) -> Callable[[str], bool]:
+    """Parser of a switch's ini value: yes/true/1/on or no/false/0/off."""
+
+    def parse(value: str) -> bool:
+        v = str(value).strip().lower()
+        if v in _TRUE or v in _FALSE:
+            return v in _TRUE
+        raise _bad(option, value, ", ".join((*_TRUE, *_FALSE)))
+
+    parse.__name__ = f"parse {option}"
+    return parse
 
 
 #: Every option of the ``quantagent`` group, in --help order.
@@ -385,6 +404,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
        "what the run must show: none (default: a test that cannot judge skips), decision "
        "(an INCONCLUSIVE cell or a test that cannot judge fails the run) or lossless (every "
        "cell must be LOSSLESS)"),
+    # run until decided (pytest_quantagent.analysis.sequential)
+    _o("--quant-until-decided", parse_switch("--quant-until-decided"), "",
+       "run each cell in waves (the first is --quant-tasks x --quant-trials, each next about "
+       "doubling the episodes: more tasks while the pool has them, then more trials), "
+       "re-judged after each wave with alpha spent over the planned looks; a cell stops when "
+       "decided or at --quant-max-episodes (ini: yes/no)", switch=True),
+    _o("--quant-max-episodes", parse_int("--quant-max-episodes", 1, 1_000_000), "N",
+       "with --quant-until-decided: episodes per arm of a cell's last look (default: 1000)"),
 )
 
 OPTIONS_BY_FLAG: dict[str, OptionSpec] = {o.flag: o for o in OPTIONS}
@@ -394,7 +421,11 @@ def add_options(parser: pytest.Parser) -> None:
     """Declare the ``quantagent`` group and its ini twins."""
     group = parser.getgroup("quantagent", "quantagent (what quantization does to tool-calling agents)")
     for o in OPTIONS:
-        group.addoption(
-            o.flag, dest=o.dest, type=o.parse, default=None, metavar=o.metavar, help=o.help,
-        )
+        if o.switch:
+            group.addoption(o.flag, dest=o.dest, action="store_const", const=True, default=None,
+                            help=o.help)
+        else:
+            group.addoption(
+                o.flag, dest=o.dest, type=o.parse, default=None, metavar=o.metavar, help=o.help,
+            )
         parser.addini(o.ini, f"default for {o.flag}: {o.help}", type="string", default="")

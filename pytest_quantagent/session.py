@@ -64,6 +64,9 @@ class CellEpisodes:
 
     arm: list[EpisodeRecord]
     reference: list[EpisodeRecord]
+    sequential: dict[str, Any] | None = None
+    """With ``--quant-until-decided``: the cell's run-until-decided block (its records are
+    those of its last look, judged at that look's ``alphas[looks_taken - 1]``)."""
 
 
 @dataclass
@@ -295,7 +298,7 @@ class QuantAgentSession:
         from pytest_quantagent.store.manifests import CellManifests
 
         CellManifests(self.qc.cache_dir).write(self._manifest_ident(key), key.id, got.arm,
-                                               got.reference)
+                                               got.reference, extra=got.sequential)
 
     def _load_from_manifest(self, key: CellKey) -> CellEpisodes | None:
         """The cell's records by key from the store, or None when there is no manifest or a
@@ -303,8 +306,10 @@ class QuantAgentSession:
         asks the hook."""
         from pytest_quantagent.store.manifests import CellManifests
 
-        got = CellManifests(self.qc.cache_dir).read(self._manifest_ident(key))
-        return None if got is None else CellEpisodes(arm=got[0], reference=got[1])
+        manifests = CellManifests(self.qc.cache_dir)
+        got = manifests.read(self._manifest_ident(key))
+        return None if got is None else CellEpisodes(
+            arm=got[0], reference=got[1], sequential=manifests.read_extra(self._manifest_ident(key)))
 
     @pytest.hookimpl(trylast=True)
     def pytest_quantagent_run_cell(self, config: pytest.Config, cell: CellKey) -> CellEpisodes:
@@ -313,6 +318,8 @@ class QuantAgentSession:
         from pytest_quantagent.report.pytest_terminal import cell_progress
         from pytest_quantagent.runner.service import run_arms
 
+        if self.qc.until_decided:
+            return self._run_cell_until_decided(cell)
         progress = cell_progress(self.config, cell.id)
         result = run_arms(cell.domain, self.setup.arms(), self.setup.request(), self.qc.cache_dir,
                           run=(cell.reference, cell.arm),
@@ -320,6 +327,37 @@ class QuantAgentSession:
         for label, stats in result.endpoints.items():
             self._endpoint_stats[f"{cell.domain}-{label}"] = stats
         return CellEpisodes(arm=result.records[cell.arm], reference=result.records[cell.reference])
+
+    def _run_cell_until_decided(self, cell: CellKey) -> CellEpisodes:
+        """The cell's waves until decided (``--quant-until-decided``); its records at the last
+        look it took and its sequential block."""
+        from contextlib import closing
+
+        from pytest_quantagent.analysis.sequential import (
+            DEFAULT_MAX_EPISODES,
+            run_arms_until_decided,
+        )
+        from pytest_quantagent.report.pytest_terminal import cell_progress
+
+        arms = self.setup.arms()
+        by_label = {s.label: s for s in arms}
+        order = [by_label[cell.reference], *(s for s in arms if s.label != cell.reference)]
+
+        def progress() -> Any:
+            shown = cell_progress(self.config, cell.id)
+            return None if shown is None else closing(shown)
+
+        seq = run_arms_until_decided(
+            cell.domain, order, self.setup.request(), self.qc.cache_dir,
+            self.analysis_config().within_pool(self.pool_tasks(cell.domain)),
+            max_episodes=self.qc.max_episodes or DEFAULT_MAX_EPISODES, cells=[cell.arm],
+            progress=progress)
+        for label, stats in seq.run.endpoints.items():
+            self._endpoint_stats[f"{cell.domain}-{label}"] = stats
+        cs = seq.cells[cell.arm]
+        assert cs.records is not None
+        return CellEpisodes(arm=cs.records[0], reference=cs.records[1],
+                            sequential=seq.cell_block(cell.arm))
 
     # ------------------------------------------------------------------ analysis
 
@@ -334,6 +372,19 @@ class QuantAgentSession:
         """The verdict's thresholds of the run (the assertions' defaults too)."""
         return self.setup.analysis_config()
 
+    def cell_config(self, key: CellKey) -> AnalysisConfig:
+        """The thresholds a cell's assertions judge at: the run's, at the α of the cell's
+        last look when it ran until decided (the error rates hold over its looks)."""
+        cfg = self.setup.analysis_config()
+        if not self.qc.until_decided:
+            return cfg
+        from dataclasses import replace
+
+        from pytest_quantagent.report.cells import look_alpha
+
+        alpha = look_alpha(self.episodes(key).sequential)
+        return cfg if alpha is None else replace(cfg, alpha=alpha)
+
     def analyze(self, cells: dict[CellKey, CellEpisodes]) -> dict[str, Any]:
         """Report JSON (DESIGN.md, schema_version 1) over ``cells`` in sorted order."""
         from pytest_quantagent.report.cells import analyze_cells
@@ -341,7 +392,9 @@ class QuantAgentSession:
         return analyze_cells(
             [(k.domain, k.arm, k.reference, cells[k].arm, cells[k].reference) for k in sorted(cells)],
             self.setup.analysis_config(), self.setup.run_info({"pytest": pytest.__version__}),
-            pools={d: self.pool_tasks(d) for d in {k.domain for k in cells}})
+            pools={d: self.pool_tasks(d) for d in {k.domain for k in cells}},
+            sequential={(k.domain, k.arm): cells[k].sequential for k in cells
+                        if cells[k].sequential is not None})
 
     def pool_tasks(self, domain: str) -> int | None:
         """How many tasks ``domain``'s pool holds under ``--quant-tasks`` (the design

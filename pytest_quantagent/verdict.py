@@ -88,6 +88,16 @@ be bounded."""
 HolmScope = Literal["cell", "report"]
 
 
+def _pct(level: float) -> str:
+    """A confidence level as a percentage, as precise as its complement needs (90%, 92.8%,
+    99.967%)."""
+    c = 100 * (1 - level)
+    if c <= 0 or abs(c - round(c)) < 1e-9:
+        return f"{100 * level:.0f}%"
+    d = min(6, max(1, 1 - math.floor(math.log10(c))))
+    return f"{100 * level:.{d}f}%"
+
+
 def _fraction(name: str, v: float, lo_open: float = 0.0, hi_open: float = 1.0) -> None:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
         math.isfinite(v) and lo_open < v < hi_open
@@ -303,7 +313,7 @@ def decide(e: Evidence, cfg: AnalysisConfig) -> tuple[Verdict, list[str]]:
                if g.p_holm is not None and g.p_holm < a]
     nominal = _nominal(e, cfg)
     score = f"success {e.diff * 100:+.1f} pts" if e.diff is not None else "success n/a"
-    ci = (f", {100 * (1 - 2 * a):g}% CI [{e.ci[0] * 100:+.1f}, {e.ci[1] * 100:+.1f}]"
+    ci = (f", {_pct(1 - 2 * a)} CI [{e.ci[0] * 100:+.1f}, {e.ci[1] * 100:+.1f}]"
           if e.ci is not None else "")
     if e.harm_p_holm is not None and e.harm_p_holm < a and not user:
         return Verdict.DEGRADED, [

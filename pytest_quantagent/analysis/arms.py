@@ -36,6 +36,11 @@ class CellInput:
     """Synonym of ``records`` (give one of them)."""
     pool_tasks: int | None = None
     """How many tasks the run's pool holds (the design advice never asks for more)."""
+    alpha: float | None = None
+    """The level this cell is judged at, when it is not the config's: the α a sequential
+    run spent at the cell's last look (:mod:`pytest_quantagent.analysis.sequential`)."""
+    sequential: dict[str, Any] | None = None
+    """The cell's run-until-decided block (plan, looks, α spent, why it stopped)."""
 
     def __post_init__(self) -> None:
         if (self.records is None) == (self.arm_records is None):

@@ -9,7 +9,7 @@ each wave and judge with :func:`judge`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -212,6 +212,17 @@ def judge(c: CellAnalysis, adjusted: dict[str, float], family: list[str],
     c.verdict, c.reasons = decide(ev, cfg)
 
 
+def sequential_reason(seq: dict[str, Any]) -> str:
+    """The reason line of a run-until-decided cell: where it stopped, at what level."""
+    looks = seq.get("looks") or []
+    last = looks[-1] if looks else {}
+    trials = last.get("trials")
+    return (f"run until decided: {seq.get('why', '')}; {seq.get('episodes_used', 0)} episodes "
+            f"per arm ({last.get('tasks')} tasks x {trials} trial{'' if trials == 1 else 's'}), "
+            f"tested at alpha {last.get('alpha', 0.0):.3g} at this look, "
+            f"{seq.get('alpha_spent', 0.0):.3g} of {seq.get('alpha', 0.0):g} spent")
+
+
 def analyze_cells(inputs: Sequence[CellInput], cfg: AnalysisConfig
                   ) -> tuple[list[CellAnalysis], dict[str, Any]]:
     """Every cell analysed and judged, and the report's ``run.analysis`` section.
@@ -220,13 +231,20 @@ def analyze_cells(inputs: Sequence[CellInput], cfg: AnalysisConfig
     channel with failures, the widening at each tight budget) by default, every such test of
     the report with ``cfg.holm_scope="report"``."""
     cells: list[CellAnalysis] = []
+    cfgs: list[AnalysisConfig] = []
     for inp in inputs:
+        if inp.alpha is not None and cfg.holm_scope == "report" and inp.alpha != cfg.alpha:
+            raise ValueError(f"cell {inp.domain}/{inp.arm} is judged at alpha {inp.alpha:g} "
+                             "(a sequential look) but Holm's family is the report's; use "
+                             "holm_scope='cell' with run-until-decided")
+        cfgs.append(cfg if inp.alpha is None else replace(cfg, alpha=inp.alpha))
+    for inp, ccfg in zip(inputs, cfgs, strict=True):
         arm_input = inp.records if inp.records is not None else inp.arm_records
         if arm_input is None:  # unreachable: __post_init__ guarantees one
             raise ValueError(f"cell {inp.domain}/{inp.arm} has no records")
         a = as_arm(arm_input, inp.domain, inp.arm)
         if inp.reference_records is None:
-            cells.append(arm_only(inp, a, cfg))
+            cells.append(arm_only(inp, a, ccfg))
             continue
         if inp.reference is None:
             raise ValueError(
@@ -234,14 +252,16 @@ def analyze_cells(inputs: Sequence[CellInput], cfg: AnalysisConfig
                 "name the reference arm"
             )
         r = as_arm(inp.reference_records, inp.domain, inp.reference)
-        cells.append(analyze_cell(inp, a, r, cfg))
+        cells.append(analyze_cell(inp, a, r, ccfg))
+        if inp.sequential is not None:
+            cells[-1].fields["sequential"] = inp.sequential
     flat = [(i, tid, pv) for i, c in enumerate(cells) for tid, pv in c.tests]
     per_cell: list[dict[str, float]] = [{} for _ in cells]
     families: list[list[str]] = [[] for _ in cells]
     for group in holm_groups(flat, cfg.holm_scope):
         adj = weighted_holm([flat[j][2] for j in group],
                             family_weights([(flat[j][0], flat[j][1]) for j in group]),
-                            alpha=cfg.alpha).pvalues_adjusted
+                            alpha=cfgs[flat[group[0]][0]].alpha).pvalues_adjusted
         names = [f"{cells[flat[j][0]].fields['domain']}/{cells[flat[j][0]].fields['arm']}:"
                  f"{flat[j][1]}" if cfg.holm_scope == "report" else flat[j][1] for j in group]
         for j, a_p in zip(group, adj, strict=True):
@@ -249,7 +269,10 @@ def analyze_cells(inputs: Sequence[CellInput], cfg: AnalysisConfig
             families[flat[j][0]] = names
     for i, c in enumerate(cells):
         if c.evidence is not None:
-            judge(c, per_cell[i], families[i], cfg)
+            judge(c, per_cell[i], families[i], cfgs[i])
+            seq = inputs[i].sequential
+            if seq is not None:
+                c.reasons.append(sequential_reason(seq))
     meta = {
         "margin": cfg.margin, "max_ratio": cfg.max_ratio, "alpha": cfg.alpha,
         "tight_budgets": list(cfg.tight_budgets) if cfg.tight_budgets is not None else None,

@@ -108,6 +108,14 @@ def add_parser(subparsers: Any) -> None:
                    help="verdict: channel amplification threshold (default 1.2)")
     p.add_argument("--tight-budgets", default=None, metavar="K[,K]",
                    help="verdict: tight budgets whose gap widening is tested (default 2,5)")
+    p.add_argument("--until-decided", action="store_true",
+                   help="run in waves (the first is --num-tasks/--tasks x --trials, each next "
+                   "about doubling the episodes: more tasks while the pool has them, then more "
+                   "trials) and re-judge every cell after each wave, alpha spent over the "
+                   "planned looks; a cell stops when decided or at --max-episodes")
+    p.add_argument("--max-episodes", type=_positive("--max-episodes"), default=None, metavar="N",
+                   help="with --until-decided: episodes per arm of a cell's last look "
+                   "(default 1000)")
     p.add_argument("--json", metavar="PATH", default=None,
                    help="write the report JSON to PATH ('-' = stdout)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars, no summary")
@@ -163,16 +171,13 @@ def with_repair_arms(arms: str, repair: str) -> str:
     return ",".join(out)
 
 
-def run_specs(args: argparse.Namespace, specs: list[Any]) -> ArmsRun:
-    """Run or resume ``specs`` on the options of ``args`` (domain, task selection, trials,
-    seed, budget, user simulator, judge, store) through
-    :func:`pytest_quantagent.runner.service.run_arms`, the one pipeline the pytest plugin
-    uses too; every model is pre-flighted before any episode (and any weights)."""
+def run_request(args: argparse.Namespace) -> Any:
+    """The :class:`~pytest_quantagent.runner.service.RunRequest` of ``args`` (domain's task
+    selection, trials, seed, budget, user simulator, judge; every model pre-flighted)."""
     from pytest_quantagent.runner.batch import RunSettings
     from pytest_quantagent.runner.build import resolve_user
     from pytest_quantagent.runner.judge import resolve_judge
-    from pytest_quantagent.runner.progress import RunProgress
-    from pytest_quantagent.runner.service import RunRequest, TaskSelection, run_arms
+    from pytest_quantagent.runner.service import RunRequest, TaskSelection
 
     user_model, user_temp = getattr(args, "user_model", None), getattr(args, "user_temperature", None)
     user_config = None
@@ -189,7 +194,26 @@ def run_specs(args: argparse.Namespace, specs: list[Any]) -> ArmsRun:
         user=user_config, judge=resolve_judge(getattr(args, "judge_model", None), args.config),
         tau2_data=args.tau2_data, preflight=True,
     )
-    return run_arms(args.domain, specs, request, args.out, progress=RunProgress(quiet=args.quiet))
+    return request
+
+
+def run_specs(args: argparse.Namespace, specs: list[Any]) -> ArmsRun:
+    """Run or resume ``specs`` on the options of ``args`` (domain, task selection, trials,
+    seed, budget, user simulator, judge, store) through
+    :func:`pytest_quantagent.runner.service.run_arms`, the one pipeline the pytest plugin
+    uses too; every model is pre-flighted before any episode (and any weights)."""
+    from pytest_quantagent.runner.progress import RunProgress
+    from pytest_quantagent.runner.service import run_arms
+
+    return run_arms(args.domain, specs, run_request(args), args.out,
+                    progress=RunProgress(quiet=args.quiet))
+
+
+def _look_line(k: int, design: Any, seqs: dict[str, Any], n_looks: int) -> str:
+    cells = ", ".join(f"{a} {s.looks[-1].verdict}" + (" (stops)" if s.stopped else "")
+                      for a, s in seqs.items() if s.looks and s.looks[-1].look == k)
+    return (f"look {k}/{n_looks}: {design.tasks} tasks x {design.trials} "
+            f"trial{'s' if design.trials != 1 else ''}: {cells}")
 
 
 def _verdict_config(args: argparse.Namespace) -> Any:
@@ -218,9 +242,15 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
     from pytest_quantagent.runner.build import resolve_arms
 
     cfg = _verdict_config(args)  # bad thresholds are refused before any episode runs
+    if args.max_episodes is not None and not args.until_decided:
+        raise ValueError("--max-episodes caps --until-decided; add --until-decided or drop it")
     specs = resolve_arms(with_repair_arms(args.arms, args.repair), model_spec=args.model,
                          config_path=args.config)
-    ran = run_specs(args, specs)
+    seq = None
+    if args.until_decided:
+        ran, seq = _run_until_decided(args, specs, cfg)
+    else:
+        ran = run_specs(args, specs)
     result, run_info = ran.records, _run_info(args, specs, ran)
     ref = specs[0].label
     pool = None
@@ -231,6 +261,17 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
                              specs)
     if len(specs) == 1:
         inputs = [CellInput(domain=args.domain, arm=ref, records=result[ref], pool_tasks=pool)]
+    elif seq is not None:  # each cell at its last look, judged at that look's alpha
+        run_info["sequential"] = {"max_episodes": seq.plan.designs[-1].episodes,
+                                  "spending": seq.plan.spending.describe()}
+        inputs = []
+        for s in specs[1:]:
+            cs = seq.cells[s.label]
+            assert cs.records is not None
+            inputs.append(CellInput(domain=args.domain, arm=s.label, records=cs.records[0],
+                                    reference=ref, reference_records=cs.records[1],
+                                    pool_tasks=pool, alpha=cs.alpha,
+                                    sequential=seq.cell_block(s.label)))
     else:
         inputs = [
             CellInput(domain=args.domain, arm=s.label, records=result[s.label],
@@ -249,6 +290,36 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
         inp.extra["faults"] = {side: counts[side] for side in sides}
     report: dict[str, Any] = analyze(inputs, cfg, run=run_info).model_dump(mode="json")
     return report
+
+
+def _run_until_decided(args: argparse.Namespace, specs: list[Any], cfg: Any) -> tuple[Any, Any]:
+    """Waves until every cell is decided; the last wave's run with each arm's records at the
+    last look it took (the reference's: the longest), and the sequential run."""
+    from dataclasses import replace
+
+    from pytest_quantagent.analysis.sequential import DEFAULT_MAX_EPISODES, run_arms_until_decided
+    from pytest_quantagent.runner.progress import RunProgress
+
+    if len(specs) < 2:
+        raise ValueError("--until-decided compares arms: give a reference and at least one "
+                         "other arm in --arms")
+    if cfg.holm_scope != "cell":  # pragma: no cover - run has no --holm-scope
+        raise ValueError("--until-decided judges each cell at its own look")
+    n_looks = [0]
+
+    def on_look(k: int, design: Any, seqs: dict[str, Any]) -> None:
+        if not args.quiet:
+            print(_look_line(k, design, seqs, n_looks[0]), file=sys.stderr, flush=True)
+
+    seq = run_arms_until_decided(
+        args.domain, specs, run_request(args), args.out, cfg,
+        max_episodes=args.max_episodes or DEFAULT_MAX_EPISODES,
+        progress=lambda: RunProgress(quiet=args.quiet), on_look=on_look,
+        plan_hook=lambda plan: n_looks.__setitem__(0, len(plan.designs)))
+    records = {s.label: (seq.cells[s.label].records or ([], []))[0] for s in specs[1:]}
+    longest = max((c.records[1] for c in seq.cells.values() if c.records), key=len, default=[])
+    records[specs[0].label] = longest
+    return replace(seq.run, records=records), seq
 
 
 def _num(x: Any) -> str:

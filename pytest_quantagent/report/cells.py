@@ -18,10 +18,14 @@ CellRecords = tuple[str, str, str, list[EpisodeRecord], list[EpisodeRecord]]
 
 
 def analyze_cells(cells: Sequence[CellRecords], config: AnalysisConfig,
-                  run: dict[str, Any], pools: Mapping[str, int | None] | None = None) -> dict[str, Any]:
+                  run: dict[str, Any], pools: Mapping[str, int | None] | None = None,
+                  sequential: Mapping[tuple[str, str], dict[str, Any] | None] | None = None,
+                  ) -> dict[str, Any]:
     """Report JSON (DESIGN.md, schema_version 1) over ``cells`` in the order given; ``run``
     (the report's ``run`` section) gains ``nl_assertions``. ``pools``: how many tasks each
-    domain's pool holds (the design advice's cap)."""
+    domain's pool holds (the design advice's cap). ``sequential``: per (domain, arm) of a
+    run-until-decided cell, its block; the cell is judged at its last look's α."""
+    seq = sequential or {}
     from pytest_quantagent.report.model import CellInput, analyze
     from pytest_quantagent.runner.faults import infra_counts
     from pytest_quantagent.runner.judge import nl_basis_summary
@@ -29,6 +33,7 @@ def analyze_cells(cells: Sequence[CellRecords], config: AnalysisConfig,
     inputs = [
         CellInput(domain=domain, arm=arm, reference=reference, arm_records=arm_records,
                   reference_records=reference_records, pool_tasks=(pools or {}).get(domain),
+                  alpha=look_alpha(seq.get((domain, arm))), sequential=seq.get((domain, arm)),
                   extra={"faults": {arm: infra_counts(arm_records),
                                     reference: infra_counts(reference_records)}})
         for domain, arm, reference, arm_records, reference_records in cells
@@ -41,3 +46,10 @@ def analyze_cells(cells: Sequence[CellRecords], config: AnalysisConfig,
     }
     data: dict[str, Any] = analyze(inputs, config, run=run).model_dump(mode="json")
     return data
+
+
+def look_alpha(block: dict[str, Any] | None) -> float | None:
+    """The α a run-until-decided cell was judged at (its last look's), or None."""
+    if not block or not block.get("looks"):
+        return None
+    return float(block["looks"][-1]["alpha"])

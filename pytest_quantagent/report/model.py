@@ -200,6 +200,10 @@ class CellReport(_Model):
     """Holm's family of this cell's verdict: ``scope``, ``size``, ``tests``."""
     plan: dict[str, Any] | None = None
     """The design advice (``tasks``, ``trials``, ``reachable``, ``message``)."""
+    sequential: dict[str, Any] | None = None
+    """Run-until-decided: ``planned_looks``, ``alphas``, ``looks`` (each look's design,
+    episodes, α and verdict), ``episodes_used``, ``alpha_spent``, ``stopped`` and ``why``;
+    None for a fixed design."""
     extra: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -76,6 +76,20 @@ class TaskSelection:
             return f"fresh:{self.count}" + (f"@{self.pool_seed}" if self.pool_seed else "")
         return f"all{pool}"
 
+    @property
+    def growable(self) -> bool:
+        """Whether a bigger run of the same kind plays more tasks (``N`` and ``fresh:N``)."""
+        return self.kind in ("first", "fresh")
+
+    def with_count(self, n: int) -> TaskSelection:
+        """This selection with ``n`` tasks (``N`` → ``n``, ``fresh:N@S`` → ``fresh:n@S``): its
+        first tasks are this one's, in order, so a bigger look resumes a smaller one."""
+        if not self.growable:
+            raise ValueError(f"--quant-tasks={self}: a fixed selection cannot grow to {n} tasks")
+        from dataclasses import replace
+
+        return replace(self, count=n)
+
     def select(
         self, task_ids: list[str], splits: dict[str, list[str]] | None = None, domain: str = ""
     ) -> list[str]:

@@ -36,10 +36,15 @@ class CellManifests:
         return self.store_dir / MANIFEST_DIR / f"{digest}.json"
 
     def write(self, ident: Sequence[Any], cell: str, arm: Sequence[EpisodeRecord],
-              reference: Sequence[EpisodeRecord]) -> None:
+              reference: Sequence[EpisodeRecord], extra: dict[str, Any] | None = None) -> None:
+        """Record the cell's episode keys (and ``extra``, plain JSON data such as a
+        run-until-decided block) atomically."""
         path = self.path(ident)
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"cell": cell, "arm": [r.key for r in arm], "reference": [r.key for r in reference]}
+        data: dict[str, Any] = {"cell": cell, "arm": [r.key for r in arm],
+                                "reference": [r.key for r in reference]}
+        if extra is not None:
+            data["extra"] = extra
         fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f)
@@ -57,3 +62,11 @@ class CellManifests:
             return [stored[k] for k in data["arm"]], [stored[k] for k in data["reference"]]
         except KeyError:
             return None
+
+    def read_extra(self, ident: Sequence[Any]) -> dict[str, Any] | None:
+        """The ``extra`` data written with the cell's manifest, or None."""
+        path = self.path(ident)
+        if not path.is_file():
+            return None
+        extra = json.loads(path.read_text(encoding="utf-8")).get("extra")
+        return extra if isinstance(extra, dict) else None

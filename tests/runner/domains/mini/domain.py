@@ -76,4 +76,6 @@ def make_mini_domain(n_tasks: int = 4) -> Domain:
 
 
 def make_domain(data_dir: Path, tasks_file: str | None, official: bool) -> Domain:
-    return make_mini_domain()
+    import os
+
+    return make_mini_domain(int(os.environ.get("QUANTAGENT_MINI_TASKS", "4")))
