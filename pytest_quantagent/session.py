@@ -154,6 +154,9 @@ class QuantAgentSession:
         self.test_outcomes: list[dict[str, Any]] = []
         """Failed and skipped tests on the quant grid (the report's ``tests``; the xdist
         controller sees every worker's reports)."""
+        self._node_outcomes: dict[str, list[str]] = {}
+        """Per test node: the outcomes of its phases that count (a pass of its call, a
+        failure or skip of any phase)."""
 
     # ------------------------------------------------------------------ the grid
 
@@ -447,6 +450,10 @@ class QuantAgentSession:
                 self.seen_cells.add(self._key_of(value))
                 cell_id = value
                 self._cell_of_node[report.nodeid] = value  # set after the test: teardown
+        if report.failed or (report.skipped and report.when != "teardown") or (
+                report.passed and report.when == "call"):
+            self._node_outcomes.setdefault(report.nodeid, []).append(
+                "failed" if report.failed else "skipped" if report.skipped else "passed")
         if report.failed or (report.skipped and report.when != "teardown"):
             from pytest_quantagent.report.pytest_terminal import test_outcome_message
 
@@ -454,6 +461,20 @@ class QuantAgentSession:
             self.test_outcomes.append({"nodeid": report.nodeid, "cell": cell_id,
                                        "outcome": outcome, "when": report.when,
                                        "message": test_outcome_message(report)})
+
+    def _test_counts(self, cell_ids: set[str]) -> dict[str, dict[str, int]]:
+        """Per cell: its tests passed, failed and skipped (the report's ``test_counts``); a
+        test counts once, as failed when any phase failed, else skipped, else passed."""
+        out: dict[str, dict[str, int]] = {}
+        for nodeid, outcomes in self._node_outcomes.items():
+            cell = self._cell_of_node.get(nodeid)
+            if cell not in cell_ids:
+                continue
+            assert cell is not None
+            which = "failed" if "failed" in outcomes else "skipped" if "skipped" in outcomes else "passed"
+            counts = out.setdefault(cell, {"passed": 0, "failed": 0, "skipped": 0})
+            counts[which] += 1
+        return dict(sorted(out.items()))
 
     def _key_of(self, cell_id: str) -> CellKey:
         for d in sorted(self.domains(), key=len, reverse=True):
@@ -474,6 +495,7 @@ class QuantAgentSession:
             cell_ids = {c.id for c in cells}
             for t in self.test_outcomes:
                 t["cell"] = t["cell"] or self._cell_of_node.get(t["nodeid"])
+            report["test_counts"] = self._test_counts(cell_ids)
             report["tests"] = [t for t in self.test_outcomes
                                if t["cell"] in cell_ids or (t["cell"] is None and t["outcome"] == "failed")]
             self._apply_gate(session, report)

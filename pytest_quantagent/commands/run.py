@@ -335,7 +335,12 @@ def _summary(report: dict[str, Any]) -> str:
         s = c.get("success") or {}
         arm = f"{c['arm']:>12} {_num(s.get('arm'))}"
         ref = "" if c.get("reference") is None else f"  vs {c['reference']} {_num(s.get('reference'))}"
-        lines.append(f"{c['domain']}: {arm}{ref}  episodes {c.get('episodes')}  verdict {c.get('verdict')}")
+        seq = c.get("sequential") or {}
+        looks = (f"  {'decided at' if seq.get('stopped') == 'decided' else 'stopped after'} look "
+                 f"{seq.get('looks_taken')} of {len(seq.get('planned_looks') or [])}"
+                 if seq else "")
+        lines.append(f"{c['domain']}: {arm}{ref}  episodes {c.get('episodes')}  verdict "
+                     f"{c.get('verdict')}{looks}")
     faults = report.get("run", {}).get("faults") or {}
     lines += summary_lines(faults)
     lines.extend(_nl_lines(report.get("run", {})))

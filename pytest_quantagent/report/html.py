@@ -42,6 +42,7 @@ figure svg{max-width:100%;height:auto}figcaption{font-size:.85rem;color:#555;max
 pre{background:#f8f8f8;padding:.5rem;overflow-x:auto;font-size:.8rem;white-space:pre-wrap}
 .legend span{display:inline-block;width:.8rem;height:.8rem;margin:0 .3rem 0 1rem;vertical-align:middle}
 .alias{background:#eef;border-radius:3px;padding:0 .2rem;font-style:italic}
+.answers{padding-left:1.2rem;font-size:1.05rem}.answers a{color:inherit;text-decoration:none}
 td.why{min-width:22rem;width:60%}code{overflow-wrap:anywhere}.failed{color:#b00020}.skipped{color:#666}
 """
 
@@ -592,6 +593,44 @@ def _tests_block(tests: Any) -> str:
             "<th class=l>why</th></tr>" + "".join(rows) + "</table></div>")
 
 
+def answer_line(cell: dict[str, Any], model: str | None = None,
+                counts: dict[str, int] | None = None) -> str:
+    """One sentence per cell: "int4 of tiny-agent: LOSSLESS on telecom, 412 paired episodes,
+    decided at look 3 of 6; tests 4 passed, 0 failed, 1 skipped" (plain text)."""
+    who = f"{cell.get('arm')} of {model}" if model else f"{cell.get('arm')}"
+    ref = cell.get("reference")
+    verdict = cell.get("verdict") or "no verdict (no reference)"
+    text = f"{who}: {verdict} on {cell.get('domain')}"
+    if ref:
+        text += f" against {ref}, {cell.get('paired', 0)} paired episodes"
+    else:
+        text += f", {cell.get('episodes', 0)} episodes"
+    seq = cell.get("sequential")
+    if isinstance(seq, dict) and seq.get("looks"):
+        n = len(seq.get("planned_looks") or [])
+        taken = seq.get("looks_taken", len(seq["looks"]))
+        text += (f", decided at look {taken} of {n}" if seq.get("stopped") == "decided"
+                 else f", undecided after {taken} of {n} looks ({seq.get('stopped')})")
+    if counts:
+        text += (f"; tests {counts.get('passed', 0)} passed, {counts.get('failed', 0)} failed, "
+                 f"{counts.get('skipped', 0)} skipped")
+    return text
+
+
+def _answers(report: dict[str, Any]) -> str:
+    run = report.get("run", {}) or {}
+    models = run.get("model")
+    model = models if isinstance(models, str) else (
+        models[0] if isinstance(models, list) and len(models) == 1 else None)
+    counts = report.get("test_counts") or {}
+    items = []
+    for c in report.get("cells", []):
+        verdict = str(c.get("verdict", "?"))
+        line = answer_line(c, model, counts.get(_cell_id(c)))
+        items.append(f'<li class="v-{_e(verdict)}"><a href="#{_e(_cell_id(c))}">{_e(line)}</a></li>')
+    return "<ul class=answers>" + "".join(items) + "</ul>" if items else ""
+
+
 def render_html(report: dict[str, Any]) -> str:
     """Render a report (DESIGN.md JSON, schema_version 1) as one self-contained HTML page."""
     run = report.get("run", {}) or {}
@@ -629,7 +668,7 @@ def render_html(report: dict[str, Any]) -> str:
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
         "style-src 'unsafe-inline'; img-src data:\">"
         f"<title>pytest-quantagent report</title><style>{_CSS}</style></head><body>"
-        "<h1>pytest-quantagent report</h1>"
+        "<h1>pytest-quantagent report</h1>" + _answers(report) +
         f"<p>schema_version {_e(report.get('schema_version'))}; {len(cells)} cell(s); "
         "everywhere the reference comes first, then the candidate.</p>"
         + "<h2>Cells</h2><div class=wide><table><tr><th class=l>domain</th>"

@@ -159,3 +159,27 @@ def test_recovery_without_failed_calls_has_no_rate() -> None:
     page = render_html(report)
     rows = dict(re.findall(r"<tr><td class=l>([^<]*)</td>(?:<td>[^<]*</td>){4}<td>([^<]*)</td></tr>", page))
     assert rows == {"bf16 (reference)": "–", "int4": "50.0%"}
+
+
+def test_the_report_opens_with_one_answer_per_cell_and_its_test_counts() -> None:
+    from pytest_quantagent.report.html import answer_line, render_html
+
+    cell = {"domain": "telecom", "arm": "int4", "reference": "bf16", "paired": 412,
+            "verdict": "LOSSLESS", "sequential": {"looks": [{}, {}, {}], "looks_taken": 3,
+                                                  "planned_looks": [{}] * 6, "stopped": "decided"}}
+    counts = {"passed": 4, "failed": 0, "skipped": 1}
+    assert answer_line(cell, "tiny-agent", counts) == (
+        "int4 of tiny-agent: LOSSLESS on telecom against bf16, 412 paired episodes, decided at "
+        "look 3 of 6; tests 4 passed, 0 failed, 1 skipped")
+    undecided = {**cell, "verdict": "INCONCLUSIVE",
+                 "sequential": {**cell["sequential"], "stopped": "cap", "looks_taken": 6}}
+    assert answer_line(undecided).endswith("undecided after 6 of 6 looks (cap)")
+    fixed = {k: v for k, v in cell.items() if k != "sequential"}
+    assert answer_line(fixed) == "int4: LOSSLESS on telecom against bf16, 412 paired episodes"
+    page = render_html({"schema_version": 1, "run": {"model": ["tiny-agent"]},
+                        "cells": [{**cell, "arm": "<b>x</b>"}],
+                        "test_counts": {"telecom-<b>x</b>": counts}})
+    head = page[page.index("<h1>"):page.index("<h2>")]
+    assert '<ul class=answers><li class="v-LOSSLESS">' in head
+    assert "&lt;b&gt;x&lt;/b&gt; of tiny-agent: LOSSLESS" in head and "<b>x</b>" not in head
+    assert "tests 4 passed, 0 failed, 1 skipped" in head

@@ -138,6 +138,7 @@ def test_pytest_until_decided_reports_the_looks(pytester: pytest.Pytester, mini_
     assert cell["episodes"] == cell["sequential"]["episodes_used"] == 20
     report = json.loads((pytester.path / "r.json").read_text())
     assert report["run"]["until_decided"] is True and report["run"]["max_episodes"] == 80
+    assert report["test_counts"] == {"mini-int4": {"passed": 1, "failed": 0, "skipped": 0}}
 
 
 def test_pytest_max_episodes_without_until_decided_is_a_usage_error(
