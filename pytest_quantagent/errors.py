@@ -88,6 +88,13 @@ class ConfigurationError(QuantAgentError):
         self.role = role
 
 
+class ServerDownError(ConfigurationError):
+    """A remote model stopped answering: every request failed for the breaker's time and
+    count with no success in between (:class:`~pytest_quantagent.backends.wrapper.Breaker`).
+    The run stops (what is stored is kept; the same command resumes) instead of retrying
+    every episode against a dead server."""
+
+
 class TaskSetupError(QuantAgentError):
     """An episode's setup failed (the task's initialization, the environment, the user):
     a fault of the task data, recorded as a task error naming the task; never scored."""
@@ -97,5 +104,8 @@ class TaskSetupError(QuantAgentError):
 #: judged. The same as pytest's ``ExitCode.USAGE_ERROR``; 0/1/2 are the release gate's (GO,
 #: NO-GO, INCONCLUSIVE: :mod:`pytest_quantagent.analysis.gate`).
 EXIT_USAGE = 4
+#: Exit code when a remote model stopped answering and the run stopped
+#: (:class:`ServerDownError`): nothing judged, what was stored is kept, a rerun resumes.
+EXIT_SERVER_DOWN = 3
 #: Exit code after Ctrl-C: what was stored is kept, and a rerun resumes.
 EXIT_INTERRUPTED = 130

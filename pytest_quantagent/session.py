@@ -270,11 +270,18 @@ class QuantAgentSession:
     def episodes(self, key: CellKey) -> CellEpisodes:
         """Both arms' records of a cell, produced at most once per process."""
         if key not in self._episodes:
-            from pytest_quantagent.errors import ConfigurationError, InfrastructureError
+            from pytest_quantagent.errors import (
+                ConfigurationError,
+                InfrastructureError,
+                ServerDownError,
+            )
             from pytest_quantagent.runner.faults import check_not_all_infrastructure, infra_counts
 
             try:
                 got = self.config.hook.pytest_quantagent_run_cell(config=self.config, cell=key)
+            except ServerDownError as e:
+                # A server stopped answering: stop the run, keep the store (a rerun resumes).
+                pytest.exit(f"quantagent: cell {key.id}: {e}", returncode=pytest.ExitCode.INTERRUPTED)
             except ConfigurationError as e:
                 # A server refused a request mid-run (key, URL, model): stop the whole run.
                 pytest.exit(f"quantagent: cell {key.id}: {e}", returncode=pytest.ExitCode.USAGE_ERROR)

@@ -18,14 +18,16 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TypeVar
 
 from pytest_quantagent.backends.base import Backend, GenerateRequest, Generation
-from pytest_quantagent.errors import InfrastructureError
+from pytest_quantagent.errors import InfrastructureError, ServerDownError
 
 
 @dataclass
@@ -142,8 +144,60 @@ class RetryPolicy:
         return float(d * (0.5 + rng.random()))
 
 
+@dataclass
+class Breaker:
+    """A circuit breaker over one client's requests: it opens when ``failures`` requests in a
+    row have failed (infrastructure failures, each attempt counted) **and** ``seconds`` have
+    passed since the last success (or since the client was made). Either alone is not
+    enough: a burst of quick refusals from a server that then recovers, or one slow request,
+    must not stop a run. Open, every request raises :class:`ServerDownError` naming the
+    model, the time of the last success and the last error, and the run stops (its stored
+    episodes are kept; re-running resumes)."""
+
+    failures: int = 20
+    seconds: float = 60.0
+    clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+    _row: int = 0
+    _since: float | None = None
+    _since_wall: float | None = None
+    _succeeded: bool = False
+    _last: str = ""
+
+    def __post_init__(self) -> None:
+        if self.failures < 1 or not self.seconds > 0:
+            raise ValueError(f"breaker failures ({self.failures}) must be >= 1 and seconds "
+                             f"({self.seconds}) > 0")
+
+    def success(self) -> None:
+        self._row, self._since, self._since_wall, self._succeeded = 0, self.clock(), self.wall(), True
+
+    def failure(self, exc: BaseException) -> None:
+        if self._since is None:
+            self._since, self._since_wall = self.clock(), self.wall()
+        self._row += 1
+        self._last = f"{type(exc).__name__}: {exc}"
+
+    def check(self, who: str, role: str | None) -> None:
+        """Raise :class:`ServerDownError` when the breaker is open."""
+        if self._since is None or self._row < self.failures:
+            return
+        idle = self.clock() - self._since
+        if idle < self.seconds:
+            return
+        when = datetime.fromtimestamp(self._since_wall or self.wall()).strftime("%H:%M:%S")
+        since = (f"has not answered since {when}" if self._succeeded
+                 else f"has not answered once since the run started at {when}")
+        raise ServerDownError(
+            f"{who} {since} ({self._row} failed requests in a row over {idle:.0f} s; last "
+            f"error: {self._last}); the run stops here, the episodes stored so far are kept: "
+            "fix the server and run the same command again to resume", role=role)
+
+
 class ModelClient:
-    """A backend plus retries, a concurrency semaphore and usage accounting."""
+    """A backend plus retries, a concurrency semaphore, a circuit breaker and usage
+    accounting. ``role`` names the model in messages ("user model", "judge"; None: the arm,
+    which the batch layer names)."""
 
     def __init__(
         self,
@@ -152,9 +206,13 @@ class ModelClient:
         concurrency: int = 8,
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        breaker: Breaker | None = None,
+        role: str | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency ({concurrency}) must be >= 1")
+        self.breaker = breaker or Breaker()
+        self.role = role
         self.backend = backend
         self.concurrency = min(concurrency, max(1, backend.max_concurrency()))
         self.retry = retry or RetryPolicy()
@@ -170,7 +228,9 @@ class ModelClient:
         episode = _EPISODE_USAGE.get()
         attempt = 0
         slots = self._slots
+        breaker = self.breaker
         while True:
+            breaker.check(self._who(), self.role)
             if not slots.try_take():
                 await slots.wait()
             try:
@@ -178,6 +238,8 @@ class ModelClient:
             except Exception as exc:
                 if not self.backend.is_retryable(exc):
                     raise
+                breaker.failure(exc)
+                breaker.check(self._who(), self.role)
                 if attempt >= self.retry.max_retries:
                     raise InfrastructureError(
                         f"{self.backend.name}: giving up after {attempt + 1} attempts: "
@@ -189,6 +251,7 @@ class ModelClient:
             finally:
                 slots.give()
             if failure is None:
+                breaker.success()
                 break
             attempt += 1
             self.total.retries += 1
@@ -211,6 +274,13 @@ class ModelClient:
             counter.prompt_tokens += gen.prompt_tokens or 0
             counter.completion_tokens += gen.completion_tokens or 0
         return gen
+
+    def _who(self) -> str:
+        """The model's name in a breaker message: its role or backend, and its server."""
+        ident = self.backend.identity() or {}
+        url = ident.get("url") or ", ".join(str(u) for u in ident.get("urls") or ())
+        name = self.role or f"{self.backend.name}"
+        return f"{name} ({url})" if url else name
 
     async def aclose(self) -> None:
         await self.backend.aclose()

@@ -401,8 +401,8 @@ class ArmRunner:
             except ConfigurationError as e:
                 # The server refused the request (key, URL, model): the run stops.
                 # A judge's or user model's refusal names its role already.
-                self._fatal = (e if e.role is not None else
-                               ConfigurationError(f"arm {self.runtime.arm.label!r}: {e}"))
+                self._fatal = (e if e.role is not None else  # its class kept (ServerDownError)
+                               type(e)(f"arm {self.runtime.arm.label!r}: {e}"))
                 raise self._fatal from None
             except Exception as e:
                 # The episode loop turns the agent's and the user's exceptions into

@@ -171,7 +171,7 @@ def build_user(
                                                         request_timeout_s=request_timeout_s))
     return UserRuntime(
         spec=LLMUserSpec.from_config(config), arm=config.arm, backend=backend,
-        client=ModelClient(backend, concurrency=concurrency, retry=retry),
+        client=ModelClient(backend, concurrency=concurrency, retry=retry, role="user model"),
         cache=UserTurnCache(Path(cache_path) if cache_path is not None else None),
     )
 

@@ -299,7 +299,10 @@ class JudgeRuntime:
                 ))
             except ConfigurationError as e:
                 # The judge's server refused the request (key, URL, model): the run stops,
-                # like an arm's refusal, rather than scoring every assertion "not met".
+                # like an arm's refusal, rather than scoring every assertion "not met". A
+                # stopped judge (its breaker open) names itself already.
+                if e.role is not None:
+                    raise
                 raise ConfigurationError(f"judge: {e}", role="judge") from e
             except (QuantAgentError, OSError) as e:
                 # The client already retried transient faults; the agent's episode stands.
@@ -338,7 +341,7 @@ def build_judge(
                                                         request_timeout_s=request_timeout_s))
     return JudgeRuntime(
         spec=spec, arm=config.arm, backend=backend,
-        client=ModelClient(backend, concurrency=concurrency, retry=retry),
+        client=ModelClient(backend, concurrency=concurrency, retry=retry, role="judge"),
         cache=JudgeCache(Path(cache_path) if cache_path is not None else None),
         retries=retries,
     )

@@ -181,3 +181,51 @@ def test_wrong_key_stops_before_any_episode_and_the_fixed_run_starts_clean(
     assert main(argv) == 0
     assert server.requests == 4 and server.refused == 1
     assert len((tmp_path / "s" / "episodes.jsonl").read_bytes().splitlines()) == 4
+
+
+def test_a_server_that_stops_answering_stops_the_run_with_one_line(
+        tmp_path: Path, mini_domains_dir: Path, serve: Any, fast_retries: None,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 36 item 1: int4's server answers nothing but 503; the breaker (5 failed requests
+    # in a row and 1 ms without a success, for the test) stops the run instead of retrying
+    # every episode for ever. What bf16 stored is kept.
+    from pytest_quantagent.errors import EXIT_SERVER_DOWN
+
+    monkeypatch.setattr(wrapper, "Breaker", functools.partial(wrapper.Breaker, failures=5,
+                                                              seconds=1e-3))
+    _, good = serve()
+    dead, bad = serve(fault_rate=1.0, fault_mix=("503",))
+    out = tmp_path / "s"
+    assert _run(_config(tmp_path, bf16=good, int4=bad), out, "-q", "--num-tasks", "4") == EXIT_SERVER_DOWN
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    (line,) = [ln for ln in err.splitlines() if ln.strip()]
+    assert line.startswith(f"quantagent run: stopped: arm 'int4': openai ({bad}) has not answered "
+                           "once since the run started at ")
+    assert "failed requests in a row" in line and "last error: " in line and "HTTP 503" in line
+    assert "run the same command again to resume" in line
+    # the breaker opened after its 5th failure: int4's server saw no request after that
+    assert dead.requests <= 5 + 8  # at most one more per episode in flight
+
+
+def test_the_breaker_needs_both_its_count_and_its_time() -> None:
+    now = [100.0]
+    b = wrapper.Breaker(failures=3, seconds=10.0, clock=lambda: now[0], wall=lambda: 0.0)
+    for _ in range(5):
+        b.failure(OSError("refused"))
+    b.check("m", None)  # 5 failures in a row, but 0 s without a success: closed
+    now[0] += 11.0
+    with pytest.raises(wrapper.ServerDownError, match=r"m has not answered once since the run "
+                       r"started at .* \(5 failed requests in a row over 11 s; last error: "
+                       r"OSError: refused\)"):
+        b.check("m", None)
+    b.success()
+    now[0] += 100.0
+    b.check("m", None)  # a success resets the count: 100 s idle alone does not open it
+    b.failure(OSError("x"))
+    b.failure(OSError("x"))
+    now[0] += 50.0
+    b.check("m", None)  # 2 < 3 failures
+    b.failure(OSError("x"))
+    with pytest.raises(wrapper.ServerDownError, match="has not answered since"):
+        b.check("m", "judge")
