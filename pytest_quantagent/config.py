@@ -63,6 +63,13 @@ class QuantAgentConfig:
     require: str = "none"
     """``--quant-require``: ``none``, ``decision`` or ``lossless`` (the release gate,
     :mod:`pytest_quantagent.analysis.gate`)."""
+    episode_timeout: float | None = None
+    """``--quant-episode-timeout``: seconds per episode attempt (None: 900)."""
+    max_steps: int | None = None
+    """``--quant-max-steps`` (None: 200)."""
+    run_timeout: float | None = None
+    """``--quant-run-timeout``: seconds after the session starts past which no episode
+    starts (None: no cap)."""
     until_decided: bool = False
     """``--quant-until-decided``: each cell runs in waves until decided
     (:mod:`pytest_quantagent.analysis.sequential`)."""
@@ -94,6 +101,7 @@ class QuantAgentConfig:
             "repair": self.repair,
             "tau2_data": None if self.tau2_data is None else str(self.tau2_data),
             "judge_model": self.judge_model,
+            "max_steps": self.max_steps,
             "until_decided": self.until_decided,
             "max_episodes": self.max_episodes,
         }
@@ -125,6 +133,9 @@ _FIELD_OF_DEST: dict[str, str] = {
     "quantagent_quant_tight_budgets": "tight_budgets",
     "quantagent_quant_holm_scope": "holm_scope",
     "quantagent_quant_require": "require",
+    "quantagent_quant_episode_timeout": "episode_timeout",
+    "quantagent_quant_max_steps": "max_steps",
+    "quantagent_quant_run_timeout": "run_timeout",
     "quantagent_quant_until_decided": "until_decided",
     "quantagent_quant_max_episodes": "max_episodes",
 }

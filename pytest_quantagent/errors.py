@@ -88,7 +88,16 @@ class ConfigurationError(QuantAgentError):
         self.role = role
 
 
-class ServerDownError(ConfigurationError):
+class RunStoppedError(ConfigurationError):
+    """The run stops on purpose before its end (a dead server, the run's time cap): nothing
+    is judged, the episodes stored so far are kept and the same command resumes."""
+
+
+class RunTimeCapError(RunStoppedError):
+    """The run's time cap (``--quant-run-timeout``) passed: no new episode starts."""
+
+
+class ServerDownError(RunStoppedError):
     """A remote model stopped answering: every request failed for the breaker's time and
     count with no success in between (:class:`~pytest_quantagent.backends.wrapper.Breaker`).
     The run stops (what is stored is kept; the same command resumes) instead of retrying
@@ -104,8 +113,9 @@ class TaskSetupError(QuantAgentError):
 #: judged. The same as pytest's ``ExitCode.USAGE_ERROR``; 0/1/2 are the release gate's (GO,
 #: NO-GO, INCONCLUSIVE: :mod:`pytest_quantagent.analysis.gate`).
 EXIT_USAGE = 4
-#: Exit code when a remote model stopped answering and the run stopped
-#: (:class:`ServerDownError`): nothing judged, what was stored is kept, a rerun resumes.
-EXIT_SERVER_DOWN = 3
+#: Exit code when the run stopped before its end (:class:`RunStoppedError`: a remote model
+#: stopped answering, the run's time cap): nothing judged, what was stored is kept, a rerun
+#: resumes.
+EXIT_STOPPED = 3
 #: Exit code after Ctrl-C: what was stored is kept, and a rerun resumes.
 EXIT_INTERRUPTED = 130

@@ -389,6 +389,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _o("--quant-allow-mixed-tau2", parse_choice("--quant-allow-mixed-tau2", ("no", "yes")), "yes|no",
        "pair replay arms whose τ²-bench versions account for failures differently "
        "(default: no, refused naming both files)"),
+    _o("--quant-episode-timeout", parse_float("--quant-episode-timeout", 0.0, 86400.0), "SECONDS",
+       "wall-clock limit of one episode attempt; past it the attempt is an infrastructure "
+       "failure, re-run up to twice (default: 900)"),
+    _o("--quant-max-steps", parse_int("--quant-max-steps", 1, 100_000), "N",
+       "message hops before an episode ends as max_steps (default: 200)"),
+    _o("--quant-run-timeout", parse_float("--quant-run-timeout", 0.0, 30 * 86400.0), "SECONDS",
+       "the whole run's time cap: past it no new episode starts and the run stops (exit 2), "
+       "keeping what was stored; a rerun resumes (default: none)"),
     # the verdict's thresholds (pytest_quantagent.verdict), shared with the assertions
     _o("--quant-margin", parse_float("--quant-margin", 0.0, 1.0), "X",
        "equivalence margin on success, absolute (default: 0.075 = 7.5 points)"),

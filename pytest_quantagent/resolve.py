@@ -41,8 +41,12 @@ class RunSetup:
     report's terms."""
 
     def __init__(self, qc: QuantAgentConfig, resolve: Callable[[str], ArmSpec | None]) -> None:
+        import time
+
         self.qc = qc
         self._resolve = resolve
+        self.started = time.monotonic()
+        """When the run's setup was made (the session's start: ``--quant-run-timeout``'s origin)."""
         self._arms: dict[str, ArmSpec] = {}
         self._known: tuple[str, ...] | None = None
         self._helpers: tuple[UserModelConfig | None, UserModelConfig | None] | None = None
@@ -110,8 +114,11 @@ class RunSetup:
         concurrency = qc.concurrency or RunSettings().concurrency
         return RunRequest(
             tasks=qc.tasks, trials=qc.trials, seed=qc.seed,
-            settings=RunSettings(max_errors=qc.error_budget, concurrency=concurrency,
-                                 user_sim=qc.user),
+            settings=RunSettings(
+                max_errors=qc.error_budget, concurrency=concurrency, user_sim=qc.user,
+                max_steps=qc.max_steps or RunSettings().max_steps,
+                episode_timeout_s=qc.episode_timeout or RunSettings().episode_timeout_s,
+                deadline=None if qc.run_timeout is None else self.started + qc.run_timeout),
             user=user, judge=judge,
             tau2_data=qc.tau2_data, allow_mixed_tau2=qc.allow_mixed_tau2 == "yes",
         )

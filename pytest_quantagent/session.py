@@ -273,14 +273,14 @@ class QuantAgentSession:
             from pytest_quantagent.errors import (
                 ConfigurationError,
                 InfrastructureError,
-                ServerDownError,
+                RunStoppedError,
             )
             from pytest_quantagent.runner.faults import check_not_all_infrastructure, infra_counts
 
             try:
                 got = self.config.hook.pytest_quantagent_run_cell(config=self.config, cell=key)
-            except ServerDownError as e:
-                # A server stopped answering: stop the run, keep the store (a rerun resumes).
+            except RunStoppedError as e:
+                # A server stopped answering, or the time cap: stop, keep the store (a rerun resumes).
                 pytest.exit(f"quantagent: cell {key.id}: {e}", returncode=pytest.ExitCode.INTERRUPTED)
             except ConfigurationError as e:
                 # A server refused a request mid-run (key, URL, model): stop the whole run.

@@ -376,14 +376,14 @@ def run_and_report(
     (``-``: stdout only), else render for the terminal. Returns ``exit_code(result)`` (for
     ``run``, the release gate's: see :mod:`pytest_quantagent.analysis.gate`); a bad input is
     :data:`~pytest_quantagent.errors.EXIT_USAGE` (4), nothing judged."""
-    from pytest_quantagent.errors import EXIT_SERVER_DOWN, EXIT_USAGE, ServerDownError
+    from pytest_quantagent.errors import EXIT_STOPPED, EXIT_USAGE, RunStoppedError
 
     t0 = time.monotonic()
     try:
         result = execute(args)
-    except ServerDownError as e:
+    except RunStoppedError as e:
         print(f"quantagent {command}: stopped: {e}", file=sys.stderr)
-        return EXIT_SERVER_DOWN
+        return EXIT_STOPPED
     except (QuantAgentError, ValueError) as e:
         print(f"quantagent {command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_quantagent.backends.wrapper import UsageCounter, bind_episode_usage, with_timeout
 from pytest_quantagent.env.evaluate import RewardInfo
-from pytest_quantagent.errors import ConfigurationError, InfrastructureError
+from pytest_quantagent.errors import ConfigurationError, InfrastructureError, RunTimeCapError
 from pytest_quantagent.runner.build import AgentPrompt, ArmRuntime, UserRuntime, make_agent
 from pytest_quantagent.runner.judge import JudgeRuntime, judge_record, judge_reward
 from pytest_quantagent.store.jsonl import EpisodeStore
@@ -93,6 +93,9 @@ class RunSettings:
     user_sim: str = "scripted"
     """``"scripted"``, or ``"llm"`` — which needs a ``user`` runtime passed to
     :func:`run_cell`/:func:`run_arm`; the records then carry the runtime's identity."""
+    deadline: float | None = None
+    """``time.monotonic()`` after which no new episode starts (the run's time cap): the run
+    stops with :class:`~pytest_quantagent.errors.RunTimeCapError`; None: no cap."""
 
     def __post_init__(self) -> None:
         for name in ("max_errors", "max_steps", "concurrency"):
@@ -384,6 +387,14 @@ class ArmRunner:
         or its failure record (infrastructure or task error, never scored)."""
         if self._fatal is not None:
             raise self._fatal  # the run is stopping: start nothing more
+        deadline = self.settings.deadline
+        if deadline is not None and time.monotonic() >= deadline:
+            stored = "" if self.store is None else f" in {self.store.run_dir}"
+            self._fatal = RunTimeCapError(
+                "the run's time cap (--quant-run-timeout) has passed: no new episode starts; "
+                f"the episodes stored so far{stored} are kept: run the same command again "
+                "to resume")
+            raise self._fatal
         # gather() runs each episode in its own task (own context), so this counter
         # collects this episode's request retries and tokens only.
         usage = bind_episode_usage()

@@ -189,14 +189,14 @@ def test_a_server_that_stops_answering_stops_the_run_with_one_line(
     # Issue 36 item 1: int4's server answers nothing but 503; the breaker (5 failed requests
     # in a row and 1 ms without a success, for the test) stops the run instead of retrying
     # every episode for ever. What bf16 stored is kept.
-    from pytest_quantagent.errors import EXIT_SERVER_DOWN
+    from pytest_quantagent.errors import EXIT_STOPPED
 
     monkeypatch.setattr(wrapper, "Breaker", functools.partial(wrapper.Breaker, failures=5,
                                                               seconds=1e-3))
     _, good = serve()
     dead, bad = serve(fault_rate=1.0, fault_mix=("503",))
     out = tmp_path / "s"
-    assert _run(_config(tmp_path, bf16=good, int4=bad), out, "-q", "--num-tasks", "4") == EXIT_SERVER_DOWN
+    assert _run(_config(tmp_path, bf16=good, int4=bad), out, "-q", "--num-tasks", "4") == EXIT_STOPPED
     err = capsys.readouterr().err
     assert "Traceback" not in err
     (line,) = [ln for ln in err.splitlines() if ln.strip()]

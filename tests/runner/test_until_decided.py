@@ -159,3 +159,50 @@ def test_a_bad_until_decided_ini_value_names_the_allowed_ones(
     result = pytester.runpytest("--quant-config=arms.toml", "--domain=mini", "--quant=int4")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*quant_until_decided*maybe*yes*no*"])
+
+
+SLOW_ARMS = """
+[arms.bf16]
+backend = "mock"
+model = "s"
+rule = "mini_rules:solving_rule"
+latency_s = 0.05
+
+[arms.int4]
+backend = "mock"
+model = "s"
+rule = "mini_rules:solving_rule"
+latency_s = 0.05
+"""
+
+
+def test_pytest_run_timeout_stops_the_run_and_a_rerun_resumes(
+        pytester: pytest.Pytester, mini_domains_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 36 item 1: a whole-run time cap. 200 tasks at 3 calls x 50 ms with 2 in flight:
+    # ~15 s of episodes per arm; the cap (5 s after the session starts) stops the run,
+    # keeping what was stored.
+    monkeypatch.setenv("QUANTAGENT_MINI_TASKS", "200")
+    pytester.makefile(".toml", arms=SLOW_ARMS)
+    pytester.makepyfile(TEST_FILE)
+    args = ("--quant-config=arms.toml", "--domain=mini", "--quant=int4", "--quant-concurrency=2",
+            "--quant-cache-dir=store", "--quant-episode-timeout=30", "--quant-max-steps=40")
+    result = pytester.runpytest(*args, "--quant-run-timeout=5")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    text = result.stdout.str() + result.stderr.str()
+    assert "the run's time cap (--quant-run-timeout) has passed: no new episode starts" in text
+    assert "run the same command again to resume" in text and "Traceback" not in text
+    stored = (pytester.path / "store" / "episodes.jsonl").read_text().splitlines()
+    assert len(stored) < 400
+    # the rerun keeps those records and adds others: the stored episodes are not run again
+    keys = [json.loads(x)["key"] for x in stored]
+    again = pytester.runpytest(*args, "--quant-run-timeout=10")
+    assert again.ret == pytest.ExitCode.INTERRUPTED
+    after = [json.loads(x)["key"] for x in
+             (pytester.path / "store" / "episodes.jsonl").read_text().splitlines()]
+    assert after[: len(keys)] == keys and len(set(after)) == len(after) > len(keys)
+
+
+def test_pytest_bad_timeouts_are_refused_before_collection(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--quant-run-timeout=0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--quant-run-timeout*0*a finite number > 0*"])
