@@ -90,6 +90,18 @@ def read_appended_rows(path: Path, offset: int) -> tuple[list[Any], int]:
     return rows, offset + len(data) - len(tail)
 
 
+def count_lines(path: Path, offset: int = 0) -> int:
+    """The complete, non-blank lines of ``path`` from byte ``offset`` on (:func:`split_lines`'
+    rule: a torn tail is not counted), no record decoded; 0 for a missing file. An offset
+    past the end (the file was replaced meanwhile) counts from the start."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset if offset <= os.fstat(f.fileno()).st_size else 0)
+            return sum(1 for raw in f if raw.endswith(b"\n") and raw.strip())
+    except OSError:
+        return 0
+
+
 def append_line_locked(path: Path, line: str) -> None:
     """Append one whole ``line`` to ``path`` under its file lock, flushed and fsynced (the
     side caches' write; processes sharing a store may append at once)."""

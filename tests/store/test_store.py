@@ -239,3 +239,14 @@ def test_append_many_refuses_infrastructure_failures_before_writing(tmp_path: Pa
     with pytest.raises(ValueError, match="append_failure"):
         s.append_many([rec("k1"), rec("k2", termination=TerminationReason.INFRASTRUCTURE_ERROR)])
     assert not (tmp_path / "episodes.jsonl").exists() or not (tmp_path / "episodes.jsonl").read_bytes()
+
+
+def test_count_lines_counts_complete_lines_after_an_offset(tmp_path: Path) -> None:
+    from pytest_quantagent.store.jsonl import count_lines
+
+    p = tmp_path / "episodes.jsonl"
+    assert count_lines(p) == 0  # missing file
+    p.write_bytes(b'{"a":1}\n\n{"b":2}\n{"c":3}\n{"torn')
+    assert count_lines(p) == 3  # the blank line and the torn tail are not records
+    assert count_lines(p, offset=len(b'{"a":1}\n')) == 2
+    assert count_lines(p, offset=10**6) == 3  # past the end: the file was replaced
