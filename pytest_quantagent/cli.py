@@ -91,6 +91,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     command = _load(args.command)
     store = _store_file(args)
+    if store is not None:
+        from pytest_quantagent.store.jsonl import store_dir_problem
+
+        problem = store_dir_problem(store.parent)  # refused before any model is asked anything
+        if problem is not None:
+            from pytest_quantagent.errors import EXIT_USAGE
+
+            read = (f"; to report what it holds: quantagent analyze {store.parent}"
+                    if store.is_file() and args.command == "run" else "")
+            print(f"quantagent {args.command}: error: --out: {problem}{read}", file=sys.stderr)
+            return EXIT_USAGE
     start = _size(store)
     try:
         rc: int = command.run(args)

@@ -243,6 +243,20 @@ def preflight(models: Mapping[str, ArmSpec], *, extra: Sequence[ExtraCheck] = ()
     return problems
 
 
+def store_check(run_dir: str | Path, who: str) -> ExtraCheck:
+    """An extra check: the episode store ``run_dir`` (given as option ``who``, e.g.
+    ``--quant-cache-dir``) can take the run's episodes
+    (:func:`~pytest_quantagent.store.jsonl.store_dir_problem`)."""
+
+    def check() -> list[PreflightProblem]:
+        from pytest_quantagent.store.jsonl import store_dir_problem
+
+        cause = store_dir_problem(run_dir)
+        return [] if cause is None else [PreflightProblem(who, "", cause)]
+
+    return check
+
+
 def format_problems(problems: Sequence[PreflightProblem]) -> str:
     return "pre-flight check failed, no episode was run:\n" + "\n".join(f"  {p}" for p in problems)
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -183,6 +184,60 @@ def test_ctrl_c_mid_run_is_one_line_and_the_rerun_runs_only_the_rest(tmp_path: P
     assert len(log.read_text().splitlines()) == 80 - n
     keys = [json.loads(x)["key"] for x in after]
     assert len(keys) == len(set(keys)) == 80
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Any:
+    """A tmp directory made read-only with all it holds (as ``chmod -R a-w``) for the test,
+    writable again after it."""
+    if os.geteuid() == 0:
+        pytest.skip("root writes to read-only directories anyway")
+    made: list[Path] = []
+
+    def make(path: Path) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        for p in sorted(path.rglob("*"), reverse=True):
+            p.chmod(0o555 if p.is_dir() else 0o444)
+            made.append(p)
+        path.chmod(0o555)
+        made.append(path)
+        return path
+
+    yield make
+    for p in reversed(made):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+def test_a_read_only_store_is_refused_in_one_line_before_any_episode(
+        tmp_path: Path, mini_domains_dir: Path, read_only_dir: Any, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 36 item 8: a read-only store was a PermissionError traceback, even when every
+    # episode was stored already.
+    log = tmp_path / "episodes_run.log"
+    monkeypatch.setenv("MINI_RULES_EPISODE_LOG", str(log))
+    cfg = tmp_path / "arms.toml"
+    cfg.write_text('[arms.bf16]\nbackend = "mock"\nmodel = "s"\nrule = "mini_rules:logged_solving_rule"\n')
+    out = tmp_path / "store"
+    argv = ["--arms", "bf16", "--config", str(cfg), "--out", str(out), "--tasks"]
+    assert _run(*argv, "t0,t1") == 0  # a store holding 2 episodes
+    before = (out / "episodes.jsonl").read_bytes()
+    read_only_dir(out)
+    log.unlink()
+    capsys.readouterr()
+    assert _run(*argv, "t0,t1,t2") == EXIT_USAGE  # one episode to run
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"quantagent run: error: --out: the store directory {str(out)!r} is not writable (permission "
+        f"denied); a run adds episodes and lock files there; to report what it holds: quantagent "
+        f"analyze {out}"]
+    assert not log.exists() and (out / "episodes.jsonl").read_bytes() == before
+    # A store that does not exist yet, in a folder that cannot take it.
+    parent = read_only_dir(tmp_path / "locked")
+    assert _run("--arms", "bf16", "--config", str(cfg), "--out", str(parent / "store")) == EXIT_USAGE
+    assert capsys.readouterr().err.splitlines() == [
+        f"quantagent run: error: --out: the store directory {str(parent / 'store')!r} cannot be "
+        f"created: {str(parent)!r} is not writable (permission denied)"]
+    assert not log.exists() and not (parent / "store").exists()
 
 
 def test_more_tasks_than_the_pool_holds_is_refused_not_cut(arms_toml: Path, tmp_path: Path,
