@@ -147,6 +147,11 @@ def _check_endpoint(spec: ArmSpec, base_url: str, key: Any, timeout_s: float
         return f"no answer to GET /models within {timeout_s:g} s (is the server up?)", None
     except httpx.HTTPError as e:
         return f"cannot reach the server: {redact(f'{type(e).__name__}: {e}', (key,))}", None
+    if 300 <= resp.status_code < 400:  # not followed, as the run does not follow them
+        from pytest_quantagent.backends.openai_compat import redirect_cause
+
+        return "GET /models: " + redirect_cause(resp.status_code, resp.headers.get("location"),
+                                                "/models", (key,)), None
     body = redact(resp.text[:300], (key,))
     if resp.status_code in (401, 403):
         return f"GET /models: HTTP {resp.status_code}: the API key was refused ({body})", None
