@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 #: Subcommand name → module under ``pytest_quantagent.commands``; help shown in --help.
@@ -76,8 +78,6 @@ QUIET_THIRD_PARTY_ENV: dict[str, str] = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PR
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    import os
-
     for key, value in QUIET_THIRD_PARTY_ENV.items():
         os.environ.setdefault(key, value)
     args_list = list(sys.argv[1:] if argv is None else argv)
@@ -89,8 +89,66 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pytest_quantagent.errors import EXIT_USAGE
 
         return EXIT_USAGE
-    rc: int = _load(args.command).run(args)
+    command = _load(args.command)
+    store = _store_file(args)
+    if store is not None:
+        from pytest_quantagent.store.jsonl import store_dir_problem
+
+        problem = store_dir_problem(store.parent)  # refused before any model is asked anything
+        if problem is not None:
+            from pytest_quantagent.errors import EXIT_USAGE
+
+            read = (f"; to report what it holds: quantagent analyze {store.parent}"
+                    if store.is_file() and args.command == "run" else "")
+            print(f"quantagent {args.command}: error: --out: {problem}{read}", file=sys.stderr)
+            return EXIT_USAGE
+    start = _size(store)
+    try:
+        rc: int = command.run(args)
+    except KeyboardInterrupt:
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the line
+        print(interrupted_line(args.command, store, start), file=sys.stderr)
+        from pytest_quantagent.errors import EXIT_INTERRUPTED
+
+        return EXIT_INTERRUPTED
     return rc
+
+
+#: Commands whose ``--out`` is an episode store (a rerun resumes from it).
+STORE_COMMANDS = ("run", "screen")
+
+
+def _store_file(args: argparse.Namespace) -> Path | None:
+    out = getattr(args, "out", None)
+    if args.command not in STORE_COMMANDS or out is None:
+        return None
+    from pytest_quantagent.store.jsonl import EPISODES_FILE
+
+    return Path(out) / EPISODES_FILE
+
+
+def _size(path: Path | None) -> int:
+    try:
+        return os.stat(path).st_size if path is not None else 0
+    except OSError:
+        return 0
+
+
+def interrupted_line(command: str, store: Path | None, start: int) -> str:
+    """The one line after Ctrl-C: for a command with an episode store, how many episodes it
+    holds (and how many this run added; every finished episode is on disk, so a rerun of
+    the same command runs only the rest)."""
+    if store is None:
+        return f"quantagent {command}: interrupted"
+    from pytest_quantagent.store.jsonl import count_lines
+
+    total, new = count_lines(store), count_lines(store, offset=start)
+    return (f"quantagent {command}: interrupted; {total} episodes stored in {store} ({new} new in "
+            "this run); run the same command again to resume")
 
 
 if __name__ == "__main__":  # pragma: no cover

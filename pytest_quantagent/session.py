@@ -245,15 +245,18 @@ class QuantAgentSession:
         if not self.qc.active or self.is_xdist_worker or self.config.option.collectonly:
             return
         from pytest_quantagent.errors import QuantAgentError
-        from pytest_quantagent.runner.preflight import format_problems, preflight
+        from pytest_quantagent.runner.preflight import format_problems, preflight, store_check
 
+        # A UsageError, not pytest.exit: an Exit raised in pytest_sessionstart is printed
+        # twice by pytest (the "Exit:" line on stderr and the "!!! Exit !!!" summary); this
+        # is printed once, as "ERROR: ...", with the same exit code 4.
         try:
-            problems = preflight(self.setup.preflight_models(), extra=self.preflight_checks)
+            problems = preflight(self.setup.preflight_models(), extra=[
+                store_check(self.qc.cache_dir, "--quant-cache-dir"), *self.preflight_checks])
         except (QuantAgentError, ValueError) as e:
-            pytest.exit(f"quantagent: {e}", returncode=pytest.ExitCode.USAGE_ERROR)
+            raise pytest.UsageError(f"quantagent: {e}") from None
         if problems:
-            pytest.exit(f"quantagent: {format_problems(problems)}",
-                        returncode=pytest.ExitCode.USAGE_ERROR)
+            raise pytest.UsageError(f"quantagent: {format_problems(problems)}")
 
     # ------------------------------------------------------------------ episodes
 

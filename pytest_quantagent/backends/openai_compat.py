@@ -28,7 +28,7 @@ import socket
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -161,6 +161,32 @@ class BadResponseError(Exception):
     """The server's answer was not a chat completion (truncated or garbled body): retried."""
 
 
+class HTTPRedirect(Exception):
+    """The native client's answer to a 3xx: redirects are never followed (the API key would
+    go along to wherever ``Location`` points); the backend makes it a
+    :class:`~pytest_quantagent.errors.ConfigurationError`."""
+
+    def __init__(self, status: int, location: str | None) -> None:
+        self.status = status
+        self.location = location
+        super().__init__(f"HTTP {status} redirect to {location!r}")
+
+
+def redirect_cause(status: int, location: str | None, path: str,
+                   secrets: Sequence[SecretStr | None] = ()) -> str:
+    """Why a 3xx answer to ``path`` (``/chat/completions``, ``/models``) is a configuration
+    problem, naming the ``Location`` (credentials redacted) and the base URL it suggests."""
+    if not location:
+        return (f"HTTP {status} redirect without a Location header; redirects are not followed: "
+                "check base_url")
+    shown = redact(without_userinfo(location), secrets)[:300]
+    hint = ""
+    if shown.rstrip("/").endswith(path):
+        hint = f" (base_url {shown.rstrip('/')[:-len(path)]!r}?)"
+    return (f"HTTP {status} redirect to {shown!r}; redirects are not followed (the API key would "
+            f"go with them): set base_url to the address the server answers at{hint}")
+
+
 #: Largest response head (status line and headers) and body the native client reads; past
 #: either the connection is closed and the request fails as an infrastructure error.
 MAX_RESPONSE_HEAD = 64 * 1024
@@ -182,6 +208,8 @@ class _HTTPConnection(asyncio.Protocol):
         self.lost = False
         self.retry_after: str | None = None
         """The ``Retry-After`` header of the last response, if any."""
+        self.location: str | None = None
+        """The ``Location`` header of the last response, if any (a 3xx is refused with it)."""
         self._head: tuple[int, int, bool, int | None, bool] | None = None
         """(status, body start, keep-alive, content length, chunked) once the head is in."""
 
@@ -224,6 +252,7 @@ class _HTTPConnection(asyncio.Protocol):
         self.buf.clear()
         self._head = None
         self.retry_after = None
+        self.location = None
         self.waiter = asyncio.get_running_loop().create_future()
         self.transport.write(payload)
         return self.waiter
@@ -251,6 +280,8 @@ class _HTTPConnection(asyncio.Protocol):
                 chunked = "chunked" in value.lower()
             elif name == "retry-after":
                 self.retry_after = value.strip()
+            elif name == "location":
+                self.location = value.strip()
             elif name == "connection":
                 v = value.strip().lower()
                 keep = v == "keep-alive" or (keep and v != "close")
@@ -340,7 +371,8 @@ class NativeHTTPClient:
     async def post(self, path: str, body: bytes | list[bytes], *, method: str = "POST",
                    timeout_s: float | None = None) -> tuple[int, bytes, str | None]:
         """POST ``body`` (JSON, or the pieces of it) to ``path`` (or another ``method``: the
-        health probe's GET); returns (status, response body, Retry-After)."""
+        health probe's GET); returns (status, response body, Retry-After). A 3xx raises
+        :class:`HTTPRedirect` (never followed)."""
         parts = body if isinstance(body, list) else [body]
         head = (f"{method} {self.prefix}{path} HTTP/1.1\r\nContent-Length: {sum(map(len, parts))}\r\n"
                 "Content-Type: application/json\r\n").encode() + self._head_tail + self._auth + b"\r\n"
@@ -382,11 +414,13 @@ class NativeHTTPClient:
             raise
         finally:
             slots.give()
-        retry_after = conn.retry_after
+        retry_after, location = conn.retry_after, conn.location
         if keep and conn.usable():
             self._idle.append(conn)
         else:
             conn.close()
+        if 300 <= status < 400:
+            raise HTTPRedirect(status, location)
         return status, data, retry_after
 
     def set_key(self, api_key: SecretStr) -> None:
@@ -546,6 +580,8 @@ class Endpoint:
                 status, _, _ = await transport.post("/models", b"", method="GET", timeout_s=timeout_s)
             else:
                 status = (await transport.get("/models", timeout=timeout_s)).status_code
+        except HTTPRedirect:
+            return True  # the server answers (the next request stops the run with the cause)
         except Exception:
             return False
         return status < 500
@@ -797,11 +833,16 @@ class OpenAICompatBackend(Backend):
         try:
             transport = ep.transport
             if isinstance(transport, NativeHTTPClient):
-                status, content, retry_after = await transport.post("/chat/completions", parts)
+                try:
+                    status, content, retry_after = await transport.post("/chat/completions", parts)
+                except HTTPRedirect as r:
+                    self._raise_redirect(r.status, r.location, ep)
             else:
                 resp = await transport.post("/chat/completions", content=b"".join(parts))
                 status, content = resp.status_code, resp.content
                 retry_after = resp.headers.get("retry-after")
+                if 300 <= status < 400:
+                    self._raise_redirect(status, resp.headers.get("location"), ep)
             if status >= 400:
                 self._raise_for_status(status, content, retry_after, ep)
             gen = self._parse(content, ep)
@@ -881,6 +922,14 @@ class OpenAICompatBackend(Backend):
         return parse_completion(message, logprobs if isinstance(logprobs, dict) else None,
                                 usage if isinstance(usage, dict) else None,
                                 max_chars=self.max_output_chars)
+
+    def _raise_redirect(self, status: int, location: str | None, ep: Endpoint | None = None) -> NoReturn:
+        """A 3xx is the configuration's problem (a base URL that moved, http:// where the
+        server wants https://), never retried and never the model's failure."""
+        shown_url = ep.shown if ep is not None else self.shown_url
+        raise ConfigurationError(
+            f"{shown_url} (model {self.model!r}): "
+            + redirect_cause(status, location, "/chat/completions", (self._api_key,)))
 
     def _raise_for_status(self, status: int, content: bytes, retry_after: str | None,
                           ep: Endpoint | None = None) -> None:

@@ -147,6 +147,11 @@ def _check_endpoint(spec: ArmSpec, base_url: str, key: Any, timeout_s: float
         return f"no answer to GET /models within {timeout_s:g} s (is the server up?)", None
     except httpx.HTTPError as e:
         return f"cannot reach the server: {redact(f'{type(e).__name__}: {e}', (key,))}", None
+    if 300 <= resp.status_code < 400:  # not followed, as the run does not follow them
+        from pytest_quantagent.backends.openai_compat import redirect_cause
+
+        return "GET /models: " + redirect_cause(resp.status_code, resp.headers.get("location"),
+                                                "/models", (key,)), None
     body = redact(resp.text[:300], (key,))
     if resp.status_code in (401, 403):
         return f"GET /models: HTTP {resp.status_code}: the API key was refused ({body})", None
@@ -241,6 +246,20 @@ def preflight(models: Mapping[str, ArmSpec], *, extra: Sequence[ExtraCheck] = ()
     for fn in extra:
         problems.extend(fn())
     return problems
+
+
+def store_check(run_dir: str | Path, who: str) -> ExtraCheck:
+    """An extra check: the episode store ``run_dir`` (given as option ``who``, e.g.
+    ``--quant-cache-dir``) can take the run's episodes
+    (:func:`~pytest_quantagent.store.jsonl.store_dir_problem`)."""
+
+    def check() -> list[PreflightProblem]:
+        from pytest_quantagent.store.jsonl import store_dir_problem
+
+        cause = store_dir_problem(run_dir)
+        return [] if cause is None else [PreflightProblem(who, "", cause)]
+
+    return check
 
 
 def format_problems(problems: Sequence[PreflightProblem]) -> str:

@@ -90,6 +90,48 @@ def read_appended_rows(path: Path, offset: int) -> tuple[list[Any], int]:
     return rows, offset + len(data) - len(tail)
 
 
+def store_dir_problem(run_dir: str | Path) -> str | None:
+    """Why episodes cannot be stored in ``run_dir``, in words naming the path, or None: the
+    directory (or, when it does not exist yet, the folder it would be created in) must be a
+    writable directory, and the files a run appends to, where they exist, writable files.
+    Checked before any episode runs (a read-only store used to fail with a PermissionError
+    traceback, also when every episode was stored already)."""
+    d = Path(run_dir)
+    if d.exists():
+        if not d.is_dir():
+            return f"{str(d)!r} is not a directory"
+        if not os.access(d, os.W_OK | os.X_OK):
+            return (f"the store directory {str(d)!r} is not writable (permission denied); a run "
+                    "adds episodes and lock files there")
+        for name in (EPISODES_FILE, EPISODES_FILE + ".lock", FAILURES_FILE):
+            f = d / name
+            if f.exists() and not os.access(f, os.W_OK):
+                return f"the store file {str(f)!r} is not writable (permission denied)"
+        claims = d / "claims"
+        if claims.is_dir() and not os.access(claims, os.W_OK | os.X_OK):
+            return f"the store's lock folder {str(claims)!r} is not writable (permission denied)"
+        return None
+    above = next((a for a in d.absolute().parents if a.exists()), None)
+    if above is None or not above.is_dir():
+        return f"the store directory {str(d)!r} cannot be created: {str(above)!r} is not a directory"
+    if not os.access(above, os.W_OK | os.X_OK):
+        return (f"the store directory {str(d)!r} cannot be created: {str(above)!r} is not "
+                "writable (permission denied)")
+    return None
+
+
+def count_lines(path: Path, offset: int = 0) -> int:
+    """The complete, non-blank lines of ``path`` from byte ``offset`` on (:func:`split_lines`'
+    rule: a torn tail is not counted), no record decoded; 0 for a missing file. An offset
+    past the end (the file was replaced meanwhile) counts from the start."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset if offset <= os.fstat(f.fileno()).st_size else 0)
+            return sum(1 for raw in f if raw.endswith(b"\n") and raw.strip())
+    except OSError:
+        return 0
+
+
 def append_line_locked(path: Path, line: str) -> None:
     """Append one whole ``line`` to ``path`` under its file lock, flushed and fsynced (the
     side caches' write; processes sharing a store may append at once)."""

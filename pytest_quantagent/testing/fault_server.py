@@ -13,7 +13,8 @@
     (no answer for ``hang_s``), ``drop`` (connection closed), ``garbage`` (truncated JSON);
   * configuration: ``400``, ``401``, ``403``, ``404``, ``echo_key`` (a 401 whose body echoes
     the request's ``Authorization`` header, as some proxies do), ``context`` (a 400
-    "maximum context length");
+    "maximum context length"), ``307`` (a redirect to ``redirect_location``; with
+    ``models_status=307`` the pre-flight's ``GET /models`` is redirected too);
   * odd shapes (HTTP 200): ``message_null``, ``tool_call_null`` (``tool_calls: [null]``),
     ``function_str`` (``function: "str"``), ``tool_calls_str``, ``content_parts`` (the
     content-part list form), ``surrogate`` (``"broken \\ud83d text"``, valid JSON), ``huge``
@@ -37,13 +38,14 @@ from typing import Any
 from pytest_quantagent.backends.mock import FakeOpenAIServer
 
 TRANSIENT = ("500", "503", "429", "hang", "drop", "garbage")
-CONFIG = ("400", "401", "403", "404", "echo_key", "context")
+CONFIG = ("400", "401", "403", "404", "echo_key", "context", "307")
 SHAPES = ("message_null", "tool_call_null", "function_str", "tool_calls_str", "content_parts",
           "surrogate", "huge")
 FAULT_KINDS: tuple[str, ...] = TRANSIENT + CONFIG + SHAPES
 
 _REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-            429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
+            429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable",
+            307: "Temporary Redirect"}
 
 
 class FaultServer(FakeOpenAIServer):
@@ -67,6 +69,7 @@ class FaultServer(FakeOpenAIServer):
         models_status: int = 200,
         require_key: str | None = None,
         model_root: str | None = None,
+        redirect_location: str = "https://127.0.0.1:1/v1/chat/completions",
     ) -> None:
         for kind in [*(faults or {}).values(), *fault_mix]:
             if kind not in FAULT_KINDS:
@@ -83,6 +86,7 @@ class FaultServer(FakeOpenAIServer):
         self.models_status = models_status
         self.require_key = require_key
         self.model_root = model_root
+        self.redirect_location = redirect_location
         """Reported as each served model's ``root`` (vLLM: the checkpoint behind the name)."""
         self.refused = 0
         """Requests refused for a missing or wrong key (``require_key``)."""
@@ -124,6 +128,8 @@ class FaultServer(FakeOpenAIServer):
             auth = next((line.split(b":", 1)[1].strip().decode() for line in head.split(b"\r\n")
                          if line.lower().startswith(b"authorization:")), "")
             return self._status(401, {"error": {"message": f"Incorrect API key provided: {auth}"}})
+        if fault == "307":
+            return self._status(307, b"", f"Location: {self.redirect_location}\r\n")
         if fault == "context":
             return self._status(400, {"error": {"message": "This model's maximum context length "
                                                 "is 4096 tokens. However, you requested 5000."}})
@@ -169,6 +175,9 @@ class FaultServer(FakeOpenAIServer):
                         {"id": m, "object": "model",
                          **({"root": self.model_root} if self.model_root else {})}
                         for m in self.served_models]}))
+                elif 300 <= self.models_status < 400:
+                    location = self.redirect_location.replace("/chat/completions", "/models")
+                    writer.write(self._status(self.models_status, b"", f"Location: {location}\r\n"))
                 else:  # refused, echoing the key as some proxies do
                     refusal = self._faulty("echo_key", head) or b""
                     writer.write(refusal.replace(

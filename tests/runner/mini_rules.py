@@ -22,3 +22,14 @@ def failing_rule(request: Any) -> dict[str, Any]:
     """A backend that refuses the request for a reason no retry fixes (as a server's
     HTTP 400 "context length exceeded")."""
     raise ValueError("prompt is longer than the model's context (4096 tokens)")
+
+
+def logged_solving_rule(request: Any) -> dict[str, Any]:
+    """:func:`solving_rule`, appending one line to the file ``$MINI_RULES_EPISODE_LOG`` at
+    each episode's first model call: a count of the episodes a process actually ran."""
+    import os
+
+    if not any(m["role"] == "tool" for m in request.messages):
+        with open(os.environ["MINI_RULES_EPISODE_LOG"], "a", encoding="utf-8") as f:
+            f.write("episode\n")
+    return solving_rule(request)

@@ -10,12 +10,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pytest_quantagent.analysis.gate import EXIT_INCONCLUSIVE
 from pytest_quantagent.cli import main
-from pytest_quantagent.errors import EXIT_USAGE
+from pytest_quantagent.errors import EXIT_INTERRUPTED, EXIT_USAGE
 
 HERE = Path(__file__).parent
 ARMS = """
@@ -140,6 +141,103 @@ def test_sigkill_mid_run_then_resume_gives_exactly_n(tmp_path: Path) -> None:
     assert len(keys) == len(set(keys)) == 40
     pairs = sorted((json.loads(x)["task_id"], json.loads(x)["trial"]) for x in store.read_bytes().splitlines())
     assert pairs == sorted((f"t{i}", k) for i in range(4) for k in range(10))
+
+
+def test_ctrl_c_mid_run_is_one_line_and_the_rerun_runs_only_the_rest(tmp_path: Path) -> None:
+    # issue 36 item 8: Ctrl-C printed 85 lines of traceback and no word about the store.
+    cfg = tmp_path / "arms.toml"
+    # 0.1 s per model call, 3 calls per episode, one at a time: about 24 s for 80 episodes,
+    # so the interrupt lands mid-run.
+    cfg.write_text('[arms.bf16]\nbackend = "mock"\nmodel = "s"\n'
+                   'rule = "mini_rules:logged_solving_rule"\nlatency_s = 0.1\n')
+    out, log = tmp_path / "store", tmp_path / "episodes_run.log"
+    env = {**os.environ, "QUANTAGENT_DOMAINS_DIR": str(HERE / "domains"), "OMP_NUM_THREADS": "1",
+           "MINI_RULES_EPISODE_LOG": str(log),
+           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-m", "pytest_quantagent.cli", "run", "--domain", "mini", "--arms", "bf16",
+           "--config", str(cfg), "--trials", "20", "--out", str(out), "-q"]
+    proc = subprocess.Popen([*cmd, "--concurrency", "1"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    store = out / "episodes.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not store.exists() or not store.read_bytes().count(b"\n")):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    lines = store.read_bytes().splitlines()
+    n = len(lines)
+    assert proc.returncode == EXIT_INTERRUPTED, err.decode()
+    text = err.decode()
+    assert "Traceback" not in text and len(text.strip().splitlines()) == 1, text
+    assert text.strip() == (f"quantagent run: interrupted; {n} episodes stored in {store} ({n} new in "
+                            "this run); run the same command again to resume")
+    assert 1 <= n < 80, "the interrupt must land mid-run"
+    records = [json.loads(x) for x in lines]  # every line a whole record, none torn
+    assert all(r["task_id"] and r["key"] for r in records)
+    # The rerun (more episodes at once, which is no part of an episode's key, to keep this
+    # test short) runs exactly the missing episodes and leaves the stored lines as they were.
+    log.unlink()
+    done = subprocess.run([*cmd, "--concurrency", "16"], env=env, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    after = store.read_bytes().splitlines()
+    assert after[:n] == lines
+    assert len(log.read_text().splitlines()) == 80 - n
+    keys = [json.loads(x)["key"] for x in after]
+    assert len(keys) == len(set(keys)) == 80
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Any:
+    """A tmp directory made read-only with all it holds (as ``chmod -R a-w``) for the test,
+    writable again after it."""
+    if os.geteuid() == 0:
+        pytest.skip("root writes to read-only directories anyway")
+    made: list[Path] = []
+
+    def make(path: Path) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        for p in sorted(path.rglob("*"), reverse=True):
+            p.chmod(0o555 if p.is_dir() else 0o444)
+            made.append(p)
+        path.chmod(0o555)
+        made.append(path)
+        return path
+
+    yield make
+    for p in reversed(made):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+def test_a_read_only_store_is_refused_in_one_line_before_any_episode(
+        tmp_path: Path, mini_domains_dir: Path, read_only_dir: Any, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 36 item 8: a read-only store was a PermissionError traceback, even when every
+    # episode was stored already.
+    log = tmp_path / "episodes_run.log"
+    monkeypatch.setenv("MINI_RULES_EPISODE_LOG", str(log))
+    cfg = tmp_path / "arms.toml"
+    cfg.write_text('[arms.bf16]\nbackend = "mock"\nmodel = "s"\nrule = "mini_rules:logged_solving_rule"\n')
+    out = tmp_path / "store"
+    argv = ["--arms", "bf16", "--config", str(cfg), "--out", str(out), "--tasks"]
+    assert _run(*argv, "t0,t1") == 0  # a store holding 2 episodes
+    before = (out / "episodes.jsonl").read_bytes()
+    read_only_dir(out)
+    log.unlink()
+    capsys.readouterr()
+    assert _run(*argv, "t0,t1,t2") == EXIT_USAGE  # one episode to run
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"quantagent run: error: --out: the store directory {str(out)!r} is not writable (permission "
+        f"denied); a run adds episodes and lock files there; to report what it holds: quantagent "
+        f"analyze {out}"]
+    assert not log.exists() and (out / "episodes.jsonl").read_bytes() == before
+    # A store that does not exist yet, in a folder that cannot take it.
+    parent = read_only_dir(tmp_path / "locked")
+    assert _run("--arms", "bf16", "--config", str(cfg), "--out", str(parent / "store")) == EXIT_USAGE
+    assert capsys.readouterr().err.splitlines() == [
+        f"quantagent run: error: --out: the store directory {str(parent / 'store')!r} cannot be "
+        f"created: {str(parent)!r} is not writable (permission denied)"]
+    assert not log.exists() and not (parent / "store").exists()
 
 
 def test_more_tasks_than_the_pool_holds_is_refused_not_cut(arms_toml: Path, tmp_path: Path,

@@ -229,3 +229,42 @@ def test_the_breaker_needs_both_its_count_and_its_time() -> None:
     b.failure(OSError("x"))
     with pytest.raises(wrapper.ServerDownError, match="has not answered since"):
         b.check("m", "judge")
+
+
+@pytest.mark.parametrize("client", ["native", "httpx"])
+def test_a_redirect_mid_run_stops_the_run_naming_the_url_and_the_location(
+        tmp_path: Path, mini_domains_dir: Path, serve: Any, client: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 36 item 8: a 3xx was a garbled answer, retried 21 times per episode and scored as
+    # an infrastructure failure; it is the configuration's problem, said once.
+    _, good = serve()
+    moved, url = serve(fault_rate=1.0, fault_mix=("307",),
+                       redirect_location="https://bob:s3cr3t-PW@api.example.test/v1/chat/completions")
+    cfg = tmp_path / "arms.toml"
+    cfg.write_text(f'[arms.bf16]\nbackend = "openai"\nmodel = "m"\nbase_url = "{good}"\n'
+                   f'[arms.int4]\nbackend = "openai"\nmodel = "m"\nbase_url = "{url}"\n'
+                   f'http_client = "{client}"\n')
+    assert _run(cfg, tmp_path / "s", "-q", "--num-tasks", "1", "--concurrency", "1") == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "not a chat completion" not in err and "s3cr3t-PW" not in err
+    assert (f"arm 'int4': {url} (model 'm'): HTTP 307 redirect to "
+            "'https://api.example.test/v1/chat/completions'; redirects are not followed (the API key "
+            "would go with them): set base_url to the address the server answers at (base_url "
+            "'https://api.example.test/v1'?)") in err
+    assert moved.requests == 1  # asked once, not retried
+    stored = tmp_path / "s" / "episodes.jsonl"
+    assert not stored.exists() or b'"int4"' not in stored.read_bytes()  # never the model's failure
+
+
+def test_a_redirected_model_list_is_refused_by_the_pre_flight(
+        tmp_path: Path, mini_domains_dir: Path, serve: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    moved, url = serve(models_status=307, redirect_location="https://127.0.0.1:1/v1/chat/completions")
+    cfg = tmp_path / "arms.toml"
+    cfg.write_text(f'[arms.int4]\nbackend = "openai"\nmodel = "m"\nbase_url = "{url}"\n')
+    assert main(["run", "--domain", "mini", "--arms", "int4", "--config", str(cfg),
+                 "--out", str(tmp_path / "s"), "-q"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert (f"arm 'int4' ({url}): GET /models: HTTP 307 redirect to 'https://127.0.0.1:1/v1/models'; "
+            "redirects are not followed") in err
+    assert "(base_url 'https://127.0.0.1:1/v1'?)" in err
+    assert moved.requests == 0 and moved.model_requests == 1

@@ -239,3 +239,31 @@ def test_append_many_refuses_infrastructure_failures_before_writing(tmp_path: Pa
     with pytest.raises(ValueError, match="append_failure"):
         s.append_many([rec("k1"), rec("k2", termination=TerminationReason.INFRASTRUCTURE_ERROR)])
     assert not (tmp_path / "episodes.jsonl").exists() or not (tmp_path / "episodes.jsonl").read_bytes()
+
+
+def test_count_lines_counts_complete_lines_after_an_offset(tmp_path: Path) -> None:
+    from pytest_quantagent.store.jsonl import count_lines
+
+    p = tmp_path / "episodes.jsonl"
+    assert count_lines(p) == 0  # missing file
+    p.write_bytes(b'{"a":1}\n\n{"b":2}\n{"c":3}\n{"torn')
+    assert count_lines(p) == 3  # the blank line and the torn tail are not records
+    assert count_lines(p, offset=len(b'{"a":1}\n')) == 2
+    assert count_lines(p, offset=10**6) == 3  # past the end: the file was replaced
+
+
+def test_store_dir_problem_names_the_path(tmp_path: Path) -> None:
+    from pytest_quantagent.store.jsonl import store_dir_problem
+
+    assert store_dir_problem(tmp_path) is None
+    assert store_dir_problem(tmp_path / "new" / "store") is None  # created on use
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert store_dir_problem(f) == f"{str(f)!r} is not a directory"
+    assert store_dir_problem(f / "store") == (f"the store directory {str(f / 'store')!r} cannot be "
+                                              f"created: {str(f)!r} is not a directory")
+    if os.geteuid() != 0:  # root writes to read-only files anyway
+        (tmp_path / "episodes.jsonl").write_text("")
+        (tmp_path / "episodes.jsonl").chmod(0o444)
+        assert store_dir_problem(tmp_path) == (f"the store file {str(tmp_path / 'episodes.jsonl')!r} "
+                                               "is not writable (permission denied)")

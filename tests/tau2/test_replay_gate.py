@@ -115,5 +115,5 @@ def test_replay_arm_with_a_missing_file_stops_at_preflight(pytester: pytest.Pyte
     pytester.makepyfile(test_gate="def test_cell(episodes):\n    pass\n")
     result = pytester.runpytest("--quant=int4", "--domain=retail", "--quant-config=arms.toml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines(["*pre-flight check failed, no episode was run:*",
+    result.stderr.fnmatch_lines(["*pre-flight check failed, no episode was run:*",
                                  "*arm 'int4'*results file(s) not found:*int4.json*"])
