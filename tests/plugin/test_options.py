@@ -15,7 +15,8 @@ def test_help_shows_the_quantagent_group_and_every_option(pytester: pytest.Pytes
     result.stdout.fnmatch_lines(["quantagent (what quantization does to tool-calling agents):", "*--quant=ARM?,ARM? *candidate arms*"])
     out = result.stdout.str()
     for o in OPTIONS:
-        assert o.flag + "=" in out, f"{o.flag} missing from --help"
+        shown = f"  {o.flag}\n" if o.switch else o.flag + "="  # a switch takes no value
+        assert shown in out, f"{o.flag} missing from --help"
         assert f"  {o.ini} (string)" in out, f"ini key {o.ini} missing from --help"
 
 
@@ -27,7 +28,8 @@ def test_ini_names_follow_one_rule() -> None:
     assert names["--quant-tau2-data"] == "quant_tau2_data"
     assert names["--quant-margin"] == "quant_margin"
     assert names["--quant-require"] == "quant_require"
-    assert len(set(names.values())) == len(OPTIONS) == 25
+    assert names["--quant-until-decided"] == "quant_until_decided"
+    assert len(set(names.values())) == len(OPTIONS) == 30
 
 
 @pytest.mark.parametrize(
