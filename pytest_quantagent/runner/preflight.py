@@ -98,20 +98,34 @@ def _check_openai(spec: ArmSpec, timeout_s: float) -> str | None:
             return f"environment variable {spec.api_key_env!r} (api_key_env) is not set"
     several = len(endpoints) > 1
     causes: list[str] = []
+    down: list[str] = []
     roots: dict[str, str] = {}
     for url, _weight in endpoints:
         cause, root = _check_endpoint(spec, url, key, timeout_s)
         if cause is not None:
-            causes.append(f"endpoint {_shown(url)}: {cause}" if several else cause)
+            line = f"endpoint {_shown(url)}: {cause}" if several else cause
+            (down if cause.startswith(_DOWN) else causes).append(line)
         elif root is not None:
             roots[_shown(url)] = root
-    if causes:
-        return "; ".join(causes)
+    if not causes and down and len(down) < len(endpoints):
+        # Some endpoints are down but others answer: the endpoint pool fails over, so the
+        # run goes on with the healthy ones (a misconfigured endpoint still refuses it).
+        import warnings
+
+        warnings.warn(f"{spec.label!r}: " + "; ".join(down) + f"; the run goes on with the "
+                      f"{len(endpoints) - len(down)} endpoint(s) that answer", stacklevel=2)
+        down = []
+    if causes or down:
+        return "; ".join([*causes, *down])
     if len(set(roots.values())) > 1:
         return (f"the arm's endpoints serve different models as {spec.model!r}: "
                 + ", ".join(f"{u} serves {r!r}" for u, r in roots.items())
                 + " (every endpoint of an arm must serve the same checkpoint)")
     return None
+
+
+_DOWN = ("no answer to GET /models", "cannot reach the server")
+"""How an endpoint that is down (not misconfigured) begins its cause."""
 
 
 def _shown(url: str) -> str:

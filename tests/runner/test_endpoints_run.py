@@ -16,6 +16,7 @@ import pytest
 from pytest_quantagent.analysis.gate import EXIT_INCONCLUSIVE
 from pytest_quantagent.backends import wrapper
 from pytest_quantagent.cli import main
+from pytest_quantagent.errors import EXIT_USAGE
 from pytest_quantagent.testing.fault_server import FaultServer
 
 
@@ -103,3 +104,29 @@ def test_pytest_summary_shows_each_endpoint(pytester: pytest.Pytester, mini_doma
         assert server.requests >= 1
         assert f"quantagent mini-int4 endpoint {url}: {server.requests} requests, 0 failed, p50 " in text
     assert f"endpoint {a}" not in text  # one endpoint: nothing to add to the run's own figures
+
+
+def test_one_endpoint_down_at_pre_flight_warns_and_runs_on_the_others(
+        tmp_path: Path, mini_domains_dir: Path, serve: Any, fast_retries: None,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 36 item 1: the pool fails over, so one dead endpoint of two must not refuse the
+    # run; both dead still does.
+    _, good = serve()
+    dead1 = f"http://127.0.0.1:{_closed_port()}/v1"
+    dead2 = f"http://127.0.0.1:{_closed_port()}/v1"
+    cfg = tmp_path / "arms.toml"
+    cfg.write_text('[arms.bf16]\nbackend = "openai"\nmodel = "m"\ntimeout_s = 2\n'
+                   f'base_url = ["{good}", "{dead1}"]\n'
+                   '[arms.int4]\nbackend = "openai"\nmodel = "m"\ntimeout_s = 2\n'
+                   f'base_url = "{good}"\n')
+    with pytest.warns(UserWarning, match=rf"'bf16': endpoint {dead1}: cannot reach the server.*"
+                      r"the run goes on with the 1 endpoint\(s\) that answer"):
+        rc = main(["run", "--domain", "mini", "--arms", "bf16,int4", "--config", str(cfg),
+                   "--out", str(tmp_path / "s"), "--num-tasks", "2", "-q"])
+    assert rc != EXIT_USAGE
+    assert len((tmp_path / "s" / "episodes.jsonl").read_text().splitlines()) == 4
+    cfg.write_text(cfg.read_text().replace(f'["{good}", "{dead1}"]', f'["{dead2}", "{dead1}"]'))
+    capsys.readouterr()
+    assert main(["run", "--domain", "mini", "--arms", "bf16,int4", "--config", str(cfg),
+                 "--out", str(tmp_path / "s2"), "--num-tasks", "2", "-q"]) == EXIT_USAGE
+    assert "pre-flight check failed, no episode was run" in capsys.readouterr().err
