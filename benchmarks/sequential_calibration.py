@@ -68,7 +68,7 @@ def _rows() -> list[Row]:
 
 _PER_EPISODE = ("task_ids", "trials", "success", "n_errors", "steps", "tool_calls",
                 "channel_counts", "failures", "recovered", "tokens", "duration_s", "agent_calls",
-                "user_calls", "user_failed")
+                "user_calls", "user_failed", "termination_of")
 
 
 def _prefix(a: Any, n: int) -> Any:

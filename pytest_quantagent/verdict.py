@@ -85,6 +85,9 @@ when the per-call rate increase exceeds this too (0.2 failed calls more per 100 
 2 per 100 episodes of 10 calls). It decides only for channels below a base rate of
 ``rare_tolerance / (max_ratio − 1)`` (1% per call at the defaults), where the ratio cannot
 be bounded."""
+DEFAULT_TERMINATION_TOLERANCE = 0.02
+"""A termination reason (``agent_error``, ``max_steps``, ...) counts as damage only when its
+per-episode rate rises by more than this too (2 more episodes per 100 ending that way)."""
 HolmScope = Literal["cell", "report"]
 
 
@@ -122,6 +125,9 @@ class AnalysisConfig:
     rare_tolerance: float = DEFAULT_RARE_TOLERANCE
     """Per-call rate increase a channel's damage must exceed too (see the module docstring);
     LOSSLESS's route for a channel whose ratio cannot be bounded."""
+    termination_tolerance: float = DEFAULT_TERMINATION_TOLERANCE
+    """Per-episode rate increase a termination reason's spike must exceed (beside its ratio
+    above ``max_ratio``) to count as damage."""
     holm_scope: HolmScope = "cell"
     """Holm's family: each cell's own tests (default) or every test of the report."""
     power: float = 0.8
@@ -155,6 +161,7 @@ class AnalysisConfig:
         for name in ("alpha", "power", "confidence"):
             _fraction(name, getattr(self, name))
         _fraction("rare_tolerance", self.rare_tolerance)
+        _fraction("termination_tolerance", self.termination_tolerance)
         if self.holm_scope not in ("cell", "report"):
             raise ValueError(f"holm_scope={self.holm_scope!r} is not allowed; allowed: cell, report")
         tb = self.tight_budgets if self.tight_budgets is not None else self.budgets
@@ -246,6 +253,10 @@ class Evidence:
     lower_p: float | None = None
     """Raw one-sided p of H0 "the candidate is not worse" (descriptive: a drop within the
     margin is no damage)."""
+    terminations: list[ChannelEvidence] = field(default_factory=list)
+    """Each termination reason the candidate ended an episode with (other than a normal
+    ending), per episode: evidence of damage only (MASKED_DAMAGE when its spike is shown
+    after Holm); never needed for LOSSLESS."""
     user_differs: list[str] = field(default_factory=list)
     """Differences between the arms that run through the simulated user (not-understood
     turns, user-made anomalies) shown beyond chance: no damage is claimed from the episodes
@@ -279,6 +290,13 @@ def channel_damage_text(c: ChannelEvidence, cfg: AnalysisConfig) -> str:
             f"+{cfg.rare_tolerance * 100:g} per 100 calls")
 
 
+def termination_damage_text(c: ChannelEvidence, cfg: AnalysisConfig) -> str:
+    reason = c.name.removeprefix("termination:")
+    inc = "" if c.increase is None else f", +{c.increase * 100:.2g} per 100 episodes"
+    return (f"episodes ending as {reason} {_ratio_text(c)}{inc}: above ×{cfg.max_ratio:g} and "
+            f"more than +{cfg.termination_tolerance * 100:g} per 100 episodes")
+
+
 def _nominal(e: Evidence, cfg: AnalysisConfig) -> list[str]:
     """Tests significant before Holm and not after (named in every verdict's reasons)."""
     a = cfg.alpha
@@ -292,6 +310,8 @@ def _nominal(e: Evidence, cfg: AnalysisConfig) -> list[str]:
                    f"significant after Holm (p={fmt_p(e.harm_p_holm)})")
     out += [f"{channel_damage_text(c, cfg)} (p={fmt_p(c.p)}) is not significant after Holm "
             f"(p={fmt_p(c.p_holm)})" for c in e.channels if nominal(c.p, c.p_holm)]
+    out += [f"{termination_damage_text(c, cfg)} (p={fmt_p(c.p)}) is not significant after "
+            f"Holm (p={fmt_p(c.p_holm)})" for c in e.terminations if nominal(c.p, c.p_holm)]
     out += [f"gap at K={g.k} widens by {g.widening * 100:.1f} pts, more than "
             f"{cfg.margin * 100:g} (p={fmt_p(g.p)}), is not significant after Holm "
             f"(p={fmt_p(g.p_holm)})" for g in e.gaps if nominal(g.p, g.p_holm)]
@@ -308,6 +328,8 @@ def decide(e: Evidence, cfg: AnalysisConfig) -> tuple[Verdict, list[str]]:
             "the episodes it may decide" for u in e.user_differs]
     amplified = [f"{channel_damage_text(c, cfg)} (Holm p={fmt_p(c.p_holm)})"
                  for c in e.channels if c.p_holm is not None and c.p_holm < a]
+    amplified += [f"{termination_damage_text(c, cfg)} (Holm p={fmt_p(c.p_holm)})"
+                  for c in e.terminations if c.p_holm is not None and c.p_holm < a]
     widened = [f"gap widens by {g.widening * 100:.1f} pts from the run's budget to K={g.k}, "
                f"more than {cfg.margin * 100:g} (Holm p={fmt_p(g.p_holm)})" for g in e.gaps
                if g.p_holm is not None and g.p_holm < a]

@@ -9,7 +9,7 @@ each wave and judge with :func:`judge`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,7 @@ from pytest_quantagent.analysis.claims import (
     failure_set_claims,
     margins_claim,
     score_claim,
+    termination_claims,
     user_claim,
 )
 from pytest_quantagent.metrics.budget import success_at_budgets
@@ -156,6 +157,7 @@ def analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) ->
     score = score_claim(a, r, p, run_a, run_r, max_k, cfg)
     budget = budget_claim(a, r, p, ma, mr, max_k, tight, cfg)
     chans = channel_claims(a, r, p, cfg)
+    terms = termination_claims(a, r, p, cfg)
     user = user_claim(a, r, p, cfg)
     notes.extend(user.notes)
     plan, pl = _plan(run_a, run_r, a, p, cfg.within_pool(inp.pool_tasks))
@@ -177,6 +179,7 @@ def analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) ->
         "n_needed": pl.n_pairs if pl is not None else None,
         "trials_needed": pl.trials if pl is not None else None,
         "pairing": p.summary, "plan": plan,
+        "termination_tests": {k: asdict(v) for k, v in terms.figures.items()} or None,
         **user.fields,
         "extra": dict(inp.extra),
     }
@@ -185,12 +188,14 @@ def analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) ->
         episodes=a.n, reference_episodes=r.n, diff=s.diff, tost_p=s.tost_p,
         ci=(s.ci[0], s.ci[1]) if s.ci else None, harm_p_holm=None,
         harm_method=score.harm_method, channels=chans.evidence, gaps=budget.gaps, notes=notes,
+        terminations=terms.evidence,
         blockers=[*p.blockers, *score.blockers, *chans.blockers],
         plan=pl.message if pl is not None else None, damage_p=s.damage_p, lower_p=s.harm_p,
         user_differs=user.differs)
     return CellAnalysis(fields, s, budget.figures, chans.figures,
                         failure_set_claims(a, r, cfg),
-                        tests=[*score.tests, *budget.tests, *chans.tests], evidence=evidence)
+                        tests=[*score.tests, *budget.tests, *chans.tests, *terms.tests],
+                        evidence=evidence)
 
 
 def judge(c: CellAnalysis, adjusted: dict[str, float], family: list[str],
@@ -205,6 +210,12 @@ def judge(c: CellAnalysis, adjusted: dict[str, float], family: list[str],
     for ch in ev.channels:
         ch.p_holm = adjusted.get(f"channel:{ch.name}")
         c.channels[ch.name].p_holm = fnum(ch.p_holm)
+    tt = c.fields.get("termination_tests") or {}
+    for t in ev.terminations:
+        t.p_holm = adjusted.get(t.name)
+        reason = t.name.removeprefix("termination:")
+        if reason in tt:
+            tt[reason]["p_holm"] = fnum(t.p_holm)
     for g in ev.gaps:
         g.p_holm = adjusted.get(f"gap:{g.k}")
         c.budget.gap_p_holm[str(g.k)] = fnum(g.p_holm)

@@ -320,6 +320,68 @@ def channel_claims(a: ArmData, r: ArmData, p: Pairing, cfg: AnalysisConfig) -> C
     return out
 
 
+# --------------------------------------------------------------------------- terminations
+
+#: Terminations an episode may end with that are not a failure of its own (the conversation
+#: ended as it should); every other scored reason is tested as evidence of damage.
+NORMAL_ENDINGS = ("user_stop", "agent_stop")
+
+
+@dataclass
+class TerminationFigures:
+    """One termination reason of the report's ``termination_tests``: episodes per side, the
+    ratio of its rate per episode and its increase, and the damage test."""
+
+    arm_count: int
+    reference_count: int
+    ratio: float | None = None
+    ratio_ci: list[float | None] | None = None
+    increase: float | None = None
+    increase_upper: float | None = None
+    p: float | None = None
+    p_holm: float | None = None
+
+
+@dataclass
+class TerminationsClaim:
+    figures: dict[str, TerminationFigures] = field(default_factory=dict)
+    evidence: list[ChannelEvidence] = field(default_factory=list)
+    tests: list[tuple[str, float]] = field(default_factory=list)
+
+
+def termination_claims(a: ArmData, r: ArmData, p: Pairing, cfg: AnalysisConfig
+                       ) -> TerminationsClaim:
+    """Each termination reason other than a normal ending, as a rate per episode (strata:
+    the paired episodes, tasks as clusters): in Holm's family when the candidate has one,
+    damage when its ratio is above ``max_ratio`` and its increase above
+    ``termination_tolerance`` (the channels' rule, per episode). A spike of ``agent_error``
+    or ``max_steps`` at a flat score is MASKED_DAMAGE; terminations never hold LOSSLESS back
+    (the score and the channels decide it)."""
+    out = TerminationsClaim()
+    if a.termination_of is None or r.termination_of is None or not p.paired:
+        return out
+    ta, tr = a.termination_of[p.ia], r.termination_of[p.ir]
+    labels = a.task_ids[p.ia].astype(str)
+    ones = np.ones(p.n)
+    for reason in sorted((set(ta) | set(tr)) - set(NORMAL_ENDINGS)):
+        ya, yr = (ta == reason).astype(float), (tr == reason).astype(float)
+        fig = TerminationFigures(int(ya.sum()), int(yr.sum()))
+        rr = channel_ratio(ya, ones, yr, ones, clusters=labels, paired=True,
+                           max_ratio=cfg.max_ratio, tolerance=cfg.termination_tolerance,
+                           alpha=cfg.alpha, confidence=cfg.confidence)
+        fig.ratio, fig.ratio_ci = fnum(rr.ratio), [fnum(rr.ci.low), fnum(rr.ci.high)]
+        fig.increase, fig.increase_upper = fnum(rr.increase), fnum(rr.increase_upper)
+        if fig.arm_count > 0:
+            fig.p = fnum(rr.damage_p)
+            out.tests.append((f"termination:{reason}", rr.damage_p))
+            out.evidence.append(ChannelEvidence(
+                f"termination:{reason}", fig.arm_count, fig.reference_count, fnum(rr.ratio),
+                rr.upper, None, rr.increase_upper, testable=True, p=rr.damage_p,
+                ratio_p=rr.amplified_p, increase_p=rr.increase_p, increase=rr.increase))
+        out.figures[reason] = fig
+    return out
+
+
 # --------------------------------------------------------------------------- failure sets, margins
 
 

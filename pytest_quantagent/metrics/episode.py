@@ -199,6 +199,9 @@ class ArmData:
     """Tool calls of the user per episode."""
     user_failed: np.ndarray | None = None
     """Failed tool calls of the user per episode (they count toward the budget)."""
+    termination_of: np.ndarray | None = None
+    """Per episode: its termination reason (``TerminationReason`` value; object array);
+    None when the data did not say (arrays built by hand)."""
     user_event_counts: dict[str, np.ndarray] = field(default_factory=dict)
     """Per kind of user event (``EpisodeRecord.user_events``: ``not_understood``...), its
     count per episode; kinds no episode reported are absent."""
@@ -241,6 +244,7 @@ class ArmAccumulator:
         self._dur: list[float] = []
         self._max_errors: int | None = None
         self._terms: Counter[str] = Counter()
+        self._term_of: list[str] = []
         self._infra = 0
         self._dups = 0
         self._names: dict[Channel, Counter[str]] = {c: Counter() for c in NAMED_CHANNELS}
@@ -386,6 +390,7 @@ class ArmAccumulator:
         self._tokens.append(math.nan if tokens is None else float(tokens))
         self._dur.append(math.nan if duration_s is None else float(duration_s))
         self._terms[termination] += 1
+        self._term_of.append(str(getattr(termination, "value", termination)))
         self._max_errors = max_errors if self._max_errors is None else min(self._max_errors, max_errors)
         if decisions:
             margins = tuple(float(m) for _, m in decisions)
@@ -420,6 +425,7 @@ class ArmAccumulator:
             duration_s=np.asarray(self._dur, dtype=float),
             max_errors=10 if self._max_errors is None else self._max_errors,
             terminations=dict(self._terms),
+            termination_of=np.asarray(self._term_of, dtype=object),
             infrastructure_errors=self._infra,
             duplicates=self._dups,
             names=self._names,

@@ -200,6 +200,10 @@ class CellReport(_Model):
     """Holm's family of this cell's verdict: ``scope``, ``size``, ``tests``."""
     plan: dict[str, Any] | None = None
     """The design advice (``tasks``, ``trials``, ``reachable``, ``message``)."""
+    termination_tests: dict[str, dict[str, Any]] | None = None
+    """Per termination reason other than a normal ending: ``arm_count``, ``reference_count``
+    (episodes), ``ratio``, ``ratio_ci``, ``increase`` per episode, the damage test's ``p`` and
+    ``p_holm`` (see ``verdict.termination_damage_text``); None when no episode ended so."""
     sequential: dict[str, Any] | None = None
     """Run-until-decided: ``planned_looks``, ``alphas``, ``looks`` (each look's design,
     episodes, α and verdict), ``episodes_used``, ``alpha_spent``, ``stopped`` and ``why``;
