@@ -26,8 +26,9 @@ tolerance scheme would let drift with the batch. The cost is the per-row attenti
 1-row kernels instead of a GEMM; the forward step still costs far less per sequence than
 one unbatched step (``benchmarks/bundled_throughput.py``).
 
-Supported: ``model_type == "llama"`` with plain bias-free ``nn.Linear`` projections, as many
-key/value heads as query heads, float32 on CPU, SDPA attention. Anything else (another
+Supported: ``model_type == "llama"`` with plain bias-free float32 ``nn.Linear`` projections
+and no forward hooks (the bundled bf16, RTN and AWQ arms), as many key/value heads as query
+heads, CPU, SDPA attention. Anything else (another
 architecture, a compressed-tensors checkpoint, bf16 compute, a GPU) is decoded one request
 at a time by the backend: still batch-independent, just not batched
 (:func:`unsupported_reason` says why).
@@ -65,6 +66,13 @@ def unsupported_reason(model: Any, device: str) -> str | None:
             linears += [a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj]
     except AttributeError:
         return "unexpected module layout"
+    for module in model.modules():
+        # The batched step calls the projections' weights, not their forward: a hook or a
+        # quantization wrapper (compressed-tensors, activation fake-quant) would be skipped.
+        if module._forward_hooks or module._forward_pre_hooks or "forward" in vars(module):
+            return f"{type(module).__name__} has forward hooks or a patched forward"
+        if hasattr(module, "quantization_scheme") or hasattr(module, "weight_scale"):
+            return f"{type(module).__name__} is a quantized module"
     for lin in linears:
         if type(lin) is not torch.nn.Linear or lin.bias is not None:
             return f"projection {type(lin).__name__} is not a bias-free nn.Linear"

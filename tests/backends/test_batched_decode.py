@@ -195,6 +195,18 @@ def test_unsupported_models_decode_one_request_at_a_time(tiny_dir: Path) -> None
     assert [_view(g) for g in backend.generate_batch(reqs)] == _alone(backend, reqs)
 
 
+def test_a_hooked_projection_is_not_bypassed(tiny_dir: Path) -> None:
+    # Activation fake-quant and compressed-tensors work through hooks on the projections;
+    # the batched step reads weights directly, so such a model must decode alone.
+    backend = TransformersBackend(tiny_dir, max_new_tokens=12)
+    proj = backend.model.model.layers[0].self_attn.q_proj
+    proj.register_forward_hook(lambda _m, _i, out: out * 1.5)
+    assert backend.batched_decoder() is None
+    assert "hooks" in (backend.batching_reason or "")
+    reqs = _requests(3)
+    assert [_view(g) for g in backend.generate_batch(reqs)] == _alone(backend, reqs)
+
+
 def test_a_failed_step_fails_its_rows_and_the_worker_goes_on(
     tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
