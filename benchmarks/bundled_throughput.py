@@ -13,30 +13,44 @@ decoding modes of the same loaded model:
   and unsupported models.
 - ``batched``: the current default (continuous batching, ``backends/batched_decode.py``).
 
-Printed per mode and concurrency: episodes, wall seconds, episodes/s, generated tokens/s
-and whether every episode record (messages, decisions with their margins, calls, reward)
+Printed per mode and concurrency: episodes, wall seconds, episodes/s, generated tokens/s,
+this process's CPU seconds, episodes per CPU second, and whether every episode record (messages, decisions with their margins, calls, reward)
 equals the ``alone`` run's at the same concurrency. Run with one thread per process::
 
     OMP_NUM_THREADS=1 python3 benchmarks/bundled_throughput.py [--episodes-c1 8] [--episodes-c64 64]
-                                                              [--domain telecom] [--json]
+                                                              [--domain telecom] [--breakdown-only] [--json]
 
-Measured 2026-12-03 on the 2-core development VM (shared with four other sessions, load
-average 2-4 during the run, so absolute figures are noisy; the modes ran interleaved in one
-process), telecom test split, ``tiny-agent-prone`` bf16:
+Printed first: the prefill of a 410-token prompt (the mean prompt of these runs) and one
+decode step at 1, 8 and 64 rows.
 
-==========  ===========  ========  ==========  ==========  ============================
-mode        concurrency  episodes  episodes/s  tokens/s    records equal to ``alone``
-==========  ===========  ========  ==========  ==========  ============================
-legacy      1            8         see report  see report  yes
-alone       1            8
-batched     1            8                                 yes
-legacy      64           64                                no (margins, last bits)
-alone       64           64
-batched     64           64                                yes
-==========  ===========  ========  ==========  ==========  ============================
+Measured 2026-12-03 on the 2-core development VM shared with four other sessions (load
+average 7-8 during this run, so wall times are about twice the CPU times; ``cpu s`` and
+``ep/cpu-s`` are the steadier figures), telecom test split, ``tiny-agent-prone`` bf16,
+``OMP_NUM_THREADS=1 python3 benchmarks/bundled_throughput.py``::
 
-(figures: see the table printed by the run quoted in the branch's report; they are filled in
-below by the commit that measured them.)
+    mode     conc episodes   wall s    ep/s    tok/s   cpu s ep/cpu-s  equal to alone
+    alone       1        8    24.68   0.324     56.1   12.25    0.653  -
+    legacy      1        8    23.24   0.344     59.6   13.28    0.602  yes
+    batched     1        8    21.64   0.370     64.0   10.74    0.745  yes
+    alone      64       64   144.00   0.444     67.1   71.43    0.896  -
+    legacy     64       64    97.15   0.659     99.4   47.94    1.335  no
+    batched    64       64    61.02   1.049    158.3   30.71    2.084  yes
+
+Two earlier runs of the same command at lower load (1.3-2.6) gave, at concurrency 64,
+alone / legacy / batched 1.09 / 1.00 / 1.38 and 0.78 / 0.80 / 0.98 episodes per wall second
+(no CPU column yet). At concurrency 64 batched decoding does 1.6x the episodes per CPU
+second of the legacy batches and 2.3x of decoding alone, and its records are those of
+decoding alone; the legacy batches' are not (margins differ in the last bits).
+
+Why not 64x: only the decode steps batch. A step of 64 rows costs about 10x one row
+(1-row kernels and one attention call per row, the price of bitwise batch invariance: see
+``pytest_quantagent/backends/batched_decode.py``), i.e. about 6x the decode tokens per
+second; but every request's prompt (the whole conversation so far, 410 tokens on average,
+14 generated tokens per request) is prefilled alone, and prefill was 73% of the batched
+run's decode-thread time (34 of 46 s in one instrumented run: 743 prefills of 46 ms, 376
+steps of 26.8 ms at 25.7 rows on average). A 1-row prefill is compute-bound (SDPA's CPU
+flash kernel ~43% of it, the GEMMs ~30%). Reusing an episode's KV cache from its previous
+turn would remove most of it but changes the logits' last bits relative to a full prefill.
 """
 
 from __future__ import annotations

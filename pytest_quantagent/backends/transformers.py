@@ -298,9 +298,12 @@ class TransformersBackend(Backend):
             self._decoder = None
             self.batching_reason = unsupported_reason(self.model, self.device)
             if self.batching_reason is None:
-                decoder = BatchedDecoder(self.model, self.stop_ids, self.pad_id)
-                vocab = int(self.model.config.vocab_size)
-                self.batching_reason = self_check(decoder, min(self.max_batch, 24), vocab)
+                try:
+                    decoder = BatchedDecoder(self.model, self.stop_ids, self.pad_id)
+                    vocab = int(self.model.config.vocab_size)
+                    self.batching_reason = self_check(decoder, min(self.max_batch, 24), vocab)
+                except Exception as e:  # decoding alone is always available
+                    self.batching_reason = f"the batched decoder failed its self-check: {e!r}"
                 if self.batching_reason is None:
                     self._decoder = decoder
         return self._decoder
