@@ -237,3 +237,25 @@ def test_a_failed_step_fails_its_rows_and_the_worker_goes_on(
     assert isinstance(thread, threading.Thread)
     asyncio.run(backend.aclose())
     assert not thread.is_alive() and backend._thread is None
+
+
+@needs_bundled
+def test_episode_records_do_not_depend_on_the_concurrency() -> None:
+    # The contract end to end: the runner's episodes (scripted user, environment, the
+    # agent's decisions and their margins) at concurrency 1 and 6 are the same records.
+    from pytest_quantagent.env.registry import get_domain
+    from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_arm
+    from pytest_quantagent.runner.build import build_arm
+
+    domain = get_domain("telecom")
+    plan = plan_episodes(list(domain.splits["test"])[:6], 1, run_seed=0)
+    runtime = build_arm(resolve_arm("int4", "tiny-agent-prone"), concurrency=6)
+
+    def records(conc: int) -> list[dict[str, Any]]:
+        recs = asyncio.run(run_arm(domain=domain, runtime=runtime, plan=plan,
+                                   settings=RunSettings(concurrency=conc)))
+        return [{k: v for k, v in r.model_dump(mode="json").items() if k != "duration_s"} for r in recs]
+
+    one = records(1)
+    assert any(d for r in one for m in r["messages"] for d in (m.get("decisions") or []))
+    assert records(6) == one
