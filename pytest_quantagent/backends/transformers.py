@@ -14,14 +14,20 @@
 - **Margins.** At every tool name in the output, a :class:`Decision` with the top-1/top-2
   logits at the name token whose margin is smallest (for the bundled tokenizer a name is
   several tokens — ``get``, ``_``, ``user``, ... — and the decisive one is rarely the first).
-- **Batching.** Concurrent episodes' ``generate`` calls are queued; a worker thread takes
-  every pending greedy request at once and runs one left-padded batched ``generate`` with a
-  KV cache. That is what makes a 40-task cell fast on one CPU core.
+- **Batching.** Concurrent episodes' ``generate`` calls are queued for one worker thread
+  that decodes them together (continuous batching: a request joins the running batch at the
+  next decode step, up to ``max_batch`` rows, and leaves it at its own stop token or
+  ``max_tokens``). Every row is decoded bit for bit as it would be alone, tokens and logits
+  (:mod:`pytest_quantagent.backends.batched_decode` says how): an episode's record never
+  depends on which other episodes were in flight. Sampled requests (``temperature > 0``),
+  and models the batched path does not support (see ``batching_reason``), are decoded one
+  request at a time by ``generate``, so they too are batch-independent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import os
 import re
@@ -36,6 +42,12 @@ from pytest_quantagent.backends.base import (
     GenerateRequest,
     Generation,
     RawToolCall,
+)
+from pytest_quantagent.backends.batched_decode import (
+    BatchedDecoder,
+    DecodeRow,
+    self_check,
+    unsupported_reason,
 )
 from pytest_quantagent.errors import MissingDependencyError, UnknownNameError
 from pytest_quantagent.vocab.messages import Decision
@@ -95,8 +107,12 @@ class _Job:
     request: GenerateRequest
     future: asyncio.Future[Generation]
     loop: asyncio.AbstractEventLoop
-    prompt: list[int] | None = None
-    """The request's token ids when already computed (for the length check)."""
+    prompt: list[int]
+    """The request's token ids (computed once, by ``generate``'s length check)."""
+    row: DecodeRow | None = None
+
+
+_UNCHECKED = "not checked yet"
 
 
 class TransformersBackend(Backend):
@@ -110,7 +126,7 @@ class TransformersBackend(Backend):
         *,
         compute_dtype: str = "float32",
         device: str = "cpu",
-        max_batch: int = 32,
+        max_batch: int = 64,
         max_new_tokens: int | None = None,
         threads: int = 1,
         quantization: str | None = None,
@@ -165,9 +181,14 @@ class TransformersBackend(Backend):
         self.context_limit: int | None = int(limit) if limit else None
         """Positions the model was built for: a longer prompt raises ContextLengthError (as a
         server refuses it) instead of running RoPE past what the model has ever seen."""
-        self._pending: list[_Job] = []
-        self._lock = threading.Lock()
-        self._worker: asyncio.Task[None] | None = None
+        self._queue: collections.deque[_Job] = collections.deque()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self._decoder: BatchedDecoder | None = None
+        self._decoder_model: int | None = None
+        self.batching_reason: str | None = _UNCHECKED
+        """Why greedy requests are decoded one at a time (None: they are batched)."""
 
     # -- Backend policy ----------------------------------------------------------------
     def max_concurrency(self) -> int:
@@ -244,25 +265,69 @@ class TransformersBackend(Backend):
     def generate_batch(
         self, requests: list[GenerateRequest], prompts: list[list[int] | None] | None = None
     ) -> list[Generation]:
-        """Run requests synchronously as one batch (greedy) or one by one (sampling).
+        """Run requests synchronously: greedy ones batched (see the module doc), sampled ones
+        one at a time. Each result is what the request gets decoded alone.
 
         ``prompts``: token ids already computed for some requests (``None`` entries are
         rendered and tokenized here)."""
         given = prompts if prompts is not None else [None] * len(requests)
         if len(given) != len(requests):
             raise ValueError(f"generate_batch: {len(given)} prompts for {len(requests)} requests")
-        greedy = [i for i, r in enumerate(requests) if r.temperature <= 0]
+        ids = [p if p is not None else self.prompt_ids(r) for r, p in zip(requests, given, strict=True)]
+        for p in ids:
+            self._refuse_if_too_long(len(p))
+        decoder = self.batched_decoder()
         out: list[Generation | None] = [None] * len(requests)
-        for start in range(0, len(greedy), self.max_batch):
-            idx = greedy[start : start + self.max_batch]
-            for i, g in zip(idx, self._run([requests[i] for i in idx], [given[i] for i in idx]), strict=True):
-                out[i] = g
-        for i, r in enumerate(requests):
-            if r.temperature > 0:
-                out[i] = self._run([r], [given[i]])[0]
+        rows: list[tuple[int, DecodeRow]] = []
+        for i, (r, p) in enumerate(zip(requests, ids, strict=True)):
+            if decoder is None or r.temperature > 0:
+                out[i] = self._run([r], [p])[0]
+            else:
+                rows.append((i, self._row(r, p)))
+        if decoder is not None and rows:
+            decoder.decode([row for _, row in rows], self.max_batch)
+            for i, row in rows:
+                out[i] = self._finish(requests[i], row)
         return [g for g in out if g is not None]
 
+    def batched_decoder(self) -> BatchedDecoder | None:
+        """The batched decoder for the loaded model, or None (``batching_reason`` says why).
+        Built, and checked bitwise against decoding alone, on first use."""
+        if self._decoder_model != id(self.model):
+            self._decoder_model = id(self.model)
+            self._decoder = None
+            self.batching_reason = unsupported_reason(self.model, self.device)
+            if self.batching_reason is None:
+                try:
+                    decoder = BatchedDecoder(self.model, self.stop_ids, self.pad_id)
+                    vocab = int(self.model.config.vocab_size)
+                    self.batching_reason = self_check(decoder, min(self.max_batch, 24), vocab)
+                except Exception as e:  # decoding alone is always available
+                    self.batching_reason = f"the batched decoder failed its self-check: {e!r}"
+                if self.batching_reason is None:
+                    self._decoder = decoder
+        return self._decoder
+
+    def _max_new(self, request: GenerateRequest, prompt_len: int) -> int:
+        """Tokens this request may generate: its ``max_tokens``, the arm's cap, the context."""
+        max_new = min(self.max_new_tokens, request.max_tokens)
+        if self.context_limit is not None:
+            max_new = max(1, min(max_new, self.context_limit - prompt_len))
+        return max_new
+
+    def _row(self, request: GenerateRequest, prompt: list[int]) -> DecodeRow:
+        return DecodeRow(prompt, self._max_new(request, len(prompt)), request.want_margins)
+
+    def _finish(self, request: GenerateRequest, row: DecodeRow) -> Generation:
+        import torch
+
+        logits = torch.stack(row.logits) if row.want_logits and row.logits else None
+        return self._to_generation(row.prompt, row.tokens, logits, self._aliases(request))
+
     def _run(self, requests: list[GenerateRequest], given: list[list[int] | None]) -> list[Generation]:
+        """``model.generate`` over ``requests`` left-padded into one batch. Called with one
+        request (the unbatched path); with several, rows are padded to the longest prompt and
+        share its length cap, and their logits depend on the batch in the last bits."""
         import torch
 
         prompts = [p if p is not None else self.prompt_ids(r) for r, p in zip(requests, given, strict=True)]
@@ -377,42 +442,100 @@ class TransformersBackend(Backend):
 
     async def generate(self, request: GenerateRequest) -> Generation:
         # Refused here, per request, so that one over-long prompt never fails the batch it
-        # would have joined (``_run`` checks again for direct ``generate_batch`` callers).
-        prompt = None
-        if self.context_limit is not None:
-            prompt = self.prompt_ids(request)  # kept for the batch: tokenized once
-            self._refuse_if_too_long(len(prompt))
+        # would have joined.
+        prompt = self.prompt_ids(request)  # kept for the batch: tokenized once
+        self._refuse_if_too_long(len(prompt))
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Generation] = loop.create_future()
-        self._pending.append(_Job(request, fut, loop, prompt))
-        if self._worker is None or self._worker.done():
-            self._worker = asyncio.create_task(self._drain())
+        with self._cond:
+            self._queue.append(_Job(request, fut, loop, prompt))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._worker_main, name=f"quantagent-decode-{self.model_ref}", daemon=True)
+                self._thread.start()
+            self._cond.notify()
         return await fut
 
-    async def _drain(self) -> None:
-        while self._pending:
-            # Let every episode that is ready enqueue its request before the batch is cut.
-            await asyncio.sleep(0)
-            jobs, self._pending = self._pending, []
-            try:
-                gens = await asyncio.to_thread(
-                    self.generate_batch, [j.request for j in jobs], [j.prompt for j in jobs]
-                )
-            except BaseException as e:  # delivered to every waiting caller
-                for j in jobs:
-                    if not j.future.done():
-                        j.future.set_exception(e)
-                if isinstance(e, (KeyboardInterrupt, SystemExit)):
-                    raise
+    def _worker_main(self) -> None:
+        """The decode thread: admit queued jobs at every step boundary, step the batch, hand
+        each finished row back to its event loop. Exits when idle and closing."""
+        active: list[_Job] = []
+        while True:
+            with self._cond:
+                while not self._queue and not active:
+                    if self._closing:
+                        return
+                    self._cond.wait()
+                admit: list[_Job] = []
+                while self._queue and len(active) + len(admit) < self.max_batch:
+                    admit.append(self._queue.popleft())
+            for job in admit:
+                if job.future.done():  # cancelled while queued
+                    continue
+                try:
+                    decoder = self.batched_decoder() if job.request.temperature <= 0 else None
+                    if decoder is None:
+                        _deliver(job, self._run([job.request], [job.prompt])[0])
+                        continue
+                    job.row = self._row(job.request, job.prompt)
+                    decoder.prefill(job.row)
+                    if job.row.done:
+                        _deliver(job, self._finish(job.request, job.row))
+                    else:
+                        active.append(job)
+                except Exception as e:
+                    _deliver(job, None, e)
+            active = [j for j in active if not j.future.done()]  # drop cancelled episodes
+            if not active or self._decoder is None:
                 continue
-            for j, g in zip(jobs, gens, strict=True):
-                if not j.future.done():
-                    j.future.set_result(g)
+            try:
+                self._decoder.step([j.row for j in active if j.row is not None])
+            except Exception as e:  # delivered to every row of the failed step
+                for j in active:
+                    _deliver(j, None, e)
+                active = []
+                continue
+            still: list[_Job] = []
+            for j in active:
+                if j.row is not None and j.row.done:
+                    try:
+                        _deliver(j, self._finish(j.request, j.row))
+                    except Exception as e:
+                        _deliver(j, None, e)
+                else:
+                    still.append(j)
+            active = still
 
     async def aclose(self) -> None:
-        if self._worker is not None and not self._worker.done():
-            await self._worker
-        self._worker = None
+        """Let the decode thread finish its work and stop (safe to call twice)."""
+        thread = self._thread
+        if thread is None:
+            return
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        await asyncio.to_thread(thread.join)
+        with self._cond:
+            self._closing = False
+            if self._thread is thread:
+                self._thread = None
+
+
+def _deliver(job: _Job, result: Generation | None, exc: BaseException | None = None) -> None:
+    """Resolve ``job``'s future on its own event loop (from the decode thread)."""
+
+    def resolve() -> None:
+        if job.future.done():
+            return
+        if exc is not None:
+            job.future.set_exception(exc)
+        else:
+            job.future.set_result(result)  # type: ignore[arg-type]
+
+    try:
+        job.loop.call_soon_threadsafe(resolve)
+    except RuntimeError:  # the loop is closed: nobody is waiting any more
+        pass
 
 
 #: Schemes applied to the loaded weights by this backend (bundled arms; no files needed).
