@@ -54,7 +54,8 @@ from pytest_quantagent.stats.power import (
     bound_power,
     floored_bound_power,
     log_ratio_se,
-    tost_power,
+    score_bound_power,
+    tango_null_variance,
     variance_components,
 )
 from pytest_quantagent.verdict import SUCCESS_WEIGHT, AnalysisConfig, ChannelEvidence, GapEvidence
@@ -150,10 +151,14 @@ class MeanClaim:
     damage_alpha: float = 0.05
 
     def null_power(self, tasks: int, trials: int) -> float:
+        # Tango's score test (the verdict's, for the score and the widening alike) takes its
+        # variance under H0 at the margin: the larger of that and the design's own variance
+        # (the cluster-robust one with several trials); the estimate varies with the latter
         se = self.var.se(tasks, trials)
-        if self.two_sided:
-            return tost_power(se, self.margin, self.alpha)
-        return bound_power(self.margin, se, self.alpha)
+        q = self.var.between + self.var.within
+        se0 = max(math.sqrt(tango_null_variance(q, self.margin) / (tasks * trials)), se)
+        one = score_bound_power(self.margin, se0, se, self.alpha)
+        return max(0.0, 2 * one - 1) if self.two_sided else one
 
     def damage_power(self, tasks: int, trials: int) -> float | None:
         if self.damage is None:
