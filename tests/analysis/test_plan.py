@@ -13,7 +13,6 @@ from dataclasses import fields, replace
 import numpy as np
 import pytest
 
-from pytest_quantagent.analysis.arms import pairing
 from pytest_quantagent.analysis.plan import (
     DAMAGE_PLAN_P,
     MeanClaim,
