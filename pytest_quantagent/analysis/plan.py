@@ -446,12 +446,15 @@ def plan_cell(claims: Sequence[Claim], pool: PoolInfo, useful: bool | None,
               pilot: tuple[int, int], cfg: AnalysisConfig,
               var: VarianceComponents | None = None) -> CellPlan:
     """The smallest design (see the module docstring) deciding every claim at
-    ``cfg.power``; ``pilot`` is the (tasks, episodes) run so far (the advice never names fewer
-    tasks than the pilot ran)."""
+    ``cfg.power``; ``pilot`` is the (tasks, episodes) run so far: the advice names more
+    episodes than it ran (an INCONCLUSIVE pilot is not decided by running it again) and
+    never fewer tasks."""
     target = cfg.power
-    pilot_tasks = pilot[0]
+    pilot_tasks, pilot_episodes = pilot
 
     def meets(t: int, m: int) -> bool:
+        if t * m <= pilot_episodes:
+            return False
         null, dmg = _joint(claims, t, m)
         return null >= target and dmg >= target
 
