@@ -59,6 +59,9 @@ class Row:
     holm_scope: str = "cell"
     task_strata: bool = False
     """Channel tests stratified by task only (``AnalysisConfig.channel_pairing=False``)."""
+    pool: tuple[int, str, int | None] | None = None
+    """``advice`` rows: the run's pool (tasks, label, fresh cap: how many fresh tasks the
+    domain generates, None without a generator), as the runner reports it."""
 
     @property
     def sparse(self) -> bool:
@@ -145,48 +148,72 @@ def _rows() -> list[Row]:
         Row("identical arms 160x1 (task strata)", ident, "identical", task_strata=True),
         Row("near-identical arms 114x3", near, "identical"),
         Row("near-identical arms 114x3 (task strata)", near, "identical", task_strata=True),
-        Row("advised design (pilot 20x1 null, then advice)",
-            World(n_tasks=20, trials=1, success_noise=0.3), "advice"),
-        Row("advised design (pilot 40x3 task effects, then advice)",
-            replace(b3, task_effect=0.15, success_noise=0.2), "advice"),
-        Row("advised design (pilot 40x3 benign, then advice)", b3, "advice"),
+        # issue 33 item 3: the advice decides every claim (score, channels, gaps) within the
+        # pool; run it and compare P(LOSSLESS) with the power it predicted (null worlds)
+        Row("advised design (pilot 40x1 null, 114-task pool)", b1, "advice",
+            pool=(114, "a 114-task pool", None)),
+        Row("advised design (pilot 40x1 null, bundled 60-task telecom split)",
+            replace(b1, user_calls=4.0, user_fail=0.1), "advice",
+            pool=(60, "the telecom test split", 500)),
+        Row("advised design (pilot 40x3 task effects, 400-task pool)",
+            replace(b3, task_effect=0.15, success_noise=0.2), "advice",
+            pool=(400, "a 400-task pool", None)),
     ]
     return rows
 
 
-def _cell_report(rng: np.random.Generator, row: Row, world: World, cfg: AnalysisConfig
-                 ) -> Report:
+def _cell_report(rng: np.random.Generator, row: Row, world: World, cfg: AnalysisConfig,
+                 pool: int | None = None) -> Report:
     inputs = []
     for i in range(row.cells_in_report):
         w = world if i == 0 else replace(world, ratio=())
         a, r = simulate_world(rng, w, arm=f"int4_{i}" if i else "int4")
-        inputs.append(CellInput("retail", a.arm, a, "bf16", r))
+        inputs.append(CellInput("retail", a.arm, a, "bf16", r, pool_tasks=pool))
     return analyze(inputs, cfg)
 
 
 def _advised(rng: np.random.Generator, row: Row, cells: int) -> tuple[dict[str, float], str]:
-    """``cells`` times: a pilot cell of ``row.world``; when it is INCONCLUSIVE with a
-    reachable advice, one cell of the advised design. The share of advised cells whose TOST
-    passes is the achieved power of the advice (requested: 0.8)."""
-    cfg = AnalysisConfig(max_tasks=400)
-    ok = n = 0
+    """``cells`` times: a pilot cell of ``row.world`` on ``row.pool``; when it is
+    INCONCLUSIVE with a reachable advice, one cell of the advised design (a fresh pool is
+    more tasks of the same world). In a null world every claim decided is LOSSLESS: the
+    share of advised cells that are LOSSLESS is the achieved power, against the power the
+    advice predicted (at least the requested 0.8)."""
+    from pytest_quantagent.runner.selection import PoolSize
+
+    assert row.pool is not None
+    pool = PoolSize(*row.pool)
+    cfg = AnalysisConfig()
+    lossless = n = unreachable = decided_pilot = 0
+    predicted: list[float] = []
     designs: list[tuple[int, int]] = []
+    fresh = 0
     for _ in range(cells):
-        c = _cell_report(rng, row, row.world, cfg).cells[0]
-        if not (c.verdict == "INCONCLUSIVE" and c.plan and c.plan.get("reachable")):
+        c = _cell_report(rng, row, row.world, cfg, pool).cells[0]
+        if c.verdict != "INCONCLUSIVE" or not c.plan:
+            decided_pilot += 1
+            continue
+        if not c.plan["reachable"]:
+            unreachable += 1
             continue
         t, m = int(c.plan["tasks"]), int(c.plan["trials"])
         designs.append((t, m))
-        w = replace(row.world, n_tasks=t, trials=m)
-        a = _cell_report(rng, row, w, cfg).cells[0]
+        predicted.append(float(c.plan["power"]))
+        fresh += bool(c.plan["fresh"])
+        a = _cell_report(rng, row, replace(row.world, n_tasks=t, trials=m), cfg, pool).cells[0]
         n += 1
-        ok += (a.success.tost_p or 1.0) < cfg.alpha
+        lossless += a.verdict == "LOSSLESS"
     if not n:
-        return {}, "no advice"
+        return {"unreachable": unreachable}, "no advice"
     ts = sorted(t for t, _ in designs)
     ms = sorted(m for _, m in designs)
-    return ({"tost_power": ok / n, "advised": n},
-            f"{n} advised designs, median {ts[len(ts) // 2]} tasks x {ms[len(ms) // 2]} trials")
+    eps = sorted(t * m for t, m in designs)
+    return ({"lossless_power": lossless / n, "predicted": float(np.mean(predicted)),
+             "advised": n, "unreachable": unreachable, "decided_pilot": decided_pilot},
+            f"{n} advised designs ({fresh} fresh), median {ts[len(ts) // 2]} tasks x "
+            f"{ms[len(ms) // 2]} trials, episodes 10/50/90%: {eps[len(eps) // 10]}/"
+            f"{eps[len(eps) // 2]}/{eps[9 * len(eps) // 10]}")
+
+
 def run_row(row: Row, cells: int, seed: int) -> dict[str, float | str]:
     rng = np.random.default_rng([seed, sum(map(ord, row.name))])
     if row.kind == "advice":
@@ -252,8 +279,11 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> i
         r = run_row(row, args.cells, args.seed)
         dt = time.perf_counter() - t0
         if row.kind == "advice":
-            out(f"| {row.name}: {r.get('design')} | advice | {r['cells']} pilots | - | - | - | - | "
-                f"- | TOST power {_fmt(r.get('tost_power'))} (requested 0.8) | {dt:.0f} |")
+            out(f"| {row.name}: {r.get('design')} | advice | {r['cells']} pilots | "
+                f"{_fmt(r.get('lossless_power'))} | - | - | - | - | P(LOSSLESS) of the advised "
+                f"design {_fmt(r.get('lossless_power'))}, predicted {_fmt(r.get('predicted'))} "
+                f"(requested 0.8; {r.get('unreachable', 0)} pilots told no design can decide) "
+                f"| {dt:.0f} |")
             continue
         out(f"| {row.name} | {row.kind} | {r['cells']} | {_fmt(r['LOSSLESS'])} | "
             f"{_fmt(r['MASKED_DAMAGE'])} | {_fmt(r['DEGRADED'])} | {_fmt(r['INCONCLUSIVE'])} | "

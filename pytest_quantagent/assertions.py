@@ -177,10 +177,10 @@ def score_equivalence(
 
     The same statistics as the report's verdict: Tango's score interval for paired
     proportions (task-cluster robust with several trials), the one-sided harm test, and the
-    cluster-aware design advice of :func:`~pytest_quantagent.stats.power.plan_design`.
+    design advice of :func:`~pytest_quantagent.analysis.plan.plan_score` (the score's
+    claim, with the run's pool and trial rules).
     ``None`` thresholds come from the run (``--quant-margin``) or the defaults."""
     from pytest_quantagent.stats.clustered import paired_score
-    from pytest_quantagent.stats.power import plan_design
     from pytest_quantagent.stats.results import DiffResult, TostResult
 
     cfg = _config(cell)
@@ -218,15 +218,23 @@ def score_equivalence(
                 "margin; check that both arms ran the same tasks and prompts")
     else:
         verdict = "INCONCLUSIVE"
+        from dataclasses import replace
+
+        from pytest_quantagent.analysis.arms import as_arm
+        from pytest_quantagent.analysis.plan import plan_score, trials_useful
+
         pool_of = getattr(getattr(cell, "_session", None), "pool_tasks", None)
-        planned = cfg.within_pool(pool_of(cell.domain) if callable(pool_of) else None)
-        plan = plan_design([x - y for x, y in zip(paired.arm, paired.reference, strict=True)],
-                           paired.clusters, margin=margin, alpha=alpha, power=power,
-                           max_tasks=planned.max_tasks, trials_flag="--quant-trials",
-                           tasks_flag="--quant-tasks")
+        useful = trials_useful(as_arm(cell.episodes, cell.domain, cell.arm),
+                               as_arm(cell.reference_episodes, cell.domain, cell.reference))
+        plan = plan_score([x - y for x, y in zip(paired.arm, paired.reference, strict=True)],
+                          paired.clusters, pool_of(cell.domain) if callable(pool_of) else None,
+                          replace(cfg, margin=margin, alpha=alpha, power=power,
+                                  trials_flag="--quant-trials", tasks_flag="--quant-tasks"),
+                          useful)
         half = (sc.ci.high - sc.ci.low) / 2
         step = (f"INCONCLUSIVE: {paired.n} paired episodes give ±{100 * half:.1f} points; for "
-                f"{power:.0%} power if the arms are equal: {plan.message}")
+                f"{power:.0%} power if the arms are equal (the score alone; the report's "
+                f"verdict sizes every claim): {plan.message}")
         if abs(sc.diff) >= margin:
             step += (f" (the estimate {_pts(sc.diff)} is itself outside ±{100 * margin:.1f}, "
                      "so more episodes may instead show a difference)")

@@ -12,11 +12,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
 from pytest_quantagent.analysis.arms import (
     CellInput,
-    Pairing,
     as_arm,
     fewest_trials,
     fnum,
@@ -38,13 +35,13 @@ from pytest_quantagent.analysis.claims import (
     termination_claims,
     user_claim,
 )
+from pytest_quantagent.analysis.plan import CellPlan, plan_for_cell
 from pytest_quantagent.metrics.budget import success_at_budgets
 from pytest_quantagent.metrics.episode import ArmData
 from pytest_quantagent.metrics.margins import margin_histogram
 from pytest_quantagent.metrics.passk import pass_k_curve
 from pytest_quantagent.stats.intervals import wilson_interval
 from pytest_quantagent.stats.multiplicity import weighted_holm
-from pytest_quantagent.stats.power import plan_design
 from pytest_quantagent.stats.ratio import rate_ci
 from pytest_quantagent.verdict import (
     AnalysisConfig,
@@ -73,6 +70,9 @@ class CellAnalysis:
     verdict: Verdict | None = None
     reasons: list[str] = field(default_factory=list)
     holm: dict[str, Any] | None = None
+    design: CellPlan | None = None
+    """The design that decides every claim (:mod:`pytest_quantagent.analysis.plan`); named
+    in an INCONCLUSIVE verdict's last reason."""
 
 
 def _pass_k(a: ArmData, kmax: int) -> dict[str, float]:
@@ -125,20 +125,6 @@ def arm_only(inp: CellInput, a: ArmData, cfg: AnalysisConfig) -> CellAnalysis:
         channels, reasons=["no reference arm: arm-only figures, no verdict"])
 
 
-def _plan(run_a: np.ndarray, run_r: np.ndarray, a: ArmData, p: Pairing, cfg: AnalysisConfig
-          ) -> tuple[dict[str, Any] | None, Any]:
-    """The design advice for the score (cluster-aware; the arms assumed truly equal)."""
-    if not p.paired:
-        return None, None
-    pl = plan_design(run_a[p.ia].astype(float) - run_r[p.ir].astype(float),
-                     a.task_ids[p.ia].astype(str), margin=cfg.margin, alpha=cfg.alpha,
-                     power=cfg.power, max_tasks=cfg.max_tasks, trials_flag=cfg.trials_flag,
-                     tasks_flag=cfg.tasks_flag)
-    return ({"tasks": pl.tasks, "trials": pl.trials, "reachable": pl.reachable,
-             "between_task_var": pl.between_var, "within_task_var": pl.within_var,
-             "message": pl.message}, pl)
-
-
 def analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) -> CellAnalysis:
     """Every claim of one cell, its figures and raw damage tests (before Holm)."""
     notes: list[str] = []
@@ -160,7 +146,9 @@ def analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) ->
     terms = termination_claims(a, r, p, cfg)
     user = user_claim(a, r, p, cfg)
     notes.extend(user.notes)
-    plan, pl = _plan(run_a, run_r, a, p, cfg.within_pool(inp.pool_tasks))
+    pl = plan_for_cell(a, r, p, run_a, run_r, ma, mr, max_k, budget.gaps, chans.evidence,
+                       (chans.calls_arm, chans.calls_reference), inp.pool_tasks, cfg,
+                       score_damage_p=score.figures.damage_p)
     ca, cr = _common(a), _common(r)
     kmax = fewest_trials(a, r)
     fields: dict[str, Any] = {
@@ -178,7 +166,7 @@ def analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) ->
         "duration_s": {"arm": ca["duration_s"], "reference": cr["duration_s"]},
         "n_needed": pl.n_pairs if pl is not None else None,
         "trials_needed": pl.trials if pl is not None else None,
-        "pairing": p.summary, "plan": plan,
+        "pairing": p.summary, "plan": pl.as_dict() if pl is not None else None,
         "termination_tests": {k: asdict(v) for k, v in terms.figures.items()} or None,
         **user.fields,
         "extra": dict(inp.extra),
@@ -190,12 +178,11 @@ def analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) ->
         harm_method=score.harm_method, channels=chans.evidence, gaps=budget.gaps, notes=notes,
         terminations=terms.evidence,
         blockers=[*p.blockers, *score.blockers, *chans.blockers],
-        plan=pl.message if pl is not None else None, damage_p=s.damage_p, lower_p=s.harm_p,
-        user_differs=user.differs)
+        plan=None, damage_p=s.damage_p, lower_p=s.harm_p, user_differs=user.differs)
     return CellAnalysis(fields, s, budget.figures, chans.figures,
                         failure_set_claims(a, r, cfg),
                         tests=[*score.tests, *budget.tests, *chans.tests, *terms.tests],
-                        evidence=evidence)
+                        evidence=evidence, design=pl)
 
 
 def judge(c: CellAnalysis, adjusted: dict[str, float], family: list[str],
@@ -221,6 +208,8 @@ def judge(c: CellAnalysis, adjusted: dict[str, float], family: list[str],
         c.budget.gap_p_holm[str(g.k)] = fnum(g.p_holm)
     c.holm = {"scope": cfg.holm_scope, "size": len(family), "tests": family}
     c.verdict, c.reasons = decide(ev, cfg)
+    if c.verdict is Verdict.INCONCLUSIVE and c.design is not None:
+        c.reasons.append(f"to decide every claim: {c.design.message}")
 
 
 def sequential_reason(seq: dict[str, Any]) -> str:

@@ -239,7 +239,7 @@ class ChannelsClaim:
     calls_reference: int = 0
 
 
-def _channel_strata(a: ArmData, r: ArmData, p: Pairing, pair_strata: bool
+def channel_strata(a: ArmData, r: ArmData, p: Pairing, pair_strata: bool
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
     """Per stratum (a paired episode; the unpaired episodes of a task pooled into one
     stratum): agent calls and channel counts of each arm, the stratum's task label and
@@ -268,7 +268,7 @@ def channel_claims(a: ArmData, r: ArmData, p: Pairing, cfg: AnalysisConfig) -> C
     episode, tasks as clusters) and the damage test of its region (ratio above
     ``max_ratio`` and increase above ``rare_tolerance``: intersection-union, in Holm's family
     when the candidate has a failure of it)."""
-    na, ya, nr, yr, labels, paired = _channel_strata(a, r, p, cfg.channel_pairing)
+    na, ya, nr, yr, labels, paired = channel_strata(a, r, p, cfg.channel_pairing)
     tna, tya, tnr, tyr, tea, ter, _ = task_sums(a, r)
     calls_a, calls_r = int(tna.sum()), int(tnr.sum())
     out = ChannelsClaim({}, calls_arm=calls_a, calls_reference=calls_r)

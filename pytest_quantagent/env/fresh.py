@@ -59,6 +59,16 @@ def _trained_keys(domain: Domain) -> set[Hashable]:
     return got
 
 
+def fresh_cap(domain: Domain) -> int | None:
+    """How many fresh tasks ``domain`` can generate (:data:`FRESH_CAP`), or None when it
+    has no generator (τ²-bench data, a domain without ``generate_tasks``); never raises."""
+    try:
+        _key_fn(domain)
+    except ValueError:
+        return None
+    return FRESH_CAP[domain.name]
+
+
 def check_fresh(domain: Domain, n: int) -> None:
     """Refuse a pool size above the domain's cap (one line naming the allowed values)."""
     _key_fn(domain)

@@ -121,7 +121,7 @@ def user_events_text(cell: dict[str, Any]) -> str | None:
 
 def _verdict_reasons(reasons: list[str], top: int = 3) -> list[str]:
     shown = reasons[:top]
-    advice = [r for r in reasons[top:] if r.startswith("to decide the score:")]
+    advice = [r for r in reasons[top:] if r.startswith(("to decide the score:", "to decide every claim:"))]
     return shown + advice
 
 

@@ -168,19 +168,49 @@ def pool_size(domain: Domain, selection: TaskSelection, arms: Sequence[ArmSpec] 
     return len(selection.task_ids(domain, arms))
 
 
-def pool_capacity(domain: Domain, selection: TaskSelection, arms: Sequence[ArmSpec] = ()) -> int:
+class PoolSize(int):
+    """How many tasks a run's pool holds (an ``int`` for every caller that wants a count),
+    and what the design advice may ask of it: ``label`` names the pool ("the telecom test
+    split"), ``fresh_cap`` is how many fresh tasks the domain can generate (None: it has no
+    generator, e.g. τ²-bench data), ``fresh`` whether the run already plays a fresh pool."""
+
+    label: str
+    fresh_cap: int | None
+    fresh: bool
+
+    def __new__(cls, n: int, label: str = "the pool", fresh_cap: int | None = None,
+                fresh: bool = False) -> PoolSize:
+        out = super().__new__(cls, n)
+        out.label, out.fresh_cap, out.fresh = label, fresh_cap, fresh
+        return out
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (PoolSize, (int(self), self.label, self.fresh_cap, self.fresh))
+
+
+def pool_capacity(domain: Domain, selection: TaskSelection, arms: Sequence[ArmSpec] = ()
+                  ) -> PoolSize:
     """How many tasks the pool behind ``selection`` holds: the most a bigger run of the same
     kind could play (the design advice's cap). ``fresh:N``: the domain's fresh cap; a split:
-    its size; ``ids:``: every task of the domain; else the default pool."""
-    if selection.kind == "fresh":
-        from pytest_quantagent.env.fresh import FRESH_CAP
+    its size; ``ids:``: every task of the domain; else the default pool. The result also
+    says whether the domain can generate fresh tasks (:class:`PoolSize`)."""
+    from pytest_quantagent.env.fresh import FRESH_CAP, fresh_cap
 
-        return FRESH_CAP.get(domain.name, selection.count or 0)
+    cap = fresh_cap(domain)
+    name = domain.name
+    if selection.kind == "fresh":
+        n = FRESH_CAP.get(name, selection.count or 0)
+        return PoolSize(n, f"the {name} fresh pool", cap if cap is not None else n, True)
     if selection.kind == "ids":
-        return len(domain.tasks)
+        return PoolSize(len(domain.tasks), f"the {name} tasks", cap)
     if selection.split is not None:
-        return len(domain.splits.get(selection.split, ()))
-    return len(default_pool(domain, arms))
+        return PoolSize(len(domain.splits.get(selection.split, ())),
+                        f"the {name} {selection.split} split", cap)
+    pool = default_pool(domain, arms)
+    test = domain.splits.get("test")
+    label = (f"the {name} test split" if test and len(pool) == len(test) and pool == list(test)
+             else f"the {name} tasks")
+    return PoolSize(len(pool), label, cap)
 
 
 def default_pool(domain: Domain, arms: Sequence[ArmSpec]) -> list[str]:

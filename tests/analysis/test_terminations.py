@@ -23,7 +23,7 @@ def _cell(agent_error_arm: float, agent_error_ref: float, seed: int = 3):  # typ
     for d, share in ((a, agent_error_arm), (r, agent_error_ref)):
         term = d.termination_of.copy()
         failed = np.flatnonzero(~d.success)
-        pick = rng.choice(failed, size=int(round(share * d.n)), replace=False)
+        pick = rng.choice(failed, size=round(share * d.n), replace=False)
         term[pick] = "agent_error"
         d.termination_of = term
     return analyze([CellInput("telecom", "int4", a, "bf16", r)], AnalysisConfig()).cells[0]

@@ -46,7 +46,7 @@ def test_piped_run_prints_blocks_with_advice_in_its_own_flags(
     out = capsys.readouterr().out
     (cell,) = json.loads(rep.read_text())["cells"]
     assert cell["verdict"] == "INCONCLUSIVE"
-    advice = [r for r in cell["reasons"] if r.startswith("to decide the score:")]
+    advice = [r for r in cell["reasons"] if r.startswith("to decide every claim:")]
     assert advice and all(("--trials " in r or "--num-tasks " in r) and "--quant-" not in r
                           for r in advice)
     # Captured output is not a terminal (80 columns): blocks, each reason on one whole line.

@@ -72,7 +72,12 @@ def test_done_when_table() -> None:
     for row in bench.iter_rows(None):
         r = bench.run_row(row, 300, 20261202)
         if row.kind == "advice":
-            if "tost_power" in r and float(r["tost_power"]) < 0.75 * 0.8:
+            # issue 33: the advised design, run, reaches the power it claimed within 5
+            # points (in these null worlds every claim decided is LOSSLESS), or the advice
+            # said no design can decide
+            if "lossless_power" in r and float(r["lossless_power"]) < float(r["predicted"]) - 0.05:
+                failures.append((row.name, r))
+            if "lossless_power" not in r and not r.get("unreachable"):
                 failures.append((row.name, r))
             continue
         alarms = float(r["MASKED_DAMAGE"]) + float(r["DEGRADED"])
