@@ -2,17 +2,21 @@
 
 Each resolves the project's arm labels with no configuration:
 
-============  ==================================================================================
-arm           what it loads
-============  ==================================================================================
-``bf16``      the trained weights, saved in bfloat16 (``models/<name>/``; the reference arm;
-              computed in fp32, which is exact for bf16 values)
-``fp8``       ``models/<name>/arms/fp8-dynamic`` (llm-compressor FP8-dynamic, compressed-tensors)
-              when present, else the weights cast to e4m3 with per-channel scales on load
-``int4``      ``models/<name>/arms/awq-w4a16`` (llm-compressor AWQ W4A16 g128) when present,
-              else round-to-nearest W4A16 g128 on load (labelled so in ``quantization``)
-``int4-rtn``  plain-torch round-to-nearest W4 g128 (asymmetric, zero point) on load
-============  ==================================================================================
+===============  ==================================================================================
+arm              what it loads
+===============  ==================================================================================
+``bf16``         the trained weights, saved in bfloat16 (``models/<name>/``; the reference arm;
+                 computed in fp32, which is exact for bf16 values)
+``fp8``          ``models/<name>/arms/fp8-dynamic`` (llm-compressor FP8-dynamic, compressed-tensors)
+                 when present, else the weights cast to e4m3 with per-channel scales on load
+``int4``         ``models/<name>/arms/awq-w4a16`` (llm-compressor AWQ W4A16 g128) when present,
+                 else round-to-nearest W4A16 g128 on load (labelled so in ``quantization``)
+``int4-rtn``     plain-torch round-to-nearest W4 g128 (asymmetric, zero point) on load
+``int4-rtn-pc``  the same RTN W4, asymmetric, one scale and zero point per output row
+                 (per-channel, ``int4-rtn-g-1``); differs from g128 only in the MLP down-projection
+                 (384 inputs); chosen by the pair search (``bundled/models/README.md``)
+``int3-rtn``     RTN at 3 bits g128, ``int2-rtn`` at 2 bits g128 (positive controls)
+===============  ==================================================================================
 
 The "on load" arms are applied by the transformers backend (``quantization`` of the
 :class:`ArmSpec`); they are deterministic, take milliseconds for this model, and need no
@@ -28,8 +32,7 @@ from pytest_quantagent.quant.arms import ArmSpec, register_model_spec
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "bundled" / "models"
 BUNDLED_SPECS: tuple[str, ...] = ("tiny-agent", "tiny-agent-prone")
-BUNDLED_ARMS: tuple[str, ...] = ("bf16", "fp8", "int4", "int4-rtn", "int3-rtn", "int2-rtn")
-
+BUNDLED_ARMS: tuple[str, ...] = ("bf16", "fp8", "int4", "int4-rtn", "int4-rtn-pc", "int3-rtn", "int2-rtn")
 
 
 def _resolver(name: str):  # type: ignore[no-untyped-def]
@@ -44,6 +47,8 @@ def _resolver(name: str):  # type: ignore[no-untyped-def]
             return arm(folder, None)
         if label == "int4-rtn":
             return arm(folder, "int4-rtn-g128")
+        if label == "int4-rtn-pc":
+            return arm(folder, "int4-rtn-g-1")
         if label in ("int3-rtn", "int2-rtn"):
             return arm(folder, f"{label}-g128")
         if label == "int4":

@@ -125,6 +125,21 @@ def test_bundled_arm_resolution() -> None:
         resolve_arm("int2", "tiny-agent")
 
 
+@pytest.mark.skipif(not (BUNDLED_DIR / "tiny-agent-prone" / "config.json").is_file(),
+                    reason="bundled model not built")
+@pytest.mark.parametrize("model", ["tiny-agent", "tiny-agent-prone"])
+def test_per_channel_rtn_arm_quantizes_whole_rows(model: str) -> None:
+    # int4-rtn-pc (the pair search's arm): one scale and zero point per output row, so a
+    # row of the MLP down-projection (384 inputs) holds at most 16 values; g128 allows 48.
+    arm = resolve_arm("int4-rtn-pc", model)
+    assert arm.quantization == "int4-rtn-g-1" and Path(arm.path or "").name == model
+    pc = create_backend(arm, BackendOptions()).model.model.layers[0].mlp.down_proj.weight
+    g128 = create_backend(resolve_arm("int4-rtn", model), BackendOptions()).model.model.layers[0].mlp.down_proj.weight
+    assert pc.shape[1] == 384
+    assert max(torch.unique(row).numel() for row in pc) <= 16
+    assert max(torch.unique(row).numel() for row in g128) > 16
+
+
 BUNDLED = BUNDLED_DIR / "tiny-agent"
 
 
