@@ -71,6 +71,31 @@ def as_arm(data: Records, domain: str, arm: str) -> ArmData:
     return summarize_arm(data, domain, arm)
 
 
+_PER_EPISODE = ("task_ids", "trials", "success", "n_errors", "steps", "tool_calls",
+                "channel_counts", "failures", "recovered", "tokens", "duration_s",
+                "agent_calls", "user_calls", "user_failed", "termination_of")
+
+
+def subset_arm(a: ArmData, rows: np.ndarray) -> ArmData:
+    """The episodes ``rows`` of ``a`` (indices, in order): every per-episode array, the
+    terminations and the decisions recounted. The failing names are the arm's whole
+    counts (they are not kept per episode)."""
+    from dataclasses import fields, replace
+
+    kw: dict[str, Any] = {f.name: getattr(a, f.name)[rows] for f in fields(a)
+                          if f.name in _PER_EPISODE and getattr(a, f.name) is not None}
+    keys = set(zip(kw["task_ids"].tolist(), kw["trials"].tolist(), strict=True))
+    decisions = {k: v for k, v in a.decisions.items() if k in keys}
+    margins = np.asarray([m for v in decisions.values() for m in v[1]], dtype=float)
+    terms: dict[str, int] = {}
+    if a.termination_of is not None:
+        for t in kw["termination_of"]:
+            terms[str(t)] = terms.get(str(t), 0) + 1
+    return replace(a, **kw, decisions=decisions, margins=margins,
+                   terminations=terms if a.termination_of is not None else a.terminations,
+                   user_event_counts={k: v[rows] for k, v in a.user_event_counts.items()})
+
+
 def pair_index(a: ArmData, r: ArmData) -> tuple[np.ndarray, np.ndarray]:
     """Row indices (arm, reference) of the episodes paired by (task, trial)."""
     ref_index = {k: i for i, k in enumerate(r.keys())}

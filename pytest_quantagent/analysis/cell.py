@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from pytest_quantagent.analysis.arms import (
     CellInput,
     as_arm,
@@ -19,6 +21,7 @@ from pytest_quantagent.analysis.arms import (
     fnum,
     mean_or_none,
     pairing,
+    subset_arm,
     task_sums,
 )
 from pytest_quantagent.analysis.claims import (
@@ -212,6 +215,42 @@ def judge(c: CellAnalysis, adjusted: dict[str, float], family: list[str],
         c.reasons.append(f"to decide every claim: {c.design.message}")
 
 
+def _judge_without_user_events(c: CellAnalysis, inp: CellInput, a: ArmData, r: ArmData,
+                               cfg: AnalysisConfig) -> None:
+    """A cell whose arms differ through the simulated user claims no damage from the
+    episodes the user may decide; it may from the others. Re-judge the claims on the pairs
+    in which the user reported nothing in either arm (under the null the events fall on
+    both arms alike, so the selection is symmetric and the tests keep their level; the
+    full-cell analysis claimed nothing, so this is the cell's one claim). A damage verdict
+    there is the cell's, with the user's difference still named."""
+    p = pairing(a, r)
+    if not p.paired:
+        return
+    quiet = np.ones(p.n, dtype=bool)
+    for counts, rows in ((a.user_event_counts, p.ia), (r.user_event_counts, p.ir)):
+        for v in counts.values():
+            quiet &= v[rows] == 0
+    n = int(quiet.sum())
+    if n < 2 or n == p.n:
+        return
+    sub_in = CellInput(domain=inp.domain, arm=inp.arm, records=subset_arm(a, p.ia[quiet]),
+                       reference=inp.reference, reference_records=subset_arm(r, p.ir[quiet]),
+                       pool_tasks=inp.pool_tasks, alpha=cfg.alpha)
+    (sub,), _ = analyze_cells([sub_in], replace(cfg, holm_scope="cell"))
+    if sub.verdict not in (Verdict.MASKED_DAMAGE, Verdict.DEGRADED):
+        c.reasons.append(f"on the {n} of {p.n} paired episodes in which the simulated user "
+                         f"reported nothing in either arm: {sub.verdict}, no damage shown")
+        return
+    user_lines = [x for x in c.reasons if x.startswith("the arms differ through the simulated user")]
+    c.verdict = sub.verdict
+    c.reasons = [*user_lines,
+                 f"on the {n} of {p.n} paired episodes in which the simulated user reported "
+                 f"nothing in either arm, damage is shown ({sub.verdict}):",
+                 *[x for x in sub.reasons if not x.startswith("to decide")]]
+    c.fields.setdefault("extra", {})["without_user_events"] = {
+        "paired": n, "verdict": str(sub.verdict), "holm": sub.holm}
+
+
 def sequential_reason(seq: dict[str, Any]) -> str:
     """The reason line of a run-until-decided cell: where it stopped, at what level."""
     looks = seq.get("looks") or []
@@ -238,6 +277,7 @@ def analyze_cells(inputs: Sequence[CellInput], cfg: AnalysisConfig
                              "(a sequential look) but Holm's family is the report's; use "
                              "holm_scope='cell' with run-until-decided")
         cfgs.append(cfg if inp.alpha is None else replace(cfg, alpha=inp.alpha))
+    sides: list[tuple[ArmData, ArmData] | None] = []
     for inp, ccfg in zip(inputs, cfgs, strict=True):
         arm_input = inp.records if inp.records is not None else inp.arm_records
         if arm_input is None:  # unreachable: __post_init__ guarantees one
@@ -245,6 +285,7 @@ def analyze_cells(inputs: Sequence[CellInput], cfg: AnalysisConfig
         a = as_arm(arm_input, inp.domain, inp.arm)
         if inp.reference_records is None:
             cells.append(arm_only(inp, a, ccfg))
+            sides.append(None)
             continue
         if inp.reference is None:
             raise ValueError(
@@ -253,6 +294,7 @@ def analyze_cells(inputs: Sequence[CellInput], cfg: AnalysisConfig
             )
         r = as_arm(inp.reference_records, inp.domain, inp.reference)
         cells.append(analyze_cell(inp, a, r, ccfg))
+        sides.append((a, r))
         if inp.sequential is not None:
             cells[-1].fields["sequential"] = inp.sequential
     flat = [(i, tid, pv) for i, c in enumerate(cells) for tid, pv in c.tests]
@@ -270,6 +312,9 @@ def analyze_cells(inputs: Sequence[CellInput], cfg: AnalysisConfig
     for i, c in enumerate(cells):
         if c.evidence is not None:
             judge(c, per_cell[i], families[i], cfgs[i])
+            ar = sides[i]
+            if c.evidence.user_differs and c.verdict is Verdict.INCONCLUSIVE and ar is not None:
+                _judge_without_user_events(c, inputs[i], ar[0], ar[1], cfgs[i])
             seq = inputs[i].sequential
             if seq is not None:
                 c.reasons.append(sequential_reason(seq))
