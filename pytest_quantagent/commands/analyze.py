@@ -223,6 +223,8 @@ def build_report(args: argparse.Namespace) -> Any:
             }
             del run
     data: dict[tuple[str, str], ArmData] = {k: a.finish() for k, a in acc.items()}
+    # τ²-bench results: the pool is τ²-bench's, which this install does not hold
+    tau2_domains = {d for (d, _), e in extra.items() if "tau2_provenance" in e}
     inputs: list[CellInput] = []
     for domain in dict.fromkeys(d for d, _ in order):
         arms = [a for d, a in order if d == domain]
@@ -240,7 +242,8 @@ def build_report(args: argparse.Namespace) -> Any:
                 if key in ref_extra:
                     cell_extra[f"reference_{key}"] = ref_extra[key]
             inputs.append(CellInput(domain, arm, data[(domain, arm)], ref, data[(domain, ref)],
-                                    extra=cell_extra))
+                                    extra=cell_extra,
+                                    pool_tasks=None if domain in tau2_domains else _store_pool(domain)))
     run_meta = {
         "sources": sources,
         "models": sorted({m for d in data.values() for m in d.models}),
@@ -306,3 +309,16 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     data = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
     return exit_with_gate(data.get("cells", []))
+
+
+def _store_pool(domain: str) -> int | None:
+    """The advice's cap for a stored run of ``domain``: every task of the installed domain
+    (and its fresh pool where it generates tasks); None for a domain not installed here."""
+    from pytest_quantagent.env.registry import get_domain
+    from pytest_quantagent.runner.selection import TaskSelection, pool_capacity
+
+    try:
+        dom = get_domain(domain)
+    except Exception:  # a store of a domain this install lacks: the advice is uncapped
+        return None
+    return pool_capacity(dom, TaskSelection("ids", ids=("_",)))

@@ -206,3 +206,15 @@ def test_pytest_bad_timeouts_are_refused_before_collection(pytester: pytest.Pyte
     result = pytester.runpytest("--quant-run-timeout=0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--quant-run-timeout*0*a finite number > 0*"])
+
+
+def test_analyze_caps_the_advice_at_the_stored_domains_pool(arms_toml: Path, tmp_path: Path) -> None:
+    # issue 33 item 3: `quantagent analyze STORE` advises no more tasks than the installed
+    # domain holds (the mini domain: 4 tasks, no fresh pool)
+    out, rep = tmp_path / "s", tmp_path / "a.json"
+    main(["run", "--domain", "mini", "--arms", "bf16,same", "--config", str(arms_toml),
+          "--out", str(out), "-q"])
+    main(["analyze", str(out), "--json", str(rep)])
+    (cell,) = json.loads(rep.read_text())["cells"]
+    assert cell["verdict"] == "INCONCLUSIVE"
+    assert cell["plan"]["tasks"] <= 4 and not cell["plan"]["fresh"], cell["plan"]
