@@ -27,11 +27,11 @@ import asyncio
 import gc
 import hashlib
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pytest_quantagent.backends.wrapper import UsageCounter, bind_episode_usage, with_timeout
 from pytest_quantagent.env.evaluate import RewardInfo
@@ -53,6 +53,9 @@ def derive_seed(run_seed: int, task_id: str, trial: int) -> int:
     """The episode seed for (run seed, task, trial): identical for every arm of a run."""
     digest = hashlib.sha256(f"{run_seed}\x1f{task_id}\x1f{trial}".encode()).digest()
     return int.from_bytes(digest[:8], "big") & ((1 << _SEED_BITS) - 1)
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -452,8 +455,8 @@ class ArmRunner:
         sem = asyncio.Semaphore(self.settings.concurrency)
         with quiet_gc(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="quantagent-store") as writer:
             appender = _GroupAppender(self.store, writer) if self.store is not None else None
-            done = await asyncio.gather(*(self._run_one(plan[i], keys[i], writer, sem, appender)
-                                          for i in todo))
+            done = await gather_or_cancel([self._run_one(plan[i], keys[i], writer, sem, appender)
+                                           for i in todo])
         for i, rec in zip(todo, done, strict=True):
             results[i] = rec
         return [r for r in results if r is not None]
@@ -505,5 +508,19 @@ async def run_cell(
                   episode_fn=episode_fn, prompt=prompt, user=user, judge=judge)
         for rt in runtimes
     ]
-    results = await asyncio.gather(*(r.run(plan) for r in runners))
+    results = await gather_or_cancel([r.run(plan) for r in runners])
     return dict(zip(labels, results, strict=True))
+
+
+async def gather_or_cancel(coros: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
+    """``asyncio.gather`` that, when one fails (a run that stops: a refused key, a dead
+    server, the time cap), cancels the others and waits for them before raising, so that
+    every in-flight request has closed its connection before the caller closes the clients."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
