@@ -288,36 +288,20 @@ def plan_design(
     """
     check_probability("alpha", alpha)
     check_probability("power", power)
-    x = np.asarray(d, dtype=float).ravel()
-    lab = np.asarray(clusters).astype(str).ravel()
-    if x.size != lab.size or x.size == 0:
-        raise ValueError(f"d and clusters need equal, non-zero lengths; got {x.size}, {lab.size}")
-    _, inv = np.unique(lab, return_inverse=True)
-    t = int(inv.max()) + 1
-    sizes = np.bincount(inv, minlength=t).astype(float)
-    m = float(x.size) / t
-    means = np.bincount(inv, weights=x, minlength=t) / sizes
-    within_ss = float(np.sum((x - means[inv]) ** 2))
-    within_df = float(x.size - t)
-    total_var = float(np.var(x, ddof=1)) if x.size > 1 else 0.0
-    floor = PLANNING_SD_FLOOR**2
-    if within_df > 0:
-        # plan on 80% upper confidence bounds of both parts (chi-square): a pilot's variance
-        # estimates are noisy, and an underestimated task-level part advises trials that
-        # cannot reach the margin
-        sw2 = within_ss / within_df * within_df / float(_st.chi2.ppf(0.2, within_df))
-        vm = float(np.var(means, ddof=1)) if t > 1 else 0.0
-        vm_up = vm * (t - 1) / float(_st.chi2.ppf(0.2, t - 1)) if t > 1 else 0.0
-        sb2 = max(0.0, vm_up - within_ss / within_df / m)
-        if sw2 + sb2 == 0.0:
-            sw2 = floor
+    # both parts at their 80% upper confidence bounds (variance_components); with one trial
+    # per task this plan takes the total variance as it is
+    vc = variance_components(d, clusters)
+    t, m, one_trial = vc.tasks, vc.trials, vc.one_trial
+    if one_trial:
+        x = np.asarray(d, dtype=float).ravel()
+        total_var = float(np.var(x, ddof=1)) if x.size > 1 else 0.0
+        sw2, sb2 = max(total_var, PLANNING_SD_FLOOR**2), 0.0
     else:
-        sw2, sb2 = max(total_var, floor), 0.0
+        sw2, sb2 = vc.within, vc.between
     za = float(_st.norm.ppf(1 - alpha))
     zb = float(_st.norm.ppf(1 - (1 - power) / 2))
     target = margin / (za + zb)
     t2 = target * target
-    one_trial = within_df <= 0
     mi = max(1, round(m))
 
     def tasks_for(trials: int) -> int:
