@@ -23,7 +23,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pytest_quantagent.analysis.arms import subset_arm
 from pytest_quantagent.analysis.sequential import Design, SequentialPlan
 from pytest_quantagent.metrics.synthetic import World, simulate_world
 from pytest_quantagent.report.model import AnalysisConfig, CellInput, analyze
@@ -66,21 +67,9 @@ def _rows() -> list[Row]:
     ]
 
 
-_PER_EPISODE = ("task_ids", "trials", "success", "n_errors", "steps", "tool_calls",
-                "channel_counts", "failures", "recovered", "tokens", "duration_s", "agent_calls",
-                "user_calls", "user_failed", "termination_of")
-
-
-def _prefix(a: Any, n: int) -> Any:
-    """The first ``n`` episodes (tasks, at one trial each) of a simulated arm."""
-    kw = {f.name: getattr(a, f.name)[:n] for f in fields(a) if f.name in _PER_EPISODE}
-    stopped = int((kw["n_errors"] >= a.max_errors).sum())
-    terms = {k: v for k, v in (("user_stop", n - stopped), ("too_many_errors", stopped)) if v}
-    return replace(a, **kw, terminations=terms, user_event_counts={})
-
-
 def _verdict(a: Any, r: Any, n: int, alpha: float) -> str:
-    cell = analyze([CellInput("retail", "int4", _prefix(a, n), "bf16", _prefix(r, n),
+    first = np.arange(n)  # the first n tasks (one trial each, task-major)
+    cell = analyze([CellInput("retail", "int4", subset_arm(a, first), "bf16", subset_arm(r, first),
                               alpha=alpha)], AnalysisConfig()).cells[0]
     return str(cell.verdict)
 
