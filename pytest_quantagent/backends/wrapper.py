@@ -178,8 +178,9 @@ class Breaker:
         self._row += 1
         self._last = f"{type(exc).__name__}: {exc}"
 
-    def check(self, who: str, role: str | None) -> None:
-        """Raise :class:`ServerDownError` when the breaker is open."""
+    def check(self, who: Callable[[], str], role: str | None) -> None:
+        """Raise :class:`ServerDownError` when the breaker is open (``who()`` names the
+        model; called only then, so a closed breaker costs two comparisons)."""
         if self._since is None or self._row < self.failures:
             return
         idle = self.clock() - self._since
@@ -189,7 +190,7 @@ class Breaker:
         since = (f"has not answered since {when}" if self._succeeded
                  else f"has not answered once since the run started at {when}")
         raise ServerDownError(
-            f"{who} {since} ({self._row} failed requests in a row over {idle:.0f} s; last "
+            f"{who()} {since} ({self._row} failed requests in a row over {idle:.0f} s; last "
             f"error: {self._last}); the run stops here, the episodes stored so far are kept: "
             "fix the server and run the same command again to resume", role=role)
 
@@ -230,7 +231,7 @@ class ModelClient:
         slots = self._slots
         breaker = self.breaker
         while True:
-            breaker.check(self._who(), self.role)
+            breaker.check(self._who, self.role)
             if not slots.try_take():
                 await slots.wait()
             try:
@@ -239,7 +240,7 @@ class ModelClient:
                 if not self.backend.is_retryable(exc):
                     raise
                 breaker.failure(exc)
-                breaker.check(self._who(), self.role)
+                breaker.check(self._who, self.role)
                 if attempt >= self.retry.max_retries:
                     raise InfrastructureError(
                         f"{self.backend.name}: giving up after {attempt + 1} attempts: "

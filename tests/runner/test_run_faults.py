@@ -213,22 +213,22 @@ def test_the_breaker_needs_both_its_count_and_its_time() -> None:
     b = wrapper.Breaker(failures=3, seconds=10.0, clock=lambda: now[0], wall=lambda: 0.0)
     for _ in range(5):
         b.failure(OSError("refused"))
-    b.check("m", None)  # 5 failures in a row, but 0 s without a success: closed
+    b.check(lambda: "m", None)  # 5 failures in a row, but 0 s without a success: closed
     now[0] += 11.0
     with pytest.raises(wrapper.ServerDownError, match=r"m has not answered once since the run "
                        r"started at .* \(5 failed requests in a row over 11 s; last error: "
                        r"OSError: refused\)"):
-        b.check("m", None)
+        b.check(lambda: "m", None)
     b.success()
     now[0] += 100.0
-    b.check("m", None)  # a success resets the count: 100 s idle alone does not open it
+    b.check(lambda: "m", None)  # a success resets the count: 100 s idle alone does not open it
     b.failure(OSError("x"))
     b.failure(OSError("x"))
     now[0] += 50.0
-    b.check("m", None)  # 2 < 3 failures
+    b.check(lambda: "m", None)  # 2 < 3 failures
     b.failure(OSError("x"))
     with pytest.raises(wrapper.ServerDownError, match="has not answered since"):
-        b.check("m", "judge")
+        b.check(lambda: "m", "judge")
 
 
 @pytest.mark.parametrize("client", ["native", "httpx"])
