@@ -161,7 +161,8 @@ JudgeLook = Callable[[str, list[EpisodeRecord], list[EpisodeRecord], float], str
 
 def run_until_decided(arms: Sequence[str], reference: str, plan: SequentialPlan,
                       run_wave: RunWave, judge_look: JudgeLook, *,
-                      on_look: Callable[[int, Design, dict[str, CellSequence]], None] | None = None,
+                      on_look: Callable[[int, SequentialPlan, dict[str, CellSequence]], None]
+                      | None = None,
                       ) -> dict[str, CellSequence]:
     """Run the planned waves until every cell of ``arms`` (each compared with
     ``reference``) is decided or its looks are spent; each cell's sequence by label."""
@@ -198,7 +199,7 @@ def run_until_decided(arms: Sequence[str], reference: str, plan: SequentialPlan,
                 continue
             open_.remove(arm)
         if on_look is not None:
-            on_look(k, design, seqs)
+            on_look(k, plan, seqs)
     return seqs
 
 
@@ -221,8 +222,7 @@ def run_arms_until_decided(
     domain: str, arms: Sequence[Any], request: Any, store_dir: Any, cfg: Any, *,
     max_episodes: int = DEFAULT_MAX_EPISODES, cells: Sequence[str] | None = None,
     progress: Callable[[], Any] | None = None,
-    on_look: Callable[[int, Design, dict[str, CellSequence]], None] | None = None,
-    plan_hook: Callable[[SequentialPlan], None] | None = None,
+    on_look: Callable[[int, SequentialPlan, dict[str, CellSequence]], None] | None = None,
 ) -> SequentialRun:
     """:func:`~pytest_quantagent.runner.service.run_arms` in planned waves until every cell
     (each arm of ``cells``, default every arm after the first, against ``arms[0]``) is decided
@@ -251,8 +251,6 @@ def run_arms_until_decided(
     pool = pool_capacity(dom, sel, arms) if sel.growable else first.tasks
     plan = SequentialPlan.make(first, pool=pool, grow_tasks=sel.growable,
                                max_episodes=max_episodes, alpha=cfg.alpha)
-    if plan_hook is not None:
-        plan_hook(plan)
     last: list[Any] = [None]
 
     def wave(design: Design, open_arms: list[str]) -> Mapping[str, list[EpisodeRecord]]:

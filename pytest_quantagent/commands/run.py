@@ -209,10 +209,11 @@ def run_specs(args: argparse.Namespace, specs: list[Any]) -> ArmsRun:
                     progress=RunProgress(quiet=args.quiet))
 
 
-def _look_line(k: int, design: Any, seqs: dict[str, Any], n_looks: int) -> str:
+def _look_line(k: int, plan: Any, seqs: dict[str, Any]) -> str:
+    design = plan.designs[k - 1]
     cells = ", ".join(f"{a} {s.looks[-1].verdict}" + (" (stops)" if s.stopped else "")
                       for a, s in seqs.items() if s.looks and s.looks[-1].look == k)
-    return (f"look {k}/{n_looks}: {design.tasks} tasks x {design.trials} "
+    return (f"look {k}/{len(plan.designs)}: {design.tasks} tasks x {design.trials} "
             f"trial{'s' if design.trials != 1 else ''}: {cells}")
 
 
@@ -303,19 +304,15 @@ def _run_until_decided(args: argparse.Namespace, specs: list[Any], cfg: Any) -> 
     if len(specs) < 2:
         raise ValueError("--until-decided compares arms: give a reference and at least one "
                          "other arm in --arms")
-    if cfg.holm_scope != "cell":  # pragma: no cover - run has no --holm-scope
-        raise ValueError("--until-decided judges each cell at its own look")
-    n_looks = [0]
 
-    def on_look(k: int, design: Any, seqs: dict[str, Any]) -> None:
+    def on_look(k: int, plan: Any, seqs: dict[str, Any]) -> None:
         if not args.quiet:
-            print(_look_line(k, design, seqs, n_looks[0]), file=sys.stderr, flush=True)
+            print(_look_line(k, plan, seqs), file=sys.stderr, flush=True)
 
     seq = run_arms_until_decided(
         args.domain, specs, run_request(args), args.out, cfg,
         max_episodes=args.max_episodes or DEFAULT_MAX_EPISODES,
-        progress=lambda: RunProgress(quiet=args.quiet), on_look=on_look,
-        plan_hook=lambda plan: n_looks.__setitem__(0, len(plan.designs)))
+        progress=lambda: RunProgress(quiet=args.quiet), on_look=on_look)
     records = {s.label: (seq.cells[s.label].records or ([], []))[0] for s in specs[1:]}
     longest = max((c.records[1] for c in seq.cells.values() if c.records), key=len, default=[])
     records[specs[0].label] = longest
