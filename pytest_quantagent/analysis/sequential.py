@@ -212,7 +212,6 @@ class SequentialRun:
     cells: dict[str, CellSequence]
     run: Any
     """The last wave's :class:`~pytest_quantagent.runner.service.ArmsRun`."""
-    pool: int
 
     def cell_block(self, arm: str) -> dict[str, Any]:
         return self.plan.describe(self.cells[arm])
@@ -269,7 +268,7 @@ def run_arms_until_decided(
         return str(cell[0].verdict)
 
     seqs = run_until_decided(labels, reference, plan, wave, judge, on_look=on_look)
-    return SequentialRun(plan, seqs, last[0], pool)
+    return SequentialRun(plan, seqs, last[0])
 
 
 __all__ = ["DEFAULT_MAX_EPISODES", "CellSequence", "Design", "Look", "SequentialPlan",

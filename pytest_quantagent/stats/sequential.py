@@ -37,7 +37,6 @@ Clinical Trials*. Chapman & Hall/CRC.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_quantagent.stats._validate import check_probability
@@ -114,9 +113,4 @@ def geometric_looks(first: int, cap: int, factor: float = 2.0) -> tuple[int, ...
     return tuple(out)
 
 
-def spent_alphas(looks: Sequence[int], alpha: float = 0.05, rho: float = DEFAULT_RHO) -> list[float]:
-    """The per-look levels of :class:`SpendingPlan` (a convenience)."""
-    return list(SpendingPlan(tuple(looks), alpha, rho).alphas)
-
-
-__all__ = ["DEFAULT_RHO", "SpendingPlan", "geometric_looks", "spent_alphas"]
+__all__ = ["DEFAULT_RHO", "SpendingPlan", "geometric_looks"]
