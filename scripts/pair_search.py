@@ -19,41 +19,13 @@ with ``--json PATH``, writes them.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import copy
 import json
 import os
-import random
 import re
 import sys
 import time
 from typing import Any
-
-
-def gold_for_tasks(domain_name: str, tasks: list[Any], policy: dict[str, bool], seeds: int = 1) -> list[str]:
-    """The clean expert's successful transcripts of ``tasks`` (as ``gold_transcripts`` does for a split)."""
-    from pytest_quantagent.env.registry import get_domain
-    from pytest_quantagent.runner.episode import run_episode
-    from pytest_quantagent.training.data import agent_view, render_episode
-    from pytest_quantagent.training.decisions import CLEAN
-    from pytest_quantagent.training.expert import ExpertAgent, decoy_ids, enum_arguments
-
-    domain = get_domain(domain_name)
-    enums = enum_arguments(domain)
-    decoys = decoy_ids([])
-
-    async def run_all() -> list[str]:
-        out: list[str] = []
-        for s in range(seeds):
-            for task in tasks:
-                agent = ExpertAgent(domain, task, CLEAN, random.Random(s), enum_values=enums, decoys=decoys,
-                                    **policy)
-                o = await run_episode(domain=domain, task=task, agent=agent, user=domain.make_user(task, s))
-                if o.success:
-                    out.append(render_episode(agent_view(o.messages)))
-        return out
-
-    return asyncio.run(run_all())
 
 
 def quantized_copy(model: Any, scheme: str, folder: str) -> Any:
@@ -113,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         tasks = [domain.task(t) for t in domain.splits[args.split]]
     t0 = time.monotonic()
-    transcripts = gold_for_tasks(args.domain, tasks, policy)
+    from pytest_quantagent.training.decisions import gold_transcripts_of
+
+    transcripts = gold_transcripts_of(args.domain, tasks, **policy)
     print(f"{len(transcripts)} gold transcripts of {len(tasks)} tasks in {time.monotonic() - t0:.1f}s",
           file=sys.stderr)
     backend = create_backend(ref, BackendOptions())

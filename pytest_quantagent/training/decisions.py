@@ -100,7 +100,17 @@ def gold_transcripts(
         from pytest_quantagent.errors import UnknownNameError
 
         raise UnknownNameError("split", split, domain.splits, hint=f"splits of domain {domain_name!r}")
-    tasks = [domain.task(t) for t in ids]
+    return gold_transcripts_of(domain_name, [domain.task(t) for t in ids], seeds=seeds,
+                               restate_ids=restate_ids, confirm_args=confirm_args,
+                               email_first=email_first)
+
+
+def gold_transcripts_of(
+    domain_name: str, tasks: Sequence[Any], *, seeds: int = 1, restate_ids: bool = False,
+    confirm_args: bool = False, email_first: bool = False,
+) -> list[str]:
+    """:func:`gold_transcripts` of given ``tasks`` of the domain (e.g. a fresh pool)."""
+    domain = get_domain(domain_name)
     enums = enum_arguments(domain)
     decoys = decoy_ids([])
 
