@@ -186,6 +186,12 @@ def check_contradictions(qc: QuantAgentConfig) -> None:
             f"--quant lists the reference arm {qc.reference!r}: a candidate cannot be compared "
             f"with itself; {fix}, or choose another reference with --quant-reference"
         )
+    own = [a for a in qc.arms if "@" in a and a.partition("@")[0] == qc.reference.partition("@")[0]]
+    if own:
+        raise pytest.UsageError(
+            f"--quant lists {own[0]!r}, the reference arm of model {own[0].partition('@')[2]!r}: "
+            f"a candidate ARM@MODEL is compared with {qc.reference.partition('@')[0]}@MODEL; "
+            "list only candidates")
     if qc.user_model is not None and qc.user != "llm":
         raise pytest.UsageError(
             f"--quant-user-model={qc.user_model} needs the LLM user simulator, but the user "
@@ -311,9 +317,30 @@ def _check_arms(qc: QuantAgentConfig) -> None:
             allowed = set(CHECKPOINT_ARMS)
             source = f"the checkpoint {name!r} (--quant-model)"
     for label in (qc.reference, *qc.arms):
+        plain, own_model = arms_mod.split_model(label)
+        if own_model is not None:  # ARM@MODEL: an arm of another model spec
+            _check_model_arm(label, plain, own_model, qc, arms_mod)
+            continue
         base = label.removesuffix(arms_mod.REPAIR_SUFFIX)
         if label not in allowed and base not in allowed:
             flag = "--quant-reference" if label == qc.reference else "--quant"
             raise pytest.UsageError(
                 f"{flag}: unknown arm {label!r}; arms of {source}: {', '.join(sorted(allowed))}"
             )
+
+
+def _check_model_arm(label: str, plain: str, model: str, qc: QuantAgentConfig, arms_mod: Any) -> None:
+    """``ARM@MODEL``: MODEL a registered model spec providing ARM."""
+    flag = "--quant-reference" if label == qc.reference else "--quant"
+    specs_known = arms_mod.list_model_specs()
+    if model not in specs_known:
+        raise pytest.UsageError(f"{flag}: {label!r} names an unknown model spec {model!r}; "
+                                f"model specs: {', '.join(sorted(specs_known))}")
+    allowed = set(arms_mod.model_spec_arms(model))
+    if plain.removesuffix(arms_mod.REPAIR_SUFFIX) not in allowed:
+        raise pytest.UsageError(f"{flag}: unknown arm {plain!r} in {label!r}; arms of model "
+                                f"spec {model!r}: {', '.join(sorted(allowed))}")
+    ref = arms_mod.reference_for(label, qc.reference)
+    if label != qc.reference and str(arms_mod.split_model(ref)[0]) not in allowed:
+        raise pytest.UsageError(f"{flag}: {label!r} is paired with {ref!r}, which model spec "
+                                f"{model!r} does not provide; its arms: {', '.join(sorted(allowed))}")

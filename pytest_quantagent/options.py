@@ -35,7 +35,8 @@ USER_KINDS: tuple[str, ...] = ("llm", "scripted")
 REPAIR_KINDS: tuple[str, ...] = ("none", "reflexive")
 
 MAX_TRIALS = 10_000  # trials per task and arm; more is a typo, not a design (issue 36)
-_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*(@[A-Za-z0-9][A-Za-z0-9_./-]*)?$")
+"""An arm or domain name; an arm may name its model spec after ``@`` (``int4@tiny-agent``)."""
 
 
 def _bad(option: str, value: object, allowed: str) -> argparse.ArgumentTypeError:
@@ -64,7 +65,8 @@ def parse_label_list(option: str) -> Callable[[str], tuple[str, ...]]:
             if not _LABEL.match(v):
                 raise _bad(
                     option, value,
-                    f"names made of letters, digits and _ . + - ({v!r} is not one)",
+                    f"names made of letters, digits and _ . + - (an arm may add @MODEL, e.g. "
+                    f"int4@tiny-agent; {v!r} is not one)",
                 )
         seen: dict[str, None] = {}
         for v in items:

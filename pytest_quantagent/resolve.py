@@ -25,13 +25,14 @@ def default_arm(qc: QuantAgentConfig, label: str) -> ArmSpec:
     ``--quant-repair`` (never on the reference arm) applied."""
     from dataclasses import replace
 
-    from pytest_quantagent.quant.arms import load_arms_config, resolve_arm
+    from pytest_quantagent.quant.arms import load_arms_config, reference_for, resolve_arm
 
     table = load_arms_config(qc.config_path) if qc.config_path else None
     spec = resolve_arm(label, qc.model, table)
     if qc.backend is not None and spec.backend != qc.backend:
         spec = replace(spec, backend=qc.backend)
-    if qc.repair != "none" and label != qc.reference and spec.repair == "none":
+    candidate = reference_for(label, qc.reference) != label
+    if qc.repair != "none" and candidate and spec.repair == "none":
         spec = replace(spec, repair=qc.repair)
     return spec
 
@@ -72,9 +73,18 @@ class RunSetup:
             self._arms[label] = spec
         return self._arms[label]
 
+    def reference_of(self, label: str) -> str:
+        """The reference arm candidate ``label`` is paired with (``--quant-reference``, or
+        for ``ARM@MODEL`` that model's own reference arm)."""
+        from pytest_quantagent.quant.arms import reference_for
+
+        return reference_for(label, self.qc.reference)
+
     def labels(self) -> tuple[str, ...]:
-        """The run's arm labels, reference first, each once."""
-        return tuple(dict.fromkeys((self.qc.reference, *self.qc.arms)))
+        """The run's arm labels, references first (``--quant-reference``, then each other
+        model's), each once."""
+        refs = [self.reference_of(a) for a in self.qc.arms]
+        return tuple(dict.fromkeys((self.qc.reference, *refs, *self.qc.arms)))
 
     def arms(self) -> list[ArmSpec]:
         """Every arm of the run (reference first): the arms the task pool depends on."""

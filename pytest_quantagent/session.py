@@ -196,8 +196,9 @@ class QuantAgentSession:
     def cells_for(self, args: MarkerArgs) -> list[CellKey]:
         """Grid cells of a test, narrowed by its markers (domain-major order)."""
         domains = [d for d in self.domains() if args.domains is None or d in args.domains]
-        arms = [a for a in self.qc.arms if args.precisions is None or a in args.precisions]
-        return [CellKey(d, a, self.qc.reference) for d in domains for a in arms]
+        arms = [a for a in self.qc.arms if args.precisions is None or a in args.precisions
+                or a.partition("@")[0] in args.precisions]
+        return [CellKey(d, a, self.setup.reference_of(a)) for d in domains for a in arms]
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         if not GRID_FIXTURES.intersection(metafunc.fixturenames):
@@ -489,7 +490,8 @@ class QuantAgentSession:
     def _key_of(self, cell_id: str) -> CellKey:
         for d in sorted(self.domains(), key=len, reverse=True):
             if cell_id.startswith(d + "-"):
-                return CellKey(d, cell_id[len(d) + 1 :], self.qc.reference)
+                arm = cell_id[len(d) + 1 :]
+                return CellKey(d, arm, self.setup.reference_of(arm))
         raise ValueError(f"cell id {cell_id!r} names no domain of this run")
 
     @pytest.hookimpl(tryfirst=True)

@@ -159,14 +159,16 @@ def with_repair_arms(arms: str, repair: str) -> str:
     reference stays first, without repair); unchanged for ``"none"``."""
     if repair == "none":
         return arms
+    from pytest_quantagent.quant.arms import split_model, with_repair
+
     labels = [a.strip() for a in arms.split(",") if a.strip()]
     out: list[str] = []
     for a in labels:
         if a in out:
             continue
         out.append(a)
-        twin = f"{a}+repair"
-        if not a.endswith("+repair") and twin not in out:
+        twin = with_repair(a)
+        if not split_model(a)[0].endswith("+repair") and twin not in out:
             out.append(twin)
     return ",".join(out)
 
@@ -237,16 +239,63 @@ def _verdict_config(args: argparse.Namespace) -> Any:
     return AnalysisConfig(**kw)
 
 
+def reference_groups(labels: list[str]) -> list[list[str]]:
+    """``--arms`` split into runs of one reference each: the first label is the reference of
+    the arms without ``@MODEL``; ``ARM@MODEL`` is paired with that model's reference arm
+    (``bf16@MODEL``), run in a group of its own. Each group lists its reference first."""
+    from pytest_quantagent.quant.arms import reference_for
+
+    ref = labels[0]
+    groups: dict[str, list[str]] = {ref: [ref]}
+    for label in labels[1:]:
+        r = reference_for(label, ref)
+        if r == label:
+            raise ValueError(f"--arms lists {label!r}, the reference arm of its model: an arm "
+                             f"ARM@MODEL is compared with {r}; list only candidates after the "
+                             "first arm")
+        groups.setdefault(r, [r]).append(label)
+    return list(groups.values())
+
+
 def execute(args: argparse.Namespace) -> dict[str, Any]:
-    """Run or resume; returns the report JSON (a dict)."""
-    from pytest_quantagent.report.model import CellInput, analyze
+    """Run or resume; returns the report JSON (a dict). Arms of other models (``ARM@MODEL``)
+    run against their own model's reference, one reference group after the other, and are
+    judged in one report."""
+    from pytest_quantagent.report.model import analyze
     from pytest_quantagent.runner.build import resolve_arms
 
     cfg = _verdict_config(args)  # bad thresholds are refused before any episode runs
     if args.max_episodes is not None and not args.until_decided:
         raise ValueError("--max-episodes caps --until-decided; add --until-decided or drop it")
-    specs = resolve_arms(with_repair_arms(args.arms, args.repair), model_spec=args.model,
-                         config_path=args.config)
+    labels = [a.strip() for a in with_repair_arms(args.arms, args.repair).split(",") if a.strip()]
+    groups = reference_groups(labels) if labels else [[]]
+    # every arm of every group resolved (and refused by name) before any episode runs
+    group_specs = [resolve_arms(",".join(g), model_spec=args.model, config_path=args.config)
+                   for g in groups]
+    inputs: list[Any] = []
+    run_info: dict[str, Any] = {}
+    for specs in group_specs:
+        got, info = _group_inputs(args, specs, cfg)
+        inputs += got
+        if not run_info:
+            run_info = info
+            continue
+        for key in ("model", "backend"):
+            run_info[key] = sorted({*run_info[key], *info[key]})
+        run_info["arms"] = [*run_info["arms"], *info["arms"]]
+        for key in ("backends", "nl_assertions", "endpoints", "infrastructure_failures", "faults"):
+            if isinstance(run_info.get(key), dict) and isinstance(info.get(key), dict):
+                run_info[key] = {**run_info[key], **info[key]}
+    if len(group_specs) > 1:
+        run_info["references"] = [specs[0].label for specs in group_specs]
+    report: dict[str, Any] = analyze(inputs, cfg, run=run_info).model_dump(mode="json")
+    return report
+
+
+def _group_inputs(args: argparse.Namespace, specs: list[Any], cfg: Any) -> tuple[list[Any], dict[str, Any]]:
+    """One reference group's run (or resume) and its cells' inputs, with its run section."""
+    from pytest_quantagent.report.model import CellInput
+
     seq = None
     if args.until_decided:
         ran, seq = _run_until_decided(args, specs, cfg)
@@ -289,8 +338,7 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
     for inp in inputs:
         sides = [inp.arm] + ([inp.reference] if inp.reference is not None else [])
         inp.extra["faults"] = {side: counts[side] for side in sides}
-    report: dict[str, Any] = analyze(inputs, cfg, run=run_info).model_dump(mode="json")
-    return report
+    return inputs, run_info
 
 
 def _run_until_decided(args: argparse.Namespace, specs: list[Any], cfg: Any) -> tuple[Any, Any]:

@@ -17,7 +17,10 @@ Arms come from two places:
   ``pytest_quantagent.quant.bundled``, imported lazily on first lookup.
 
 An arm label may carry a ``+repair`` suffix (``int4+repair``): the same model with the
-reflexive-repair mode on.
+reflexive-repair mode on. It may name its model spec after ``@`` (``int4@tiny-agent``,
+``int4+repair@tiny-agent``): the arm of that model spec whatever the run's model, paired with
+the same model's reference arm (``bf16@tiny-agent``, :func:`reference_for`), so one run can
+hold the cells of several models.
 
 The same TOML file may pin the LLM user simulator in a ``[user]`` table, written like an arm
 plus the user's decoding settings (see :func:`load_user_config`)::
@@ -54,6 +57,8 @@ else:  # pragma: no cover
 #: Precision names the project knows (an arm label is one of these, optionally + "+repair").
 KNOWN_PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp32", "fp8", "int8", "int4", "int4-rtn")
 REPAIR_SUFFIX = "+repair"
+MODEL_SEP = "@"
+"""Between an arm label and the model spec it is taken from (``int4@tiny-agent``)."""
 REPAIR_MODES: tuple[str, ...] = ("none", "reflexive")
 DEFAULT_MODEL_SPEC = "tiny-agent"
 
@@ -102,8 +107,8 @@ class ArmSpec:
 
     @property
     def precision(self) -> str:
-        """The label without the ``+repair`` suffix."""
-        return self.label.removesuffix(REPAIR_SUFFIX)
+        """The label without its model (``@MODEL``) and ``+repair`` suffix."""
+        return split_model(self.label)[0].removesuffix(REPAIR_SUFFIX)
 
     def cache_fields(self) -> dict[str, Any]:
         """The fields that change an episode's outcome (for the cache key; no endpoint URL,
@@ -187,11 +192,14 @@ def parse_arm_labels(value: str, allowed: Iterable[str] | None = None) -> list[s
         raise UnknownNameError("arm", value, known, hint="give a comma-separated list such as 'bf16,int4'")
     seen: set[str] = set()
     for label in labels:
-        if not _LABEL_RE.match(label):
+        plain, model = split_model(label)
+        if not _LABEL_RE.match(plain) or model == "":
             raise UnknownNameError("arm", label, known)
         if label in seen:
             raise ValueError(f"arm {label!r} is listed twice in {value!r}")
         seen.add(label)
+        if model is not None:  # ARM@MODEL: resolve_arm checks the model spec and its arms
+            continue
         if allowed_set is not None and label not in allowed_set and (
             label.removesuffix(REPAIR_SUFFIX) not in allowed_set
         ):
@@ -352,6 +360,28 @@ def load_arms_config(path: str | Path) -> dict[str, ArmSpec]:
     return out
 
 
+def split_model(label: str) -> tuple[str, str | None]:
+    """``"int4+repair@tiny-agent"`` → ``("int4+repair", "tiny-agent")``; a label without
+    ``@`` → ``(label, None)``."""
+    base, sep, model = label.partition(MODEL_SEP)
+    return (base, model) if sep else (label, None)
+
+
+def reference_for(label: str, reference: str) -> str:
+    """The reference arm a candidate is paired with: ``reference``, or for ``ARM@MODEL``
+    the same model's reference arm (``bf16@MODEL`` when ``reference`` is ``bf16``)."""
+    _, model = split_model(label)
+    return reference if model is None else f"{split_model(reference)[0]}{MODEL_SEP}{model}"
+
+
+def with_repair(label: str) -> str:
+    """The ``+repair`` twin of a label (``int4@m`` → ``int4+repair@m``); itself when it has one."""
+    base, model = split_model(label)
+    if not base.endswith(REPAIR_SUFFIX):
+        base += REPAIR_SUFFIX
+    return base if model is None else f"{base}{MODEL_SEP}{model}"
+
+
 def resolve_arm(
     label: str,
     model_spec: str | None = None,
@@ -359,7 +389,15 @@ def resolve_arm(
 ) -> ArmSpec:
     """Resolve one arm label, from ``config`` when given, else from a model spec
     (default :data:`DEFAULT_MODEL_SPEC`). ``X+repair`` falls back to arm ``X`` with repair on.
+    ``X@MODEL`` is arm ``X`` of model spec (or checkpoint) ``MODEL``, whatever ``model_spec``
+    and ``config`` say.
     """
+    base_label, own_model = split_model(label)
+    if own_model is not None:
+        if not own_model:
+            raise UnknownNameError("model spec", "", list_model_specs(),
+                                   hint=f"{label!r} names no model after '@'")
+        return replace(resolve_arm(base_label, model_spec=own_model), label=label)
     if config is not None:
         if label in config:
             return config[label]

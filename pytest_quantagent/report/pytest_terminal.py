@@ -40,9 +40,9 @@ def write_summary(tr: Any, report: dict[str, Any] | None, error: str | None, *,
 
     markup = bool(tr.hasmarkup)
     if not markup:
-        # A CI log is not a terminal: pytest reports 80 columns there, which wraps the
-        # verdict reasons over a dozen lines; log viewers show long lines well.
-        width = max(width, 140)
+        # A CI log is not a terminal: pytest reports 80 columns there, which would print
+        # one block per cell; the table fits 120 and the reasons follow it unwrapped.
+        width = max(width, 120)
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=markup, no_color=not markup,
                       color_system="standard" if markup else None,

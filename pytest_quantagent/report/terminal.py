@@ -1,8 +1,8 @@
 """Rich terminal table of a report: one row per cell.
 
 Columns: success at the run budget and at K=2 (reference → candidate, gap with its CI),
-the largest channel ratios, the verdict and its first reasons. Works on the report JSON
-(a dict) so a saved report re-renders without re-analysing.
+the largest channel ratios and the verdict; each cell's reasons follow the table, one per
+line. Works on the report JSON (a dict) so a saved report re-renders without re-analysing.
 """
 
 from __future__ import annotations
@@ -119,16 +119,10 @@ def user_events_text(cell: dict[str, Any]) -> str | None:
     return ", ".join(f"{k} {er.get(k, 0)} → {ea.get(k, 0)}" for k in kinds)
 
 
-def _verdict_reasons(reasons: list[str], top: int = 3) -> list[str]:
-    shown = reasons[:top]
-    advice = [r for r in reasons[top:] if r.startswith(("to decide the score:", "to decide every claim:"))]
-    return shown + advice
-
-
 def build_table(report: Report | dict[str, Any], title: str = "pytest-quantagent") -> Table:
     """The rich table (one row per cell) of ``report``."""
     data = report.model_dump(mode="json") if isinstance(report, Report) else report
-    table = Table(title=title, show_lines=True)
+    table = Table(title=title, show_lines=True, caption_justify="left")
     table.add_column("domain / arm")
     table.add_column("episodes", justify="right")
     run_k = None
@@ -155,10 +149,11 @@ def build_table(report: Report | dict[str, Any], title: str = "pytest-quantagent
             run = f"{_pct(s.get('reference'))} → {_pct(s.get('arm'))}\n{_pts_ci(s.get('diff'), s.get('ci'))}"
         verdict = cell.get("verdict") or "arm only"
         style = _VERDICT_STYLE.get(verdict, "")
-        reasons = cell.get("reasons") or []
         vtext = f"[{style}]{verdict}[/]" if style else verdict
-        if reasons:
-            vtext += "\n" + "\n".join(safe_text(r) for r in _verdict_reasons(reasons))
+        seq = cell.get("sequential") or {}
+        if seq:
+            vtext += (f"\n{'decided at' if seq.get('stopped') == 'decided' else 'stopped at'} "
+                      f"look {seq.get('looks_taken')} of {len(seq.get('planned_looks') or [])}")
         row = [name, eps, run, _success_at(cell, 2), safe_text(_channels(cell))]
         if with_user:
             row.append(user_side_text(cell) or "—")
@@ -265,15 +260,32 @@ def build_blocks(report: Report | dict[str, Any]) -> list[str]:
     return out
 
 
+def reason_lines(report: Report | dict[str, Any]) -> list[str]:
+    """Each cell's verdict reasons, one line each under its cell's name: printed below the
+    table, whose verdict column holds the verdict only (a reason in a column wraps over
+    dozens of lines)."""
+    data = report.model_dump(mode="json") if isinstance(report, Report) else report
+    out: list[str] = []
+    for cell in data.get("cells", []):
+        reasons = cell.get("reasons") or []
+        if not reasons:
+            continue
+        out.append(f"{cell['domain']} / {cell['arm']}: {cell.get('verdict') or 'arm only'}")
+        out.extend(f"  - {_plain_lines(r)}" for r in reasons)
+    return out
+
+
 def render_terminal(report: Report | dict[str, Any], console: Console | None = None) -> None:
-    """Print the table to ``console`` (a new stdout console by default), or one block per
-    cell when the console is narrower than :data:`TABLE_MIN_WIDTH`; then the notes of
-    :func:`cell_notes`."""
+    """Print the table to ``console`` (a new stdout console by default), then each cell's
+    reasons (:func:`reason_lines`), or one block per cell when the console is narrower than
+    :data:`TABLE_MIN_WIDTH`; then the notes of :func:`cell_notes`."""
     con = console or Console()
     if con.width < TABLE_MIN_WIDTH:
         for line in build_blocks(report):
             con.print(plain_text(line), markup=False, highlight=False, soft_wrap=True)
     else:
         con.print(build_table(report))
+        for line in reason_lines(report):
+            con.print(plain_text(line), markup=False, highlight=False, soft_wrap=True)
     for line in cell_notes(report):
         con.print(plain_text(line), markup=False, highlight=False)

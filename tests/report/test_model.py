@@ -189,6 +189,24 @@ def test_terminal_table_one_row_per_cell() -> None:
     render_terminal(rep.model_dump(mode="json"), console)  # a saved report re-renders
 
 
+def test_terminal_table_fits_120_columns_and_every_reason_is_one_line_below_it() -> None:
+    from rich.console import Console
+
+    from pytest_quantagent.report.terminal import render_terminal
+
+    rep = analyze([_cell(12, ratio={Channel.UNKNOWN_TOOL: 3.0}), _cell(13, n_tasks=5, trials=1)])
+    console = Console(record=True, width=120, soft_wrap=False)
+    render_terminal(rep, console)
+    lines = console.export_text().splitlines()
+    table = [ln for ln in lines if ln[:1] in "┏┃┡│├└"]
+    assert table and max(len(ln) for ln in table) <= 120
+    # the verdict column holds the verdict only; each reason is one whole line below the table
+    for cell in rep.model_dump(mode="json")["cells"]:
+        assert f"{cell['domain']} / {cell['arm']}: {cell['verdict']}" in lines
+        for reason in cell["reasons"]:
+            assert "  - " + " ".join(reason.split()) in lines
+
+
 def test_all_infrastructure_errors_arm_is_inconclusive() -> None:
     from pytest_quantagent.vocab.channels import TerminationReason
 

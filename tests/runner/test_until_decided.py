@@ -218,3 +218,41 @@ def test_analyze_caps_the_advice_at_the_stored_domains_pool(arms_toml: Path, tmp
     (cell,) = json.loads(rep.read_text())["cells"]
     assert cell["verdict"] == "INCONCLUSIVE"
     assert cell["plan"]["tasks"] <= 4 and not cell["plan"]["fresh"], cell["plan"]
+
+
+def test_arms_of_another_model_run_against_that_models_reference(
+        tmp_path: Path, mini_domains_dir: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``--arms bf16,int4,int4@other``: the config's int4 against its bf16, and model spec
+    ``other``'s int4 against ``bf16@other`` (that spec's own reference), in one report."""
+    from pytest_quantagent.quant import arms as arms_mod
+
+    solving = {"rule": "mini_rules:solving_rule"}
+    failing = {"responses": [{"tool_calls": [{"name": "get_usr", "arguments": {"user_id": "u0"}}]},
+                             {"content": "Done ###STOP###"}]}
+    specs = dict(arms_mod._MODEL_SPECS)
+    specs["other"] = (lambda label: arms_mod.ArmSpec(
+        label=label, backend="mock", model=f"other-{label}",
+        options=failing if label == "int4" else solving), ("bf16", "int4"))
+    monkeypatch.setattr(arms_mod, "_MODEL_SPECS", specs)
+    monkeypatch.setenv("QUANTAGENT_MINI_TASKS", "40")
+    (tmp_path / "arms.toml").write_text(ARMS)
+    out, rep = tmp_path / "store", tmp_path / "r.json"
+    argv = ["run", "--domain", "mini", "--arms", "bf16,same,int4@other", "--config",
+            str(tmp_path / "arms.toml"), "--num-tasks", "40", "--out", str(out), "--json", str(rep)]
+    assert main(argv) == EXIT_NO_GO
+    report = json.loads(rep.read_text())
+    cells = {c["arm"]: c for c in report["cells"]}
+    assert {a: c["reference"] for a, c in cells.items()} == {"same": "bf16", "int4@other": "bf16@other"}
+    assert cells["int4@other"]["verdict"] == "DEGRADED"
+    assert cells["same"]["verdict"] != "DEGRADED"
+    assert report["run"]["references"] == ["bf16", "bf16@other"]
+    recs = [json.loads(x) for x in _lines(out / "episodes.jsonl")]
+    assert {r["arm"] for r in recs} == {"bf16", "same", "bf16@other", "int4@other"}
+    assert {r["model"] for r in recs if r["arm"] == "bf16@other"} == {"other-bf16"}
+    # the reference of another model is named as a candidate: refused before any episode
+    bad = ["run", "--domain", "mini", "--arms", "bf16,bf16@other", "--config",
+           str(tmp_path / "arms.toml"), "--out", str(tmp_path / "s2")]
+    assert main(bad) == EXIT_USAGE
+    assert "'bf16@other', the reference arm of its model" in capsys.readouterr().err
+    assert not (tmp_path / "s2" / "episodes.jsonl").exists()
