@@ -30,7 +30,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, os.getcwd())
 sys.path.insert(0, str(Path(os.getcwd()) / "tests" / "user"))
 
-import fidelity_harness as fh  # noqa: E402
+import fidelity_harness as fh
 
 
 def _figures(results: list[fh.Result]) -> dict[str, Any]:
@@ -70,11 +70,16 @@ def main(argv: list[str] | None = None) -> int:
         domain = r.case["domain"] + ("_tau2" if r.case.get("tau2") else "")
         by_domain[domain].append(r)
         by_domain[r.case["domain"] + "_all"].append(r)
+    by_kind: dict[str, list[fh.Result]] = defaultdict(list)
+    for r in results:
+        for k in r.case.get("kinds", []):
+            by_kind[k].append(r)
     out: dict[str, Any] = {
         "total": _figures(results),
         "skipped_no_tau2_data": len(skipped),
         "files": {f: _figures(rs) for f, rs in sorted(by_file.items())},
         "domains": {d: _figures(rs) for d, rs in sorted(by_domain.items())},
+        "kinds": {k: _figures(rs) for k, rs in sorted(by_kind.items())},
         "misses": [
             {"where": r.case["_where"], "id": r.case["id"], "kinds": r.case.get("kinds", []),
              "problems": r.problems, "spurious": r.spurious_writes,
@@ -97,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, f in out["domains"].items():
         print(line(name, f))
     print(line("total", out["total"]))
+    print("per misreading kind (a case has one or more):")
+    for name, f in out["kinds"].items():
+        print(line(name, f))
     if skipped:
         print(f"  skipped (no tau2-bench data): {len(skipped)}")
     print(f"\nfailing cases ({len(out['misses'])}):")
