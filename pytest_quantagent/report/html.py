@@ -597,7 +597,9 @@ def answer_line(cell: dict[str, Any], model: str | None = None,
                 counts: dict[str, int] | None = None) -> str:
     """One sentence per cell: "int4 of tiny-agent: LOSSLESS on telecom, 412 paired episodes,
     decided at look 3 of 6; tests 4 passed, 0 failed, 1 skipped" (plain text)."""
-    who = f"{cell.get('arm')} of {model}" if model else f"{cell.get('arm')}"
+    arm, _, own_model = str(cell.get("arm")).partition("@")  # ARM@MODEL names its model
+    model = own_model or model
+    who = f"{arm} of {model}" if model else arm
     ref = cell.get("reference")
     verdict = cell.get("verdict") or "no verdict (no reference)"
     text = f"{who}: {verdict} on {cell.get('domain')}"
@@ -626,7 +628,8 @@ def _answers(report: dict[str, Any]) -> str:
     items = []
     for c in report.get("cells", []):
         verdict = str(c.get("verdict", "?"))
-        line = answer_line(c, model, counts.get(_cell_id(c)))
+        spec = (run.get("arm_specs") or {}).get(c.get("arm")) or {}
+        line = answer_line(c, spec.get("model") or model, counts.get(_cell_id(c)))
         items.append(f'<li class="v-{_e(verdict)}"><a href="#{_e(_cell_id(c))}">{_e(line)}</a></li>')
     return "<ul class=answers>" + "".join(items) + "</ul>" if items else ""
 

@@ -176,6 +176,10 @@ def test_the_report_opens_with_one_answer_per_cell_and_its_test_counts() -> None
     assert answer_line(undecided).endswith("undecided after 6 of 6 looks (cap)")
     fixed = {k: v for k, v in cell.items() if k != "sequential"}
     assert answer_line(fixed) == "int4: LOSSLESS on telecom against bf16, 412 paired episodes"
+    other = {**fixed, "arm": "int4@tiny-agent-prone", "reference": "bf16@tiny-agent-prone"}
+    assert answer_line(other, "tiny-agent") == (
+        "int4 of tiny-agent-prone: LOSSLESS on telecom against bf16@tiny-agent-prone, 412 "
+        "paired episodes")
     page = render_html({"schema_version": 1, "run": {"model": ["tiny-agent"]},
                         "cells": [{**cell, "arm": "<b>x</b>"}],
                         "test_counts": {"telecom-<b>x</b>": counts}})
