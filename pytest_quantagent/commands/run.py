@@ -249,7 +249,7 @@ def reference_groups(labels: list[str]) -> list[list[str]]:
     groups: dict[str, list[str]] = {ref: [ref]}
     for label in labels[1:]:
         r = reference_for(label, ref)
-        if r == label:
+        if r == label and "@" in label:
             raise ValueError(f"--arms lists {label!r}, the reference arm of its model: an arm "
                              f"ARM@MODEL is compared with {r}; list only candidates after the "
                              "first arm")
@@ -267,11 +267,18 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
     cfg = _verdict_config(args)  # bad thresholds are refused before any episode runs
     if args.max_episodes is not None and not args.until_decided:
         raise ValueError("--max-episodes caps --until-decided; add --until-decided or drop it")
-    labels = [a.strip() for a in with_repair_arms(args.arms, args.repair).split(",") if a.strip()]
-    groups = reference_groups(labels) if labels else [[]]
-    # every arm of every group resolved (and refused by name) before any episode runs
-    group_specs = [resolve_arms(",".join(g), model_spec=args.model, config_path=args.config)
-                   for g in groups]
+    # every arm resolved (and a bad, empty or repeated label refused by name) before any
+    # episode runs; a reference of another model is added to its group
+    named = resolve_arms(with_repair_arms(args.arms, args.repair), model_spec=args.model,
+                         config_path=args.config)
+    by_label = {s.label: s for s in named}
+    group_specs = []
+    for group in reference_groups([s.label for s in named]):
+        missing = ",".join(label for label in group if label not in by_label)
+        if missing:
+            by_label.update({s.label: s for s in resolve_arms(
+                missing, model_spec=args.model, config_path=args.config)})
+        group_specs.append([by_label[label] for label in group])
     inputs: list[Any] = []
     run_info: dict[str, Any] = {}
     for specs in group_specs:

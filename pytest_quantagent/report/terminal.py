@@ -105,18 +105,22 @@ def user_side_text(cell: dict[str, Any]) -> str | None:
     return f"{one(ur)} → {one(ua)}"
 
 
-def user_events_text(cell: dict[str, Any]) -> str | None:
+def user_events_text(cell: dict[str, Any], sep: str = ", ") -> str | None:
     """What the simulated user did of its own accord, per kind, ``reference → arm`` (e.g.
-    ``not_understood 2 → 9``); None when neither side reports user events."""
+    ``not_understood 2 → 9``), kinds with no event on either side left out ("none" when
+    every kind is 0); None when neither side reports user events."""
     side = cell.get("user_side") or {}
     ea = (side.get("arm") or {}).get("events") or {}
     er = (side.get("reference") or {}).get("events") or {}
     kinds = sorted(set(ea) | set(er))
     if not kinds:
         return None
+    kinds = [k for k in kinds if ea.get(k) or er.get(k)]
+    if not kinds:
+        return "none"
     if cell.get("reference") is None:
-        return ", ".join(f"{k} {ea.get(k, 0)}" for k in kinds)
-    return ", ".join(f"{k} {er.get(k, 0)} → {ea.get(k, 0)}" for k in kinds)
+        return sep.join(f"{k} {ea.get(k, 0)}" for k in kinds)
+    return sep.join(f"{k} {er.get(k, 0)} → {ea.get(k, 0)}" for k in kinds)
 
 
 def build_table(report: Report | dict[str, Any], title: str = "pytest-quantagent") -> Table:
@@ -135,7 +139,8 @@ def build_table(report: Report | dict[str, Any], title: str = "pytest-quantagent
     if with_events:
         cols.append("user events")
     for col in (*cols, "verdict"):
-        table.add_column(col)
+        # an event line ("not_understood 12 → 20") is kept whole where the table can
+        table.add_column(col, min_width=22 if col == "user events" else None)
     for cell in cells:
         ks = cell["budget"]["K"]
         run_k = ks[-1] if ks else None
@@ -158,7 +163,7 @@ def build_table(report: Report | dict[str, Any], title: str = "pytest-quantagent
         if with_user:
             row.append(user_side_text(cell) or "—")
         if with_events:
-            row.append(safe_text(user_events_text(cell) or "—"))
+            row.append(safe_text(user_events_text(cell, sep="\n") or "—"))
         table.add_row(*row, vtext)
     if run_k is not None:
         level = next((c["success"].get("ci_level") for c in cells
