@@ -82,6 +82,10 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("status", "bar"),
         ("top", "screen"),
         ("icons",),
+        ("signal", "bar"),
+        ("see", "icon"),
+        ("any", "icon"),
+        ("what", "icon"),
     ),
     _intent(
         "check_network_status",
@@ -149,6 +153,10 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("check", "sim"),
         ("sim", "card", "working"),
         ("sim", "locked"),
+        ("sim", "inserted"),
+        ("sim", "detected"),
+        ("there", "sim"),
+        ("sim", "card", "in", "your"),
     ),
     _intent(
         "reseat_sim_card",
@@ -228,6 +236,9 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("apn", "reset"),
         ("restore", "apn"),
         ("apn", "default"),
+        ("access", "point", "reset"),
+        ("reset", "access", "point"),
+        ("access", "point", "default"),
     ),
     _intent(
         "check_wifi_status",
@@ -388,6 +399,7 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
 )
 # ``connect_vpn``'s ("vpn", "on") must not fire on "disconnect the VPN on your phone".
 _EXCLUSIVE = {
+    "check_sim_status": "reseat_sim_card",
     "check_apn_settings": "reset_apn_settings",
     "connect_vpn": "disconnect_vpn",
     "check_wifi_status": "toggle_wifi",
@@ -401,6 +413,17 @@ _EXCLUSIVE = {
 }
 
 _OFFER = re.compile(r"^\s*(?:would|do) you (?:like|want|wish) to\b")
+_NETWORK_STATUS_WORDS = (("network", "status"), ("connection", "status"), ("cellular", "connection"))
+# "Can you confirm?" after a sentence about the phone: confirm what it said, from the phone.
+_BARE_CONFIRM = re.compile(
+    r"^(?:can|could|would) you (?:please )?(?:confirm|verify|double-check)(?: (?:that|this|it))?"
+    r"(?: for me)?(?: please)?\?$|^(?:please )?confirm\?$|^(?:is that|is it) (?:right|correct|so)\?$",
+    re.IGNORECASE,
+)
+# "Have you restarted your phone since ...?", "Did you already toggle airplane mode?": asks
+# what the user has done, which it knows.
+_HAVE_YOU = re.compile(r"^(?:and |so |also )?(?:have|did) you (?:already |ever |recently |yet |)"
+                       r"(?:tried (?:to )?)?\w+", re.IGNORECASE)
 
 
 def _normalize(text: str) -> str:
@@ -601,6 +624,7 @@ class TelecomUser(ScriptedUser):
         self._already: list[str] = []
         self._tail: list[str] = []
         self._literal_re: re.Pattern[str] | None = None
+        self._made: set[str] = set()
 
     def respond(self, view: list[Message]) -> UserMessage:
         """Device calls first (one at a time), then one reply: the results, what is
@@ -675,7 +699,18 @@ class TelecomUser(ScriptedUser):
                 reply = f"{reply} {dob}"
         return reply
 
+    def _done_before(self, question: str) -> str | None:
+        """The answer to "have you <changed X>?" from the user's own calls so far (None when
+        the question names no change the user can make)."""
+        tools = [n for n, _ in self._sentence_calls(question, reading=True) if n not in _READ_TOOLS]
+        if not tools:
+            return None
+        if all(t in self._made for t in tools):
+            return "Yes, I did that earlier."
+        return "No, I haven't done that yet."
+
     def _call(self, call: ToolCall) -> UserMessage:
+        self._made.add(call.name)
         if self.phone is not None and self.phone.has_tool(call.name):
             try:
                 self.phone.call(call.name, call.arguments)
@@ -711,7 +746,17 @@ class TelecomUser(ScriptedUser):
                 # the items say how, they are not further actions.
                 used.add(i)
                 continue
-            if seg.act == Act.QUESTION and (
+            if (
+                seg.act == Act.OFFER and prev is not None and not prev.asks
+                and _BARE_CONFIRM.match(seg.text.strip())
+            ):
+                # "It looks like Airplane Mode may be on. Can you confirm?"
+                found, said = self._state_reading(prev.text, True)
+            elif seg.act == Act.QUESTION and _HAVE_YOU.match(seg.text) and (
+                done := self._done_before(seg.text)
+            ) is not None:
+                said = [done]
+            elif seg.act == Act.QUESTION and (
                 _NOT_ABOUT_STATE.search(seg.text)
                 or any(matches(seg.text, r.keywords) for r in self.script.answers)
             ):
@@ -907,6 +952,12 @@ class TelecomUser(ScriptedUser):
                     seen.add(intent.tool)
             if "can_send_mms" in seen and not _MMS_WORDS.search(low):
                 found = [f for f in found if f[1] != "can_send_mms"]  # "the MMSC URL"
+            if "check_status_bar" in seen and "check_network_status" in seen and not matches(
+                sentence, _NETWORK_STATUS_WORDS
+            ):
+                # "check whether the status bar shows signal": the status bar, not the
+                # network status as well.
+                found = [f for f in found if f[1] != "check_network_status"]
             for weaker, stronger in _EXCLUSIVE.items():
                 if weaker in seen and stronger in seen and not reading:
                     found = [f for f in found if f[1] != weaker]

@@ -283,6 +283,11 @@ _OFFER = _rx(
     r"order details|details|above|request)\b",
     r"\b(?:does|do) (?:that|this|everything|these details) (?:look|sound|seem) (?:right|correct|good|ok|okay)\b",
     r"\bis (?:everything|all of this|all that) (?:correct|right)\b", r"^sound good\b",
+    # "Just to confirm: you'd like roaming disabled on 555-0119, correct?"
+    r"\b(?:you(?:'d| would)? (?:like|want|wish|prefer)|(?:i|we)(?:'ll| will| should| am going to|'m going to))"
+    r"\b[^?]*,\s*(?:correct|right|is that (?:right|correct))\?$",
+    r"^(?:just )?to confirm\b[^?]*\byou(?:'d| would)? (?:like|want|wish|prefer)\b[^?]*\?$",
+    r"\b(?:are|would) you (?:be )?(?:willing|prepared|happy) to\b", r"\bwould you (?:consider|be open to)\b",
 )
 # Requests: imperatives and polite forms asking the user to do something.
 _REQUEST = _rx(
@@ -518,6 +523,11 @@ _CHOICE = _rx(
 )
 
 
+def choice(text: str) -> bool:
+    """Whether a segment is a bare choice question ("Which would you prefer?")."""
+    return bool(_CHOICE.search(text))
+
+
 def read(text: str) -> list[Segment]:
     """Every segment of an agent message with its act, in order. A clause that only goes
     on with a verb ("I recommend resetting the APN and then | restarting the phone") does
@@ -565,7 +575,7 @@ EMPTY_WORDS = frozenset(
     "check look see clarify explain confirm handle fix help go ahead and or but with what which "
     "mean meant about more bit little quickly real quick let know tell give say be is are was "
     "were been being have has had get got make sure first next mind if same thanks thank great "
-    "perfect sorry hmm well oh like want need would step steps".split()
+    "perfect sorry hmm well oh like want need would step steps happens happened happen".split()
 )
 
 

@@ -154,6 +154,17 @@ _ADDRESS_CONTEXT = re.compile(
     r"\baddress\b|\bship(?:ping|ped)? to\b|\bdeliver|\b(?:street|city)\b.*\b(?:state|zip|country)\b",
     re.IGNORECASE,
 )
+# A phone number asked without the word "phone" ("Which number is having the problem?").
+_PHONE_ASK = re.compile(
+    r"\b(?:which|what|your|the affected|the same) (?:(?:phone|mobile|cell|line|telephone) )?number\b(?! of\b)",
+    re.IGNORECASE,
+)
+# Names that are not the customer's.
+_NOT_A_PERSON = re.compile(
+    r"\b(?:access point|apn|network|wi-?fi|app|application|plan|product|item|file|device|model|"
+    r"brand|company|store|street|ssid|operator|carrier)\s+names?\b|\bnames\b",
+    re.IGNORECASE,
+)
 _GREETING: Keywords = (("how", "can", "i", "help"), ("how", "may", "i", "help"), ("what", "can", "i", "do"))
 
 def script_from_instructions(task: Task) -> UserScript:
@@ -328,6 +339,10 @@ class ScriptedUser:
     def _identity_answer(self, text: str) -> str | None:
         ident = self.script.identity
         asked = [k for k, kw in _IDENTITY.items() if matches(text, kw)]
+        if "phone" not in asked and _PHONE_ASK.search(text):
+            asked.append("phone")  # "Which number is having the problem?"
+        if "name" in asked and not re.search(r"\bname\b", _NOT_A_PERSON.sub(" ", text), re.I):
+            asked.remove("name")  # "Settings > Access Point Names" asks for no name
         if _ADDRESS_CONTEXT.search(text):
             # "the new address, including street, city, state, zip code": the zip of the
             # address asked for, not the user's identity.
@@ -465,6 +480,7 @@ class ScriptedUser:
                 statements.append(seg.text)
             if not seg.asks or (seg.negated and seg.act == Act.REQUEST):
                 continue
+            options = next((t for t in reversed(statements) if re.search(r"\bor\b", t)), "")
             told, statements = " ".join(statements[-2:]), []
             if seg.act == Act.OFFER:
                 if told and before is not None and not before.asks and _REFERS_BACK.search(seg.text):
@@ -473,13 +489,52 @@ class ScriptedUser:
                 if not offered:
                     offered = True
                     said.append(self.answer_offer(seg))
+                    if not _ACTION_OFFER.search(seg.text):
+                        # "Would you be willing to refuel some data?": yes, and what the
+                        # scenario says about it.
+                        said.extend(r.say for r in self.script.answers if matches(seg.text, r.keywords))
                 continue
             context = f"{seg.header} {seg.text}".strip()
             if before is not None and (not before.asks or before.negated) and _REFERS_BACK.search(seg.text):
                 # "I see two payment methods ... Which one would you like to use?"
                 context = f"{before.text} {context}"
-            said.extend(self.answer_question(context, seg))
+            got = self.answer_question(context, seg)
+            if not got:
+                choice = self.choose(seg, options)
+                got = [choice] if choice else []
+            said.extend(got)
         return said
+
+    def offer_wanted(self, text: str) -> bool:
+        """Whether the customer wants what an offer or an option proposes (the base user
+        wants everything; domains decline what their scenario does not ask for)."""
+        return True
+
+    def wants(self, text: str) -> bool:
+        """:meth:`offer_wanted`, and a transfer only when the scenario ends in one."""
+        if _TRANSFER_OFFER.search(text) and self.script.end != "transfer":
+            return False
+        return self.offer_wanted(text)
+
+    def choose(self, seg: Segment, told: str = "") -> str | None:
+        """The customer's pick in a choice between alternatives ("Do you want me to keep
+        troubleshooting, or would you prefer a technician?"; "I can add data or move you to
+        a bigger plan. Which would you prefer?"): the one alternative it wants when the
+        others are ones it does not (None when that does not single one out)."""
+        text = seg.text if seg.either_or else ""
+        if not text and told and dialogue.choice(seg.text) and re.search(r"\bor\b", told):
+            text = told
+        if not text:
+            return None
+        alts = [a.strip(" ,.?!") for a in _ALTERNATIVE.split(text) if a.strip(" ,.?!")]
+        if len(alts) < 2:
+            return None
+        wanted = [a for a in alts if self.wants(a)]
+        if len(wanted) != 1 or len(wanted) == len(alts):
+            return None
+        what = _OPTION_LEAD.sub("", wanted[0]).strip(" ,.?!")
+        what = re.sub(r"\byou\b", "me", re.sub(r"\byour\b", "my", what))
+        return f"I'd prefer to {what}, please." if what else None
 
     def answer_offer(self, seg: Segment) -> str:
         """Yes or no to an offer or confirmation request, as the scenario says."""
@@ -523,6 +578,19 @@ _ABOUT_THE_REQUEST = re.compile(
     r"\b(?:which|what) order (?:would|do) you (?:like|want|need)\b|\bwhat (?:kind of )?(?:help|assistance)\b",
     re.IGNORECASE,
 )
+# "A, or B": the alternatives of a choice; what leads an option in ("I can either",
+# "would you prefer to") is not the option.
+_ALTERNATIVE = re.compile(r",?\s+\bor\b\s+(?:would you (?:rather|prefer|like)(?: to| me to)?\s+|do you want(?: me)? to\s+)?",
+                          re.IGNORECASE)
+_OPTION_LEAD = re.compile(
+    r"^(?:(?:so|okay|ok|alright),?\s+)?(?:(?:i|we) (?:can|could)(?: also)?(?: either)?|either|"
+    r"(?:do|would) you (?:want|like|prefer|rather)(?: me| us)?(?: to)?|would you rather|"
+    r"(?:should|shall|can) (?:i|we)|you (?:can|could))\s+(?:either\s+)?",
+    re.IGNORECASE,
+)
+# An offer of an action the agent would take ("would you like me to", "shall I").
+_ACTION_OFFER = re.compile(r"\b(?:me|us) to\b|\b(?:shall|should|can|may) (?:i|we)\b|\bi(?:'ll| will)\b",
+                           re.IGNORECASE)
 _HOLD = re.compile(r"\b(?:hold|wait|stay on the line|one moment|bear with)\b", re.IGNORECASE)
 _CONTENT = re.compile(r"[a-z][a-z0-9-]{3,}")
 
