@@ -21,7 +21,7 @@ and every question of the message is answered in one reply:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from pytest_quantagent.env import dialogue
@@ -143,6 +143,7 @@ _MORE_THAN_ASKED = re.compile(
     r"\banything else\b|\ball (?:of )?the (?:other )?items\b",
     re.I,
 )
+_WOULD_YOU = re.compile(r"^(?:and |so )?(?:would|do) you (?:also |still )?(?:like|want|wish)\b", re.I)
 _INSTEAD_OF = re.compile(
     r"\b(?:instead of|rather than)\b[^.?!,]*|^(?:instead of|rather than)\b[^,]*,", re.I
 )
@@ -177,6 +178,18 @@ _REASONS = (
 )
 
 
+# "the Camping Tent (capacity 2 person, color green) for the one with capacity 4 person, ..."
+_WANTED_ITEM = re.compile(r"\bthe ([A-Z][\w' -]*?) \(([^)]*)\) for the one with (.+?)(?= and the [A-Z]|\.?$)")
+# Option values that are ordinary words in a sentence, never read as a stated option.
+_PLAIN_VALUES = frozenset(
+    "long short light standard single regular house speed tube classic plain type wood large small "
+    "medium bath english spanish digital".split()
+)
+# Options whose every value is distinctive ("fleece", "1080p", "trifold").
+_DISTINCT_KEYS = frozenset({"material", "band", "style", "bulb", "firmness", "rating", "resolution",
+                            "connection", "display", "edition", "finish", "handle"})
+
+
 class RetailUser(ScriptedUser):
     """Scripted retail customer (see the module docstring for the rules).
 
@@ -195,9 +208,11 @@ class RetailUser(ScriptedUser):
         intents: Sequence[DeviceIntent] = (),
         user_tool_names: Iterable[str] = (),
         expect_refusal: bool = False,
+        options: Mapping[str, Iterable[str]] | None = None,
     ) -> None:
         super().__init__(script, seed=seed, intents=intents, user_tool_names=user_tool_names)
         self.expect_refusal = expect_refusal
+        self.options = {k: frozenset(v) for k, v in (options or {}).items()}
         self._message = ""
 
     def _goal(self) -> set[str]:
@@ -256,6 +271,8 @@ class RetailUser(ScriptedUser):
             numbers = set(re.findall(r"\d+", address))
             if not numbers <= set(re.findall(r"\d+", text)):
                 return f"No, that's not quite right. {address}"
+        if self._wrong_item(text):
+            return f"No, that's not the item I want. {facts['item']}"
         reason = facts.get("reason", "")
         if reason:
             want_r = {k for k, p in _REASONS if p.search(reason)}
@@ -263,6 +280,50 @@ class RetailUser(ScriptedUser):
             if want_r and said_r and not said_r & want_r:
                 return f"No, the reason is different: {reason}"
         return None
+
+    def wanted_items(self) -> list[tuple[str, dict[str, str], set[str]]]:
+        """``(item name, {option: wanted value}, every value the scenario names)`` for each
+        item the scenario's item fact wants changed ("the Camping Tent (capacity 2 person,
+        color green) for the one with capacity 4 person, color green")."""
+        out: list[tuple[str, dict[str, str], set[str]]] = []
+        keys = sorted(self.options, key=len, reverse=True)
+        for m in _WANTED_ITEM.finditer(self.script.facts.get("item", "")):
+            want: dict[str, str] = {}
+            values: set[str] = set()
+            for phrase in [*m.group(2).split(","), *m.group(3).split(",")]:
+                phrase = phrase.strip()
+                key = next((k for k in keys if phrase.lower().startswith(k.lower() + " ")), None)
+                if key is None:
+                    continue
+                values.add(phrase[len(key):].strip().lower())
+            for phrase in m.group(3).split(","):
+                phrase = phrase.strip()
+                key = next((k for k in keys if phrase.lower().startswith(k.lower() + " ")), None)
+                if key is not None:
+                    want[key] = phrase[len(key):].strip().lower()
+            if want:
+                out.append((m.group(1), want, values))
+        return out
+
+    def _wrong_item(self, text: str) -> bool:
+        """The confirmation names, for an item the customer wants changed, an option value
+        the scenario never says (the 4-person tent in blue when it wants green)."""
+        lines = [ln for ln in re.split(r"\n|(?<=[.!?])\s+", text) if ln.strip()]
+        for name, want, values in self.wanted_items():
+            head = name.split()[-1].lower()[:5]
+            about = [ln for ln in lines if head in ln.lower()] or []
+            for line in about:
+                low = re.sub(r"(?<=\d)-(?=[a-z])", " ", line.lower())
+                for key in want:
+                    for other in self.options.get(key, ()):
+                        o = other.lower()
+                        if o in values or len(o) < 3 or o in _PLAIN_VALUES or not (
+                            key == "color" or re.search(r"\d", o) or key in _DISTINCT_KEYS
+                        ):
+                            continue
+                        if re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", low):
+                            return True
+        return False
 
     def answer_offer(self, seg: Segment) -> str:
         """Yes only to what the customer came for, with the scenario's details: an offer of
@@ -307,6 +368,9 @@ class RetailUser(ScriptedUser):
             return ["Yes, that's right."]
         if _PREFERENCE.search(seg.text) and self._speaks_to(seg.text):
             return [self.script.facts["item"]]
+        if _WOULD_YOU.match(seg.text) and _MORE_THAN_ASKED.search(seg.text):
+            # "Would you like to exchange or modify any other items?": no more than it asked.
+            return ["No, thank you. Just what I asked for."]
         out: list[str] = []
         address = bool(_TOPICS_BY_NAME["address"].search(text))
         if _IDENTITY.search(text) and not (address and not _IDENTITY_NOT_ADDRESS.search(text)):

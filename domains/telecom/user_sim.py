@@ -570,6 +570,17 @@ _FUTURE_TRIP = re.compile(
 )
 
 
+_SPEED_RESULT = re.compile(r"^Speed Test Result: [\d.]+ Mbps \(([A-Za-z ]+)\)|^Speed test failed")
+_SPEED_WORDS = re.compile(r"\b(excellent|good|fair|poor)\b", re.I)
+_SPEED_WHAT = re.compile(
+    r"\bwhat (?:kind of |sort of |level of )?(?:internet |data )?speed\b|\bspeed (?:are|were|do|would) you "
+    r"(?:be )?(?:hoping|expecting|looking|need|want|like|happy)|\bhow fast (?:do|would) you\b", re.I)
+_SPEED_OK = re.compile(
+    r"\b(?:acceptable|good enough|enough for you|okay with|ok with|"
+    r"fine with|satisfied|happy with|settle|work for you|does that work)\b", re.I)
+_RESOLVED = re.compile(
+    r"\b(?:is|has) (?:the|your) (?:issue|problem|data|connection|internet)(?: issue| problem)? "
+    r"(?:been )?(?:resolved|fixed|solved|sorted)\b|\bare you (?:satisfied|happy) with\b", re.I)
 _NOT_ABOUT_STATE = re.compile(r"^(?:and |so )?(?:how long|since when|when did)\b", re.I)
 _APN_SETTINGS = re.compile(r"\bapn settings?\b", re.I)
 _APN_CHANGE = re.compile(r"\b(?:reset|restor|default|chang|updat|take effect|after)", re.I)
@@ -625,12 +636,16 @@ class TelecomUser(ScriptedUser):
         self._tail: list[str] = []
         self._literal_re: re.Pattern[str] | None = None
         self._made: set[str] = set()
+        self._speed_seen: str | None = None
+        self._message = ""
 
     def respond(self, view: list[Message]) -> UserMessage:
         """Device calls first (one at a time), then one reply: the results, what is
         already as asked, state answers and the answers to the message's questions."""
         last = view[-1] if view else None
         if isinstance(last, ToolMessage):
+            if m := _SPEED_RESULT.search(last.content):
+                self._speed_seen = (m.group(1) or "no connection").lower()
             if last.content.startswith(_NO_REQUEST):
                 self._pending = [c for c in self._pending if c.name != "make_payment"]
             if self._pending:
@@ -643,6 +658,7 @@ class TelecomUser(ScriptedUser):
         if not (isinstance(last, AssistantMessage) and last.content and not last.tool_calls):
             return super().respond(view)
         text = last.content
+        self._message = text
         parts = dialogue.read(text)
         if any(p.act == Act.TRANSFER for p in parts):
             return UserMessage(content=self.respond_text(text))
@@ -658,11 +674,43 @@ class TelecomUser(ScriptedUser):
             return UserMessage(content=join_answers(words + answers))
         return UserMessage(content=self.respond_text(text))
 
+    def speed_answer(self, text: str) -> str | None:
+        """With a speed goal in the scenario (τ²-bench: "you absolutely want excellent internet
+        speed"): what speed the customer wants, and whether a speed result (named in the
+        agent's message, else the user's last speed test) or "is it resolved?" satisfies it.
+        None when the question is not about that or no speed is known yet."""
+        goal = self.script.facts.get("speed_goal")
+        if not goal:
+            return None
+        if _SPEED_WHAT.search(text):
+            return f"I need {goal} internet speed on my phone; nothing less is enough for me."
+        about_speed = bool(re.search(r"\bspeed\b", text, re.I) or _SPEED_WORDS.search(text)) or bool(
+            re.search(r"\bspeed\b", self._message, re.I)
+        )
+        if not ((_SPEED_OK.search(text) and about_speed) or _RESOLVED.search(text)):
+            return None
+        named = _SPEED_WORDS.findall(self._message) if _SPEED_WORDS.search(self._message) else []
+        speed = named[-1].lower() if named else self._speed_seen
+        if speed is None:
+            return None
+        if speed == goal:
+            return f"Yes, {goal} speed is what I wanted."
+        return f"No, {speed} speed is not enough for me. I need {goal} internet speed."
+
+    def answer_question(self, text: str, seg: Segment) -> list[str]:
+        """A question about the speed the customer wants (:meth:`speed_answer`), else as the
+        base user's."""
+        said = self.speed_answer(seg.text)
+        return [said] if said is not None else super().answer_question(text, seg)
+
     def answer_offer(self, seg: Segment) -> str:
         """As :meth:`ScriptedUser.answer_offer`, except that what the customer did not come
         for is declined: a plan change (τ²-bench telecom users refuel data rather than
         change plans), suspending or cancelling the line, roaming the customer's location
         does not call for (turned on at home, off abroad)."""
+        said = self.speed_answer(seg.text)
+        if said is not None:
+            return said  # "Would you be okay with a fair speed for now?"
         if not self.offer_wanted(seg.text):
             return self.script.refusal
         return super().answer_offer(seg)

@@ -81,7 +81,9 @@ _CLAUSE_END = re.compile(
     r"\s+(?:and then|after that|afterwards)\s+|\s+then\s+(?=[a-z]+\b(?! (?:it|that)\b))|"
     r"\s+(?=(?:before|after|once|when|until|while) you\b)|:\s+(?=(?:please|could you|can you|kindly|go ahead)\b)|"
     # Inline enumerations: "Two checks: (1) is data on, and (2) is a VPN connected?"
-    r":\s+(?=\(?\d\)\s)|,?\s+(?:and\s+)?(?=\(\d\)\s)",
+    r":\s+(?=\(?\d\)\s)|,?\s+(?:and\s+)?(?=\(\d\)\s)|"
+    # Two questions in one sentence: "How would you like to pay, and do you want me to proceed?"
+    r",\s+(?:and|also|plus)\s+(?=(?:do|would|can|could|shall|should|may|is|are|will) (?:you|i|we)\b)",
     re.IGNORECASE,
 )
 

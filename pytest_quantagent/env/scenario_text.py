@@ -11,6 +11,9 @@ one, phrase by phrase, in the first person:
   States") as ``location``; no Wi-Fi access; how much data it will refuel ("willing to refuel
   2.0 GB"); since when the problem lasts ("for the past few hours"); that it does not want a
   plan change (``no_plan_change``; the telecom user declines plan changes it did not ask for);
+  the internet speed it wants ("absolutely want to get excellent internet speed": the fact
+  ``speed_goal``, by which the telecom user judges speed results and "is it resolved?"); the
+  app the problem is in ("using your messaging app");
 - retail facts (``reason_for_call``): the order ids; the sentences about what to do with which
   item (``item``), the payment or refund method (``payment_method``), an address
   (``address``) and the reason (``reason``), each as the customer says it.
@@ -72,6 +75,10 @@ _DURATION = re.compile(
     r"\d+ \w+ ago|[A-Z][a-z]+day)\b[^.,;]*?)(?=[.,;]|$)",
     re.I,
 )
+# "absolutely want to get excellent internet speed": the speed the customer is satisfied with.
+_SPEED_GOAL = re.compile(r"\bwant to get (excellent|good|fast) internet speed\b", re.I)
+# "using your messaging app": the app the problem is in.
+_APP = re.compile(r"\busing (?:your|the) (\w+) app\b", re.I)
 _NO_PLAN_CHANGE = re.compile(r"\b(?:do not|don't) want to change (?:your|the)? ?(?:mobile )?(?:data )?plan\b", re.I)
 
 # Retail: which sentence of the reason answers which question.
@@ -143,7 +150,8 @@ def read_scenario(reason: str, known: str = "", unknown: str = "", instructions:
         amount = m.group(1)
         out.answers.append(AnswerRule(
             keywords=[["refuel"], ["how", "much", "data"], ["how", "many", "gb"], ["top", "up"],
-                      ["top-up"], ["add", "data"], ["more", "data"], ["how", "much", "would"]],
+                      ["top-up"], ["add", "data"], ["more", "data"], ["how", "much", "would"],
+                      ["extra", "data"], ["additional", "data"], ["gb", "enough"]],
             say=f"I'm willing to refuel {amount} of data if necessary.",
         ))
     if m := _DURATION.search(reason):
@@ -152,6 +160,15 @@ def read_scenario(reason: str, known: str = "", unknown: str = "", instructions:
         out.answers.append(AnswerRule(
             keywords=[["how", "long"], ["since", "when"], ["when", "did"], ["when", "start"]],
             say=f"It's been happening {lead} {span}.",
+        ))
+    if m := _SPEED_GOAL.search(everything):
+        # What the telecom user judges a speed test by (see its ``speed_goal`` handling).
+        out.facts["speed_goal"] = m.group(1).lower()
+    if m := _APP.search(reason):
+        out.answers.append(AnswerRule(
+            keywords=[["which", "app"], ["what", "app"], ["app", "are", "you", "using"],
+                      ["app", "do", "you", "use"]],
+            say=f"I'm using the {m.group(1).lower()} app on my phone.",
         ))
     out.no_plan_change = bool(_NO_PLAN_CHANGE.search(everything))
     # Retail: order ids and the sentences about items, payment, address and reason.
