@@ -120,7 +120,8 @@ _FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("user_address", re.compile(r"\bdefault (?:shipping )?address\b|\baddress (?:on|of|in|for) (?:your|the) "
                                 r"(?:account|profile)\b|\baccount(?:'s)? (?:default )?address\b|"
                                 r"\bprofile address\b", re.I)),
-    ("order_address", re.compile(r"\b(?:shipping|delivery) address\b(?! (?:on|of) (?:your|the) "
+    ("order_address", re.compile(r"\bapply (?:it|this|that|the (?:new )?address) to\b[^.?!]*\borders?\b|"
+                                 r"\b(?:shipping|delivery) address\b(?! (?:on|of) (?:your|the) "
                                  r"(?:account|profile))|\baddress (?:of|on|for) (?:the|this|that|your|"
                                  r"these|those) (?:pending )?orders?\b", re.I)),
     ("payment", re.compile(r"\b(?:pay|payment method|payment)\b", re.I)),
@@ -130,7 +131,7 @@ _FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
                          r"\bstore credit\b|\badd (?:more )?(?:funds|money|credit|balance)\b|\breload\b|"
                          r"\brewards? program\b|"
                          r"\bsubscri|\bnewsletter\b|\bsign (?:you )?up\b|\bmembership\b|"
-                         r"\binsurance\b", re.I)),
+                         r"\binsurance\b|\breceipt\b", re.I)),
 )
 # A family the goal "has" through another ("refund" comes with a cancellation or a return).
 _IMPLIED = {
@@ -181,6 +182,7 @@ _REASONS = (
 # "the Camping Tent (capacity 2 person, color green) for the one with capacity 4 person, ..."
 _WANTED_ITEM = re.compile(r"\bthe ([A-Z][\w' -]*?) \(([^)]*)\) for the one with (.+?)(?= and the [A-Z]|\.?$)")
 # Option values that are ordinary words in a sentence, never read as a stated option.
+_AMOUNT = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)")
 _PLAIN_VALUES = frozenset(
     "long short light standard single regular house speed tube classic plain type wood large small "
     "medium bath english spanish digital".split()
@@ -323,7 +325,23 @@ class RetailUser(ScriptedUser):
                             continue
                         if re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", low):
                             return True
+                    unit = _AMOUNT.fullmatch(want[key])
+                    if unit is not None:
+                        # "Duffel Bag (50L, black)" when it wants 40L: an amount of the same
+                        # unit the scenario never says.
+                        said = {f"{n}{unit.group(2)}" for n in re.findall(
+                            rf"(\d+(?:\.\d+)?)\s*{re.escape(unit.group(2))}\b", low)}
+                        if said - {v.replace(" ", "") for v in values}:
+                            return True
         return False
+
+    def choose(self, seg: Segment, told: str = "") -> str | None:
+        """As the base user's, only for an alternative that names what the customer came for
+        (a retail option naming no action, "to a gift card", is no pick)."""
+        pick = super().choose(seg, told)
+        if pick is None or not families(pick) & self._goal():
+            return None
+        return pick
 
     def answer_offer(self, seg: Segment) -> str:
         """Yes only to what the customer came for, with the scenario's details: an offer of

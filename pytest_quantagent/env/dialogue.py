@@ -290,6 +290,7 @@ _OFFER = _rx(
     r"\b[^?]*,\s*(?:correct|right|is that (?:right|correct))\?$",
     r"^(?:just )?to confirm\b[^?]*\byou(?:'d| would)? (?:like|want|wish|prefer)\b[^?]*\?$",
     r"\b(?:are|would) you (?:be )?(?:willing|prepared|happy) to\b", r"\bwould you (?:consider|be open to)\b",
+    r"\bwould you rather (?:just |simply )?(?:get|have|keep|do|go|take|receive)\b",
 )
 # Requests: imperatives and polite forms asking the user to do something.
 _REQUEST = _rx(

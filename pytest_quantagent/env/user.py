@@ -499,6 +499,9 @@ class ScriptedUser:
                 # "I see two payment methods ... Which one would you like to use?"
                 context = f"{before.text} {context}"
             got = self.answer_question(context, seg)
+            if not got and options and dialogue.choice(seg.text):
+                # "The refund can go to PayPal or a gift card. Which do you prefer?"
+                got = self.answer_question(f"{options} {seg.text}", seg)
             if not got:
                 choice = self.choose(seg, options)
                 got = [choice] if choice else []
