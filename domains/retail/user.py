@@ -67,7 +67,9 @@ _TOPICS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"\b(which|what) (items?|products?|options?|colou?r|size|variant)\b"
             r"|\bitems?\b|\boptions?\b|\bexchange\b[^.?!]{0,25}\bfor\b|\bwhat (?:would|do) you (?:like|want) to "
             r"(?:exchange|return|modify|change)\b"
-            r"|\b(?:different|another|other) (?:colou?r|size|option|variant|model)s?\b",
+            r"|\b(?:different|another|other) (?:colou?r|size|option|variant|model)s?\b"
+            r"|\b(?:size|colou?r|material|capacity|power source|style|model)s? (?:would|do) you\b"
+            r"|\bwhat kind of\b|\bwhich \w+(?: \w+)? (?:size|colou?r|model|version|variant)\b",
             re.IGNORECASE,
         ),
     ),

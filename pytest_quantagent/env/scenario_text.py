@@ -109,6 +109,29 @@ def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text.replace("\n", " ")) if s.strip()]
 
 
+_META_CLAUSE = re.compile(
+    r"\s*\([^)]*\bthe agent\b[^)]*\)|(?<=\w),\s*(?:and |but )?(?:if|when|unless|once) the agent\b[^.!?]*", re.I
+)
+
+
+def _without_meta_clause(sentence: str) -> str:
+    """``sentence`` without a clause about what the agent does ("You want the refund to
+    your amex card, and if the agent cannot help, transfer to a human": the wish stays)."""
+    out = _META_CLAUSE.sub("", sentence).strip()
+    if not out.strip(" .!?"):
+        return ""
+    return out if out == sentence.strip() or out.endswith((".", "!", "?")) else out + "."
+
+
+def opening_request(reason: str) -> str:
+    """What the customer says first: the reason for the call in the first person, without
+    the sentences that tell the simulated user how to behave ("If the agent asks for
+    confirmation, ...", "Make sure to ...", "do not reveal it to the agent"), which a customer
+    does not say."""
+    said = [s for s in map(_without_meta_clause, _sentences(reason)) if s and not _META.search(s)]
+    return first_person(" ".join(said) if said else reason.strip())
+
+
 def read_identity(known: str) -> dict[str, str]:
     """Name, zip, email, phone and user id stated in ``known``."""
     identity: dict[str, str] = {}
@@ -177,7 +200,7 @@ def read_scenario(reason: str, known: str = "", unknown: str = "", instructions:
         out.facts["order_id"] = "The order id is " + " and ".join(orders) + "." if len(orders) == 1 else (
             "The order ids are " + " and ".join(orders) + "."
         )
-    wants = [s for s in _sentences(reason) if not _META.search(s)]
+    wants = [s for s in map(_without_meta_clause, _sentences(reason)) if s and not _META.search(s)]
     for key, pattern in (("item", _ITEM_SENTENCE), ("payment_method", _PAY_SENTENCE),
                          ("address", _ADDRESS_SENTENCE), ("reason", _REASON_SENTENCE)):
         said = [first_person(s) for s in wants if pattern.search(s)]

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_quantagent.env import dialogue
 from pytest_quantagent.env.dialogue import Act, Segment
 from pytest_quantagent.env.scenario import AnswerRule, DeviceAction, UserScript
-from pytest_quantagent.env.scenario_text import first_person, read_scenario
+from pytest_quantagent.env.scenario_text import opening_request, read_scenario
 from pytest_quantagent.vocab.messages import (
     OUT_OF_SCOPE_TOKEN,
     STOP_TOKEN,
@@ -182,7 +182,7 @@ def script_from_instructions(task: Task) -> UserScript:
     identity = {k: v for k, v in read.identity.items() if k != "name"}
     transfer = any(a.name == "transfer_to_human_agents" for a in task.gold_actions)
     return UserScript(
-        requests=[first_person(reason)],
+        requests=[opening_request(reason)],
         identity=identity,
         facts=read.facts,
         answers=read.answers,
