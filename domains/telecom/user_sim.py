@@ -343,6 +343,8 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("what", "permission"),
         ("app", "permissions"),
         ("permissions", "app", "has"),
+        ("have", "permission"),
+        ("has", "permission"),
         extract=_extract_app,
         defaults={"app_name": "messaging"},
     ),
@@ -553,6 +555,8 @@ _UNWANTED_LINE_CHANGES = (
                 r"\btemporary suspension\b", re.I), r"\bsuspend"),
     (re.compile(r"\bcancel(?:l?ing|l?ed)? (?:your|the|this) (?:line|account|service|contract)\b", re.I),
      r"\bcancel"),
+    (re.compile(r"\b(?:autopay|auto-pay|paperless billing|insurance|device protection|protection plan|"
+                r"add-on)\b", re.I), r"\b(?:autopay|auto-pay|paperless|insurance|protection|add-on)\b"),
     (re.compile(r"\bport(?:ing)? (?:your|the) number\b|\bnew (?:line|sim)\b", re.I), r"\bnew (?:line|sim)\b"),
 )
 _ROAMING_ON = re.compile(
@@ -589,7 +593,9 @@ _LOOKS_RIGHT = re.compile(
     r"details)(?:'s| is| looks| seems| appears| sounds)? ?(?:all )?(?:right|correct|fine|good|ok|"
     r"okay|as expected|in order|accurate)\b|^(?:the amount|it) (?:matches|checks out)\b|^you agree\b|"
     # "If it's there, please pay it": the check shows whether it is.
-    r"^(?:it's|it is) there\b|^you (?:see|got|received) (?:it|one)\b|^it (?:arrived|came through|shows up)\b",
+    r"^(?:it's|it is) there\b|^you (?:see|got|received) (?:it|one)\b|^it (?:arrived|came through|shows up)\b|"
+    # "Once you've confirmed the amount, please make the payment."
+    r"^you(?:'ve| have)? (?:confirmed|checked|verified|reviewed|seen|received|got|looked at)\b",
     re.I,
 )
 _PAYMENT_WORDS = re.compile(r"\bpay\b|\bpayment\b", re.I)

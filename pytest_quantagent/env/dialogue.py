@@ -203,6 +203,8 @@ def segments(text: str) -> list[tuple[str, str]]:
                     for i, c in enumerate(clauses)
                 ]
             clauses = [re.sub(r"^\(\d\)\s*", "", c) for c in clauses]
+            # "..., so leave it off": a clause asking that a state stays asks for nothing.
+            clauses = [k for k in (strip_keep(c) for c in clauses) if k.strip(" .!?,")]
             parts.extend(clauses)
         for p in parts:
             out.append((p, header if is_item else ""))
@@ -357,7 +359,8 @@ _CONDITIONAL = _rx(
     r"travel| go| arrive| need| want| decide| notice| see| still| ever| have)\b",
 )
 _NOT_A_CONDITION = _rx(
-    r"\b(?:if|when|whenever|once) you(?:'re| are)? (?:ready|able)\b", r"\bwhen you have (?:it|that|one|a moment|a minute) ?(?:ready)?\b",
+    r"\b(?:if|when|whenever|once) you(?:'re| are)? (?:ready|able)\b",
+    r"\b(?:if|when|whenever) you (?:get|have) a (?:chance|moment|minute|second|sec)\b", r"\bwhen you have (?:it|that|one|a moment|a minute) ?(?:ready)?\b",
     r"\bif (?:you can|possible|you don't mind|you could|that's ok(?:ay)?)\b",
     # "tell me if you're connected" asks about what is, it sets no condition.
     r"\b(?:tell me|let me know|check|see|verify|find out|confirm|look|know)\s+if\b",
@@ -502,6 +505,10 @@ BARE_CONDITIONS = {"so": True, "yes": True, "it is": True, "not": False, "no": F
                    "it does": True, "it doesn't": False}
 
 
+# "Once you've confirmed the amount, pay it": a check the user makes now, not its situation.
+_CHECKED = _rx(r"^you(?:'ve| have)? (?:confirmed|checked|verified|reviewed|seen|received|got|looked at)\b")
+
+
 def condition(text: str) -> tuple[str, str, str] | None:
     """``(word, condition, consequence)`` of "if/once/when X, do Y" ("if so, ..." gives the
     condition "so"); None when the segment is not of that form or the condition is about
@@ -510,7 +517,7 @@ def condition(text: str) -> tuple[str, str, str] | None:
     if m is None:
         return None
     word, cond, then = m.group(1).lower(), m.group(2), m.group(3)
-    if _SITUATION.search(cond) and cond.strip().lower() not in BARE_CONDITIONS:
+    if _SITUATION.search(cond) and cond.strip().lower() not in BARE_CONDITIONS and not _CHECKED.search(cond):
         return None
     return word, cond, then
 
