@@ -94,7 +94,8 @@ _TOPICS_BY_NAME = dict(_TOPICS)
 # Identity words that are never part of an address ("zip code" and "name" can be).
 _IDENTITY_NOT_ADDRESS = re.compile(r"\b(e-?mail|user id|your (full )?name|first name|last name)\b", re.I)
 _IDENTITY = re.compile(
-    r"\b(e-?mail|zip( code)?|postal code|your (full )?name|first name|last name|user id)\b",
+    r"\b(e-?mail|zip( code)?|postal code|your (full )?name|first name|last name|user id|identity)\b|"
+    r"\b(?:verify|authenticate|identify) (?:you|yourself)\b",
     re.IGNORECASE,
 )
 _DONE = re.compile(
@@ -146,6 +147,7 @@ _MORE_THAN_ASKED = re.compile(
     r"\banything else\b|\ball (?:of )?the (?:other )?items\b",
     re.I,
 )
+_MUST_VERIFY = re.compile(r"\bneed to (?:verify|confirm|authenticate|validate) (?:your identity|you)\b", re.I)
 _WOULD_YOU = re.compile(r"^(?:and |so )?(?:would|do) you (?:also |still )?(?:like|want|wish)\b", re.I)
 _INSTEAD_OF = re.compile(
     r"\b(?:instead of|rather than)\b[^.?!,]*|^(?:instead of|rather than)\b[^,]*,", re.I
@@ -388,6 +390,10 @@ class RetailUser(ScriptedUser):
             return ["Yes, that's right."]
         if _PREFERENCE.search(seg.text) and self._speaks_to(seg.text):
             return [self.script.facts["item"]]
+        if _MUST_VERIFY.search(seg.text) and "?" not in seg.text:
+            # "To update your address, I first need to verify your identity.": identity only.
+            ident = self._identity_answer(seg.text)
+            return [ident] if ident is not None else []
         if _WOULD_YOU.match(seg.text) and _MORE_THAN_ASKED.search(seg.text):
             # "Would you like to exchange or modify any other items?": no more than it asked.
             return ["No, thank you. Just what I asked for."]

@@ -313,6 +313,7 @@ _REQUEST = _rx(
     r"\b(?:i|we) (?:need|want) you to\b", r"\bi(?:'ll| will) need you to\b",
     r"\b(?:i|we)(?:'ll| will)? (?:first |also |just |still )?need (?:a few|some|the following|two|three|these|a couple|your)\b",
     r"\b(?:i|we)(?:'ll| will|'d| would)? (?:need|require)(?: from you)?:",
+    r"\b(?:i|we)(?:'ll| will)? (?:first |just )?need to (?:verify|confirm|authenticate|validate) (?:your identity|you)\b",
     r"^(?:i|we)(?:'d| would)? (?:recommend|suggest|advise)\b",
     r"\byou(?:'ll| will)? (?:need|have|want) to\b", r"\byou (?:should|must|may want to|might want to)\b",
     r"\blet(?:'s| us)\b(?! me\b)",

@@ -159,6 +159,10 @@ _PHONE_ASK = re.compile(
     r"\b(?:which|what|your|the affected|the same) (?:(?:phone|mobile|cell|line|telephone) )?number\b(?! of\b)",
     re.IGNORECASE,
 )
+_VERIFY_IDENTITY = re.compile(
+    r"\b(?:verify|confirm|authenticate|validate|identify)\b[^.?!]*\b(?:identity|account|you|yourself)\b",
+    re.IGNORECASE,
+)
 # Names that are not the customer's.
 _NOT_A_PERSON = re.compile(
     r"\b(?:access point|apn|network|wi-?fi|app|application|plan|product|item|file|device|model|"
@@ -232,6 +236,7 @@ class ScriptedUser:
         self._n_calls = 0
         self._used_device: set[int] = set()
         self._opened = False
+        self._asked_transfer = False
         self._events: dict[str, int] = dict.fromkeys(USER_EVENTS, 0)
 
     def events(self) -> dict[str, int]:
@@ -347,6 +352,9 @@ class ScriptedUser:
             # "the new address, including street, city, state, zip code": the zip of the
             # address asked for, not the user's identity.
             asked = [k for k in asked if k not in ("zip", "name")]
+        if not asked and _VERIFY_IDENTITY.search(text):
+            # "I'll need to verify your identity": what identifies the customer.
+            asked = ["email"] if "email" in ident else ["name", "zip", "phone"]
         if not asked:
             return None
         parts: list[str] = []
@@ -388,6 +396,10 @@ class ScriptedUser:
             req = self.script.requests[self._next_request]
             self._next_request += 1
             return req
+        if self.script.end == "transfer" and not self._asked_transfer:
+            # The customer came for a human: it asks for one before it gives up.
+            self._asked_transfer = True
+            return "I'd like to be transferred to a human agent, please."
         return self._stop()
 
     def respond_text(self, text: str) -> str:
