@@ -598,6 +598,11 @@ _LOOKS_RIGHT = re.compile(
     r"^you(?:'ve| have)? (?:confirmed|checked|verified|reviewed|seen|received|got|looked at)\b",
     re.I,
 )
+# "if it shows $110", "if the amount is 110 USD": the amount the payment is conditioned on.
+_AMOUNT_SAID = re.compile(
+    r"^(?:it|the request|the amount|the payment request|the bill|that)(?: shows| says| is| reads| lists| "
+    r"matches| is for| comes to)(?: for| an amount of)? \$?(\d[\d,]*(?:\.\d+)?)(?: ?(?:usd|dollars))?\b", re.I)
+_REQUEST_AMOUNT = re.compile(r"payment request for bill \S+ of ([\d.]+)")
 _PAYMENT_WORDS = re.compile(r"\bpay\b|\bpayment\b", re.I)
 
 
@@ -643,6 +648,7 @@ class TelecomUser(ScriptedUser):
         self._literal_re: re.Pattern[str] | None = None
         self._made: set[str] = set()
         self._speed_seen: str | None = None
+        self._pay_if_amount: float | None = None
         self._message = ""
 
     def respond(self, view: list[Message]) -> UserMessage:
@@ -654,6 +660,13 @@ class TelecomUser(ScriptedUser):
                 self._speed_seen = (m.group(1) or "no connection").lower()
             if last.content.startswith(_NO_REQUEST):
                 self._pending = [c for c in self._pending if c.name != "make_payment"]
+            if (m := _REQUEST_AMOUNT.search(last.content)) and self._pay_if_amount is not None:
+                shown, named = float(m.group(1)), self._pay_if_amount
+                self._pay_if_amount = None
+                if abs(shown - named) > 0.005 and any(c.name == "make_payment" for c in self._pending):
+                    self._pending = [c for c in self._pending if c.name != "make_payment"]
+                    self._tail.insert(0, f"The request on my phone is for {shown:.2f} USD, not "
+                                         f"{named:.2f}, so I haven't paid it.")
             if self._pending:
                 self._results.append(self._describe_result(last))
                 return self._call(self._pending.pop(0))
@@ -884,12 +897,15 @@ class TelecomUser(ScriptedUser):
         said: list[str] = []
         if acted and word in dialogue.SEQUENCE_WORDS:
             holds = True
-        elif _LOOKS_RIGHT.search(cond) and (
+        elif (_LOOKS_RIGHT.search(cond) or _AMOUNT_SAID.search(cond)) and (
             noun == "the payment request" or _PAYMENT_WORDS.search(then)
         ):
             # "if the amount looks right, pay it": the user judges by what the phone shows;
-            # the check goes first and the payment is dropped when it shows no request.
+            # the check goes first and the payment is dropped when it shows no request, or
+            # another amount than the condition names ("if it shows $110").
             holds = True
+            if m := _AMOUNT_SAID.search(cond):
+                self._pay_if_amount = float(m.group(1).replace(",", ""))
         else:
             subject = cond if _noun_of(cond) else f"{noun or ''} {cond}"
             mode = _extract_mode(cond).get("mode")
@@ -926,7 +942,10 @@ class TelecomUser(ScriptedUser):
             toggles = sum(1 for name, _ in planned if _SWITCHES.get(name, ("",))[0] == attr)
             now = now != (toggles % 2 == 1)
             holds = now == want
-            said = [] if toggles else [f"{label} is {'ON' if now else 'OFF'} on my phone."]
+            said = [] if toggles else [
+                f"My phone shows the VPN is {'connected' if now else 'not connected'}."
+                if attr == "vpn_connected" else f"{label} is {'ON' if now else 'OFF'} on my phone."
+            ]
         if not holds:
             return [], said
         if noun and _PRONOUN.search(then):
