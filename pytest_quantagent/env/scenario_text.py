@@ -18,10 +18,27 @@ one, phrase by phrase, in the first person:
   item (``item``), the payment or refund method (``payment_method``), an address
   (``address``) and the reason (``reason``), each as the customer says it.
 
-What is *not* read (see ``docs/USER_SIMULATOR.md``): persona and mood instructions, scripted
-changes of mind ("when the agent asks for confirmation, change your mind"), conditional
-decision trees ("if the price is above $300, cancel it"), success criteria the user checks
-itself ("resolved only when the speed test returns excellent"), scripted exact wordings.
+The opening request is the reason for the call without the sentences and clauses that tell
+the simulated user how to behave (:func:`opening_request`).
+
+What is *not* read (official telecom and retail tasks; see also ``docs/USER_SIMULATOR.md``):
+
+- persona and mood instructions ("express mild frustration", "you are a private person");
+- scripted changes of mind ("if the agent asks for confirmation, only exchange the desk lamp",
+  "when the agent asks for confirmation, suddenly change your mind"): dropped, the user keeps
+  its first wish;
+- conditional decision trees and fallbacks ("if there is no clicky keyboard, go for no
+  backlight", "if not possible, ask for a human", "if the price is above $300, cancel it");
+- hidden truths the user must not reveal ("everything except a keyboard and a mouse, but do
+  not reveal it"): dropped, so the user cannot say which items to keep;
+- preference orders ("prefer battery > USB > AC") and multi-order mappings ("refund each order
+  to the other order's payment method"): said verbatim, never resolved into a choice or ids;
+- success criteria other than the speed goal ("resolved when the status bar shows signal",
+  "until you can send an MMS"), and unknown info other than the email ("you don't remember
+  the order number");
+- "if the agent asks you to pay a bill, you accept": not read, it agrees with the default
+  ``confirm``;
+- scripted exact wordings.
 """
 
 from __future__ import annotations

@@ -35,7 +35,10 @@ past-tense reports, empathy, conditionals, closing summaries) get no reaction.
    for (email, name, zip, phone, user/customer id; a zip asked as part of an address is
    not identity); custom ``answers`` rules, then ``facts`` topics (order id, reason,
    payment, address, item, line, location);
-4. nothing answered: a closing question or a completion report → next request or stop;
+   a choice between alternatives ("keep troubleshooting, or be transferred?") → the one the
+   scenario wants (:meth:`ScriptedUser.choose`);
+4. nothing answered: a closing question or a completion report → next request or stop (a
+   scenario that ends in a transfer asks for a human once before it leaves with the token);
 5. the greeting → the opening request; otherwise restate the request (after
    ``max_fallbacks`` unproductive turns it leaves with ``###OUT-OF-SCOPE###``).
 
