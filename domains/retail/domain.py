@@ -40,7 +40,21 @@ class RetailDomain(Domain):
             intents=self.device_intents,
             user_tool_names=self.user_tool_names,
             expect_refusal=kind.startswith("refuse_"),
+            options=self._options(),
         )
+
+    def _options(self) -> dict[str, set[str]]:
+        """Every value each product option takes in the DB ("color": black, blue, ...), what
+        the customer tells a wrong option from (computed once per domain)."""
+        cached: dict[str, set[str]] | None = getattr(self, "_option_values", None)
+        if cached is None:
+            cached = {}
+            for product in self.db.products.values():
+                for variant in product.variants.values():
+                    for key, value in variant.options.items():
+                        cached.setdefault(key, set()).add(str(value))
+            self._option_values = cached
+        return cached
 
     def generate_tasks(self, seed: int, n: int, kinds: Sequence[str] | None = None) -> list[Task]:
         """``n`` fresh tasks over this domain's DB (see :func:`generate.generate_tasks`),

@@ -21,7 +21,7 @@ and every question of the message is answered in one reply:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from pytest_quantagent.env import dialogue
@@ -67,7 +67,9 @@ _TOPICS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"\b(which|what) (items?|products?|options?|colou?r|size|variant)\b"
             r"|\bitems?\b|\boptions?\b|\bexchange\b[^.?!]{0,25}\bfor\b|\bwhat (?:would|do) you (?:like|want) to "
             r"(?:exchange|return|modify|change)\b"
-            r"|\b(?:different|another|other) (?:colou?r|size|option|variant|model)s?\b",
+            r"|\b(?:different|another|other) (?:colou?r|size|option|variant|model)s?\b"
+            r"|\b(?:size|colou?r|material|capacity|power source|style|model)s? (?:would|do) you\b"
+            r"|\bwhat kind of\b|\bwhich \w+(?: \w+)? (?:size|colou?r|model|version|variant)\b",
             re.IGNORECASE,
         ),
     ),
@@ -92,7 +94,8 @@ _TOPICS_BY_NAME = dict(_TOPICS)
 # Identity words that are never part of an address ("zip code" and "name" can be).
 _IDENTITY_NOT_ADDRESS = re.compile(r"\b(e-?mail|user id|your (full )?name|first name|last name)\b", re.I)
 _IDENTITY = re.compile(
-    r"\b(e-?mail|zip( code)?|postal code|your (full )?name|first name|last name|user id)\b",
+    r"\b(e-?mail|zip( code)?|postal code|your (full )?name|first name|last name|user id|identity)\b|"
+    r"\b(?:verify|authenticate|identify) (?:you|yourself)\b",
     re.IGNORECASE,
 )
 _DONE = re.compile(
@@ -120,7 +123,8 @@ _FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("user_address", re.compile(r"\bdefault (?:shipping )?address\b|\baddress (?:on|of|in|for) (?:your|the) "
                                 r"(?:account|profile)\b|\baccount(?:'s)? (?:default )?address\b|"
                                 r"\bprofile address\b", re.I)),
-    ("order_address", re.compile(r"\b(?:shipping|delivery) address\b(?! (?:on|of) (?:your|the) "
+    ("order_address", re.compile(r"\bapply (?:it|this|that|the (?:new )?address) to\b[^.?!]*\borders?\b|"
+                                 r"\b(?:shipping|delivery) address\b(?! (?:on|of) (?:your|the) "
                                  r"(?:account|profile))|\baddress (?:of|on|for) (?:the|this|that|your|"
                                  r"these|those) (?:pending )?orders?\b", re.I)),
     ("payment", re.compile(r"\b(?:pay|payment method|payment)\b", re.I)),
@@ -130,7 +134,7 @@ _FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
                          r"\bstore credit\b|\badd (?:more )?(?:funds|money|credit|balance)\b|\breload\b|"
                          r"\brewards? program\b|"
                          r"\bsubscri|\bnewsletter\b|\bsign (?:you )?up\b|\bmembership\b|"
-                         r"\binsurance\b", re.I)),
+                         r"\binsurance\b|\breceipt\b", re.I)),
 )
 # A family the goal "has" through another ("refund" comes with a cancellation or a return).
 _IMPLIED = {
@@ -143,6 +147,8 @@ _MORE_THAN_ASKED = re.compile(
     r"\banything else\b|\ball (?:of )?the (?:other )?items\b",
     re.I,
 )
+_MUST_VERIFY = re.compile(r"\bneed to (?:verify|confirm|authenticate|validate) (?:your identity|you)\b", re.I)
+_WOULD_YOU = re.compile(r"^(?:and |so )?(?:would|do) you (?:also |still )?(?:like|want|wish)\b", re.I)
 _INSTEAD_OF = re.compile(
     r"\b(?:instead of|rather than)\b[^.?!,]*|^(?:instead of|rather than)\b[^,]*,", re.I
 )
@@ -177,6 +183,19 @@ _REASONS = (
 )
 
 
+# "the Camping Tent (capacity 2 person, color green) for the one with capacity 4 person, ..."
+_WANTED_ITEM = re.compile(r"\bthe ([A-Z][\w' -]*?) \(([^)]*)\) for the one with (.+?)(?= and the [A-Z]|\.?$)")
+# Option values that are ordinary words in a sentence, never read as a stated option.
+_AMOUNT = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)")
+_PLAIN_VALUES = frozenset(
+    "long short light standard single regular house speed tube classic plain type wood large small "
+    "medium bath english spanish digital".split()
+)
+# Options whose every value is distinctive ("fleece", "1080p", "trifold").
+_DISTINCT_KEYS = frozenset({"material", "band", "style", "bulb", "firmness", "rating", "resolution",
+                            "connection", "display", "edition", "finish", "handle"})
+
+
 class RetailUser(ScriptedUser):
     """Scripted retail customer (see the module docstring for the rules).
 
@@ -195,9 +214,11 @@ class RetailUser(ScriptedUser):
         intents: Sequence[DeviceIntent] = (),
         user_tool_names: Iterable[str] = (),
         expect_refusal: bool = False,
+        options: Mapping[str, Iterable[str]] | None = None,
     ) -> None:
         super().__init__(script, seed=seed, intents=intents, user_tool_names=user_tool_names)
         self.expect_refusal = expect_refusal
+        self.options = {k: frozenset(v) for k, v in (options or {}).items()}
         self._message = ""
 
     def _goal(self) -> set[str]:
@@ -256,6 +277,8 @@ class RetailUser(ScriptedUser):
             numbers = set(re.findall(r"\d+", address))
             if not numbers <= set(re.findall(r"\d+", text)):
                 return f"No, that's not quite right. {address}"
+        if self._wrong_item(text):
+            return f"No, that's not the item I want. {facts['item']}"
         reason = facts.get("reason", "")
         if reason:
             want_r = {k for k, p in _REASONS if p.search(reason)}
@@ -263,6 +286,66 @@ class RetailUser(ScriptedUser):
             if want_r and said_r and not said_r & want_r:
                 return f"No, the reason is different: {reason}"
         return None
+
+    def wanted_items(self) -> list[tuple[str, dict[str, str], set[str]]]:
+        """``(item name, {option: wanted value}, every value the scenario names)`` for each
+        item the scenario's item fact wants changed ("the Camping Tent (capacity 2 person,
+        color green) for the one with capacity 4 person, color green")."""
+        out: list[tuple[str, dict[str, str], set[str]]] = []
+        keys = sorted(self.options, key=len, reverse=True)
+        for m in _WANTED_ITEM.finditer(self.script.facts.get("item", "")):
+            want: dict[str, str] = {}
+            values: set[str] = set()
+            for phrase in [*m.group(2).split(","), *m.group(3).split(",")]:
+                phrase = phrase.strip()
+                key = next((k for k in keys if phrase.lower().startswith(k.lower() + " ")), None)
+                if key is None:
+                    continue
+                values.add(phrase[len(key):].strip().lower())
+            for phrase in m.group(3).split(","):
+                phrase = phrase.strip()
+                key = next((k for k in keys if phrase.lower().startswith(k.lower() + " ")), None)
+                if key is not None:
+                    want[key] = phrase[len(key):].strip().lower()
+            if want:
+                out.append((m.group(1), want, values))
+        return out
+
+    def _wrong_item(self, text: str) -> bool:
+        """The confirmation names, for an item the customer wants changed, an option value
+        the scenario never says (the 4-person tent in blue when it wants green)."""
+        lines = [ln for ln in re.split(r"\n|(?<=[.!?])\s+", text) if ln.strip()]
+        for name, want, values in self.wanted_items():
+            head = name.split()[-1].lower()[:5]
+            about = [ln for ln in lines if head in ln.lower()] or []
+            for line in about:
+                low = re.sub(r"(?<=\d)-(?=[a-z])", " ", line.lower())
+                for key in want:
+                    for other in self.options.get(key, ()):
+                        o = other.lower()
+                        if o in values or len(o) < 3 or o in _PLAIN_VALUES or not (
+                            key == "color" or re.search(r"\d", o) or key in _DISTINCT_KEYS
+                        ):
+                            continue
+                        if re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", low):
+                            return True
+                    unit = _AMOUNT.fullmatch(want[key])
+                    if unit is not None:
+                        # "Duffel Bag (50L, black)" when it wants 40L: an amount of the same
+                        # unit the scenario never says.
+                        said = {f"{n}{unit.group(2)}" for n in re.findall(
+                            rf"(\d+(?:\.\d+)?)\s*{re.escape(unit.group(2))}\b", low)}
+                        if said - {v.replace(" ", "") for v in values}:
+                            return True
+        return False
+
+    def choose(self, seg: Segment, told: str = "") -> str | None:
+        """As the base user's, only for an alternative that names what the customer came for
+        (a retail option naming no action, "to a gift card", is no pick)."""
+        pick = super().choose(seg, told)
+        if pick is None or not families(pick) & self._goal():
+            return None
+        return pick
 
     def answer_offer(self, seg: Segment) -> str:
         """Yes only to what the customer came for, with the scenario's details: an offer of
@@ -307,6 +390,13 @@ class RetailUser(ScriptedUser):
             return ["Yes, that's right."]
         if _PREFERENCE.search(seg.text) and self._speaks_to(seg.text):
             return [self.script.facts["item"]]
+        if _MUST_VERIFY.search(seg.text) and "?" not in seg.text:
+            # "To update your address, I first need to verify your identity.": identity only.
+            ident = self._identity_answer(seg.text)
+            return [ident] if ident is not None else []
+        if _WOULD_YOU.match(seg.text) and _MORE_THAN_ASKED.search(seg.text):
+            # "Would you like to exchange or modify any other items?": no more than it asked.
+            return ["No, thank you. Just what I asked for."]
         out: list[str] = []
         address = bool(_TOPICS_BY_NAME["address"].search(text))
         if _IDENTITY.search(text) and not (address and not _IDENTITY_NOT_ADDRESS.search(text)):

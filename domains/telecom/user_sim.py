@@ -82,6 +82,10 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("status", "bar"),
         ("top", "screen"),
         ("icons",),
+        ("signal", "bar"),
+        ("see", "icon"),
+        ("any", "icon"),
+        ("what", "icon"),
     ),
     _intent(
         "check_network_status",
@@ -149,6 +153,10 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("check", "sim"),
         ("sim", "card", "working"),
         ("sim", "locked"),
+        ("sim", "inserted"),
+        ("sim", "detected"),
+        ("there", "sim"),
+        ("sim", "card", "in", "your"),
     ),
     _intent(
         "reseat_sim_card",
@@ -228,6 +236,9 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("apn", "reset"),
         ("restore", "apn"),
         ("apn", "default"),
+        ("access", "point", "reset"),
+        ("reset", "access", "point"),
+        ("access", "point", "default"),
     ),
     _intent(
         "check_wifi_status",
@@ -332,6 +343,8 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("what", "permission"),
         ("app", "permissions"),
         ("permissions", "app", "has"),
+        ("have", "permission"),
+        ("has", "permission"),
         extract=_extract_app,
         defaults={"app_name": "messaging"},
     ),
@@ -388,6 +401,7 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
 )
 # ``connect_vpn``'s ("vpn", "on") must not fire on "disconnect the VPN on your phone".
 _EXCLUSIVE = {
+    "check_sim_status": "reseat_sim_card",
     "check_apn_settings": "reset_apn_settings",
     "connect_vpn": "disconnect_vpn",
     "check_wifi_status": "toggle_wifi",
@@ -401,6 +415,17 @@ _EXCLUSIVE = {
 }
 
 _OFFER = re.compile(r"^\s*(?:would|do) you (?:like|want|wish) to\b")
+_NETWORK_STATUS_WORDS = (("network", "status"), ("connection", "status"), ("cellular", "connection"))
+# "Can you confirm?" after a sentence about the phone: confirm what it said, from the phone.
+_BARE_CONFIRM = re.compile(
+    r"^(?:can|could|would) you (?:please )?(?:confirm|verify|double-check)(?: (?:that|this|it))?"
+    r"(?: for me)?(?: please)?\?$|^(?:please )?confirm\?$|^(?:is that|is it) (?:right|correct|so)\?$",
+    re.IGNORECASE,
+)
+# "Have you restarted your phone since ...?", "Did you already toggle airplane mode?": asks
+# what the user has done, which it knows.
+_HAVE_YOU = re.compile(r"^(?:and |so |also )?(?:have|did) you (?:already |ever |recently |yet |)"
+                       r"(?:tried (?:to )?)?\w+", re.IGNORECASE)
 
 
 def _normalize(text: str) -> str:
@@ -530,6 +555,8 @@ _UNWANTED_LINE_CHANGES = (
                 r"\btemporary suspension\b", re.I), r"\bsuspend"),
     (re.compile(r"\bcancel(?:l?ing|l?ed)? (?:your|the|this) (?:line|account|service|contract)\b", re.I),
      r"\bcancel"),
+    (re.compile(r"\b(?:autopay|auto-pay|paperless billing|insurance|device protection|protection plan|"
+                r"add-on)\b", re.I), r"\b(?:autopay|auto-pay|paperless|insurance|protection|add-on)\b"),
     (re.compile(r"\bport(?:ing)? (?:your|the) number\b|\bnew (?:line|sim)\b", re.I), r"\bnew (?:line|sim)\b"),
 )
 _ROAMING_ON = re.compile(
@@ -547,6 +574,17 @@ _FUTURE_TRIP = re.compile(
 )
 
 
+_SPEED_RESULT = re.compile(r"^Speed Test Result: [\d.]+ Mbps \(([A-Za-z ]+)\)|^Speed test failed")
+_SPEED_WORDS = re.compile(r"\b(excellent|good|fair|poor)\b", re.I)
+_SPEED_WHAT = re.compile(
+    r"\bwhat (?:kind of |sort of |level of )?(?:internet |data )?speed\b|\bspeed (?:are|were|do|would) you "
+    r"(?:be )?(?:hoping|expecting|looking|need|want|like|happy)|\bhow fast (?:do|would) you\b", re.I)
+_SPEED_OK = re.compile(
+    r"\b(?:acceptable|good enough|enough for you|okay with|ok with|"
+    r"fine with|satisfied|happy with|settle|work for you|does that work)\b", re.I)
+_RESOLVED = re.compile(
+    r"\b(?:is|has) (?:the|your) (?:issue|problem|data|connection|internet)(?: issue| problem)? "
+    r"(?:been )?(?:resolved|fixed|solved|sorted)\b|\bare you (?:satisfied|happy) with\b", re.I)
 _NOT_ABOUT_STATE = re.compile(r"^(?:and |so )?(?:how long|since when|when did)\b", re.I)
 _APN_SETTINGS = re.compile(r"\bapn settings?\b", re.I)
 _APN_CHANGE = re.compile(r"\b(?:reset|restor|default|chang|updat|take effect|after)", re.I)
@@ -555,9 +593,16 @@ _LOOKS_RIGHT = re.compile(
     r"details)(?:'s| is| looks| seems| appears| sounds)? ?(?:all )?(?:right|correct|fine|good|ok|"
     r"okay|as expected|in order|accurate)\b|^(?:the amount|it) (?:matches|checks out)\b|^you agree\b|"
     # "If it's there, please pay it": the check shows whether it is.
-    r"^(?:it's|it is) there\b|^you (?:see|got|received) (?:it|one)\b|^it (?:arrived|came through|shows up)\b",
+    r"^(?:it's|it is) there\b|^you (?:see|got|received) (?:it|one)\b|^it (?:arrived|came through|shows up)\b|"
+    # "Once you've confirmed the amount, please make the payment."
+    r"^you(?:'ve| have)? (?:confirmed|checked|verified|reviewed|seen|received|got|looked at)\b",
     re.I,
 )
+# "if it shows $110", "if the amount is 110 USD": the amount the payment is conditioned on.
+_AMOUNT_SAID = re.compile(
+    r"^(?:it|the request|the amount|the payment request|the bill|that)(?: shows| says| is| reads| lists| "
+    r"matches| is for| comes to)(?: for| an amount of)? \$?(\d[\d,]*(?:\.\d+)?)(?: ?(?:usd|dollars))?\b", re.I)
+_REQUEST_AMOUNT = re.compile(r"payment request for bill \S+ of ([\d.]+)")
 _PAYMENT_WORDS = re.compile(r"\bpay\b|\bpayment\b", re.I)
 
 
@@ -601,14 +646,27 @@ class TelecomUser(ScriptedUser):
         self._already: list[str] = []
         self._tail: list[str] = []
         self._literal_re: re.Pattern[str] | None = None
+        self._made: set[str] = set()
+        self._speed_seen: str | None = None
+        self._pay_if_amount: float | None = None
+        self._message = ""
 
     def respond(self, view: list[Message]) -> UserMessage:
         """Device calls first (one at a time), then one reply: the results, what is
         already as asked, state answers and the answers to the message's questions."""
         last = view[-1] if view else None
         if isinstance(last, ToolMessage):
+            if m := _SPEED_RESULT.search(last.content):
+                self._speed_seen = (m.group(1) or "no connection").lower()
             if last.content.startswith(_NO_REQUEST):
                 self._pending = [c for c in self._pending if c.name != "make_payment"]
+            if (m := _REQUEST_AMOUNT.search(last.content)) and self._pay_if_amount is not None:
+                shown, named = float(m.group(1)), self._pay_if_amount
+                self._pay_if_amount = None
+                if abs(shown - named) > 0.005 and any(c.name == "make_payment" for c in self._pending):
+                    self._pending = [c for c in self._pending if c.name != "make_payment"]
+                    self._tail.insert(0, f"The request on my phone is for {shown:.2f} USD, not "
+                                         f"{named:.2f}, so I haven't paid it.")
             if self._pending:
                 self._results.append(self._describe_result(last))
                 return self._call(self._pending.pop(0))
@@ -619,6 +677,7 @@ class TelecomUser(ScriptedUser):
         if not (isinstance(last, AssistantMessage) and last.content and not last.tool_calls):
             return super().respond(view)
         text = last.content
+        self._message = text
         parts = dialogue.read(text)
         if any(p.act == Act.TRANSFER for p in parts):
             return UserMessage(content=self.respond_text(text))
@@ -634,11 +693,43 @@ class TelecomUser(ScriptedUser):
             return UserMessage(content=join_answers(words + answers))
         return UserMessage(content=self.respond_text(text))
 
+    def speed_answer(self, text: str) -> str | None:
+        """With a speed goal in the scenario (τ²-bench: "you absolutely want excellent internet
+        speed"): what speed the customer wants, and whether a speed result (named in the
+        agent's message, else the user's last speed test) or "is it resolved?" satisfies it.
+        None when the question is not about that or no speed is known yet."""
+        goal = self.script.facts.get("speed_goal")
+        if not goal:
+            return None
+        if _SPEED_WHAT.search(text):
+            return f"I need {goal} internet speed on my phone; nothing less is enough for me."
+        about_speed = bool(re.search(r"\bspeed\b", text, re.I) or _SPEED_WORDS.search(text)) or bool(
+            re.search(r"\bspeed\b", self._message, re.I)
+        )
+        if not ((_SPEED_OK.search(text) and about_speed) or _RESOLVED.search(text)):
+            return None
+        named = _SPEED_WORDS.findall(self._message) if _SPEED_WORDS.search(self._message) else []
+        speed = named[-1].lower() if named else self._speed_seen
+        if speed is None:
+            return None
+        if speed == goal:
+            return f"Yes, {goal} speed is what I wanted."
+        return f"No, {speed} speed is not enough for me. I need {goal} internet speed."
+
+    def answer_question(self, text: str, seg: Segment) -> list[str]:
+        """A question about the speed the customer wants (:meth:`speed_answer`), else as the
+        base user's."""
+        said = self.speed_answer(seg.text)
+        return [said] if said is not None else super().answer_question(text, seg)
+
     def answer_offer(self, seg: Segment) -> str:
         """As :meth:`ScriptedUser.answer_offer`, except that what the customer did not come
         for is declined: a plan change (τ²-bench telecom users refuel data rather than
         change plans), suspending or cancelling the line, roaming the customer's location
         does not call for (turned on at home, off abroad)."""
+        said = self.speed_answer(seg.text)
+        if said is not None:
+            return said  # "Would you be okay with a fair speed for now?"
         if not self.offer_wanted(seg.text):
             return self.script.refusal
         return super().answer_offer(seg)
@@ -675,7 +766,18 @@ class TelecomUser(ScriptedUser):
                 reply = f"{reply} {dob}"
         return reply
 
+    def _done_before(self, question: str) -> str | None:
+        """The answer to "have you <changed X>?" from the user's own calls so far (None when
+        the question names no change the user can make)."""
+        tools = [n for n, _ in self._sentence_calls(question, reading=True) if n not in _READ_TOOLS]
+        if not tools:
+            return None
+        if all(t in self._made for t in tools):
+            return "Yes, I did that earlier."
+        return "No, I haven't done that yet."
+
     def _call(self, call: ToolCall) -> UserMessage:
+        self._made.add(call.name)
         if self.phone is not None and self.phone.has_tool(call.name):
             try:
                 self.phone.call(call.name, call.arguments)
@@ -711,7 +813,17 @@ class TelecomUser(ScriptedUser):
                 # the items say how, they are not further actions.
                 used.add(i)
                 continue
-            if seg.act == Act.QUESTION and (
+            if (
+                seg.act == Act.OFFER and prev is not None and not prev.asks
+                and _BARE_CONFIRM.match(seg.text.strip())
+            ):
+                # "It looks like Airplane Mode may be on. Can you confirm?"
+                found, said = self._state_reading(prev.text, True)
+            elif seg.act == Act.QUESTION and _HAVE_YOU.match(seg.text) and (
+                done := self._done_before(seg.text)
+            ) is not None:
+                said = [done]
+            elif seg.act == Act.QUESTION and (
                 _NOT_ABOUT_STATE.search(seg.text)
                 or any(matches(seg.text, r.keywords) for r in self.script.answers)
             ):
@@ -785,12 +897,15 @@ class TelecomUser(ScriptedUser):
         said: list[str] = []
         if acted and word in dialogue.SEQUENCE_WORDS:
             holds = True
-        elif _LOOKS_RIGHT.search(cond) and (
+        elif (_LOOKS_RIGHT.search(cond) or _AMOUNT_SAID.search(cond)) and (
             noun == "the payment request" or _PAYMENT_WORDS.search(then)
         ):
             # "if the amount looks right, pay it": the user judges by what the phone shows;
-            # the check goes first and the payment is dropped when it shows no request.
+            # the check goes first and the payment is dropped when it shows no request, or
+            # another amount than the condition names ("if it shows $110").
             holds = True
+            if m := _AMOUNT_SAID.search(cond):
+                self._pay_if_amount = float(m.group(1).replace(",", ""))
         else:
             subject = cond if _noun_of(cond) else f"{noun or ''} {cond}"
             mode = _extract_mode(cond).get("mode")
@@ -827,7 +942,10 @@ class TelecomUser(ScriptedUser):
             toggles = sum(1 for name, _ in planned if _SWITCHES.get(name, ("",))[0] == attr)
             now = now != (toggles % 2 == 1)
             holds = now == want
-            said = [] if toggles else [f"{label} is {'ON' if now else 'OFF'} on my phone."]
+            said = [] if toggles else [
+                f"My phone shows the VPN is {'connected' if now else 'not connected'}."
+                if attr == "vpn_connected" else f"{label} is {'ON' if now else 'OFF'} on my phone."
+            ]
         if not holds:
             return [], said
         if noun and _PRONOUN.search(then):
@@ -907,6 +1025,12 @@ class TelecomUser(ScriptedUser):
                     seen.add(intent.tool)
             if "can_send_mms" in seen and not _MMS_WORDS.search(low):
                 found = [f for f in found if f[1] != "can_send_mms"]  # "the MMSC URL"
+            if "check_status_bar" in seen and "check_network_status" in seen and not matches(
+                sentence, _NETWORK_STATUS_WORDS
+            ):
+                # "check whether the status bar shows signal": the status bar, not the
+                # network status as well.
+                found = [f for f in found if f[1] != "check_network_status"]
             for weaker, stronger in _EXCLUSIVE.items():
                 if weaker in seen and stronger in seen and not reading:
                     found = [f for f in found if f[1] != weaker]

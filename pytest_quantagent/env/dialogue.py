@@ -81,7 +81,9 @@ _CLAUSE_END = re.compile(
     r"\s+(?:and then|after that|afterwards)\s+|\s+then\s+(?=[a-z]+\b(?! (?:it|that)\b))|"
     r"\s+(?=(?:before|after|once|when|until|while) you\b)|:\s+(?=(?:please|could you|can you|kindly|go ahead)\b)|"
     # Inline enumerations: "Two checks: (1) is data on, and (2) is a VPN connected?"
-    r":\s+(?=\(?\d\)\s)|,?\s+(?:and\s+)?(?=\(\d\)\s)",
+    r":\s+(?=\(?\d\)\s)|,?\s+(?:and\s+)?(?=\(\d\)\s)|"
+    # Two questions in one sentence: "How would you like to pay, and do you want me to proceed?"
+    r",\s+(?:and|also|plus)\s+(?=(?:do|would|can|could|shall|should|may|is|are|will) (?:you|i|we)\b)",
     re.IGNORECASE,
 )
 
@@ -201,6 +203,8 @@ def segments(text: str) -> list[tuple[str, str]]:
                     for i, c in enumerate(clauses)
                 ]
             clauses = [re.sub(r"^\(\d\)\s*", "", c) for c in clauses]
+            # "..., so leave it off": a clause asking that a state stays asks for nothing.
+            clauses = [k for k in (strip_keep(c) for c in clauses) if k.strip(" .!?,")]
             parts.extend(clauses)
         for p in parts:
             out.append((p, header if is_item else ""))
@@ -283,6 +287,12 @@ _OFFER = _rx(
     r"order details|details|above|request)\b",
     r"\b(?:does|do) (?:that|this|everything|these details) (?:look|sound|seem) (?:right|correct|good|ok|okay)\b",
     r"\bis (?:everything|all of this|all that) (?:correct|right)\b", r"^sound good\b",
+    # "Just to confirm: you'd like roaming disabled on 555-0119, correct?"
+    r"\b(?:you(?:'d| would)? (?:like|want|wish|prefer)|(?:i|we)(?:'ll| will| should| am going to|'m going to))"
+    r"\b[^?]*,\s*(?:correct|right|is that (?:right|correct))\?$",
+    r"^(?:just )?to confirm\b[^?]*\byou(?:'d| would)? (?:like|want|wish|prefer)\b[^?]*\?$",
+    r"\b(?:are|would) you (?:be )?(?:willing|prepared|happy) to\b", r"\bwould you (?:consider|be open to)\b",
+    r"\bwould you rather (?:just |simply )?(?:get|have|keep|do|go|take|receive)\b",
 )
 # Requests: imperatives and polite forms asking the user to do something.
 _REQUEST = _rx(
@@ -303,6 +313,7 @@ _REQUEST = _rx(
     r"\b(?:i|we) (?:need|want) you to\b", r"\bi(?:'ll| will) need you to\b",
     r"\b(?:i|we)(?:'ll| will)? (?:first |also |just |still )?need (?:a few|some|the following|two|three|these|a couple|your)\b",
     r"\b(?:i|we)(?:'ll| will|'d| would)? (?:need|require)(?: from you)?:",
+    r"\b(?:i|we)(?:'ll| will)? (?:first |just )?need to (?:verify|confirm|authenticate|validate) (?:your identity|you)\b",
     r"^(?:i|we)(?:'d| would)? (?:recommend|suggest|advise)\b",
     r"\byou(?:'ll| will)? (?:need|have|want) to\b", r"\byou (?:should|must|may want to|might want to)\b",
     r"\blet(?:'s| us)\b(?! me\b)",
@@ -349,7 +360,8 @@ _CONDITIONAL = _rx(
     r"travel| go| arrive| need| want| decide| notice| see| still| ever| have)\b",
 )
 _NOT_A_CONDITION = _rx(
-    r"\b(?:if|when|whenever|once) you(?:'re| are)? (?:ready|able)\b", r"\bwhen you have (?:it|that|one|a moment|a minute) ?(?:ready)?\b",
+    r"\b(?:if|when|whenever|once) you(?:'re| are)? (?:ready|able)\b",
+    r"\b(?:if|when|whenever) you (?:get|have) a (?:chance|moment|minute|second|sec)\b", r"\bwhen you have (?:it|that|one|a moment|a minute) ?(?:ready)?\b",
     r"\bif (?:you can|possible|you don't mind|you could|that's ok(?:ay)?)\b",
     # "tell me if you're connected" asks about what is, it sets no condition.
     r"\b(?:tell me|let me know|check|see|verify|find out|confirm|look|know)\s+if\b",
@@ -494,6 +506,10 @@ BARE_CONDITIONS = {"so": True, "yes": True, "it is": True, "not": False, "no": F
                    "it does": True, "it doesn't": False}
 
 
+# "Once you've confirmed the amount, pay it": a check the user makes now, not its situation.
+_CHECKED = _rx(r"^you(?:'ve| have)? (?:confirmed|checked|verified|reviewed|seen|received|got|looked at)\b")
+
+
 def condition(text: str) -> tuple[str, str, str] | None:
     """``(word, condition, consequence)`` of "if/once/when X, do Y" ("if so, ..." gives the
     condition "so"); None when the segment is not of that form or the condition is about
@@ -502,7 +518,7 @@ def condition(text: str) -> tuple[str, str, str] | None:
     if m is None:
         return None
     word, cond, then = m.group(1).lower(), m.group(2), m.group(3)
-    if _SITUATION.search(cond) and cond.strip().lower() not in BARE_CONDITIONS:
+    if _SITUATION.search(cond) and cond.strip().lower() not in BARE_CONDITIONS and not _CHECKED.search(cond):
         return None
     return word, cond, then
 
@@ -516,6 +532,11 @@ _CHOICE = _rx(
     r"^(?:which|what) do you prefer\b", r"^what would you (?:like|prefer) (?:me )?to do\b",
     r"^(?:how|what) (?:does that sound|do you think)\b",
 )
+
+
+def choice(text: str) -> bool:
+    """Whether a segment is a bare choice question ("Which would you prefer?")."""
+    return bool(_CHOICE.search(text))
 
 
 def read(text: str) -> list[Segment]:
@@ -565,7 +586,7 @@ EMPTY_WORDS = frozenset(
     "check look see clarify explain confirm handle fix help go ahead and or but with what which "
     "mean meant about more bit little quickly real quick let know tell give say be is are was "
     "were been being have has had get got make sure first next mind if same thanks thank great "
-    "perfect sorry hmm well oh like want need would step steps".split()
+    "perfect sorry hmm well oh like want need would step steps happens happened happen".split()
 )
 
 

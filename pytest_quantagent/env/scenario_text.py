@@ -11,14 +11,34 @@ one, phrase by phrase, in the first person:
   States") as ``location``; no Wi-Fi access; how much data it will refuel ("willing to refuel
   2.0 GB"); since when the problem lasts ("for the past few hours"); that it does not want a
   plan change (``no_plan_change``; the telecom user declines plan changes it did not ask for);
+  the internet speed it wants ("absolutely want to get excellent internet speed": the fact
+  ``speed_goal``, by which the telecom user judges speed results and "is it resolved?"); the
+  app the problem is in ("using your messaging app");
 - retail facts (``reason_for_call``): the order ids; the sentences about what to do with which
   item (``item``), the payment or refund method (``payment_method``), an address
   (``address``) and the reason (``reason``), each as the customer says it.
 
-What is *not* read (see ``docs/USER_SIMULATOR.md``): persona and mood instructions, scripted
-changes of mind ("when the agent asks for confirmation, change your mind"), conditional
-decision trees ("if the price is above $300, cancel it"), success criteria the user checks
-itself ("resolved only when the speed test returns excellent"), scripted exact wordings.
+The opening request is the reason for the call without the sentences and clauses that tell
+the simulated user how to behave (:func:`opening_request`).
+
+What is *not* read (official telecom and retail tasks; see also ``docs/USER_SIMULATOR.md``):
+
+- persona and mood instructions ("express mild frustration", "you are a private person");
+- scripted changes of mind ("if the agent asks for confirmation, only exchange the desk lamp",
+  "when the agent asks for confirmation, suddenly change your mind"): dropped, the user keeps
+  its first wish;
+- conditional decision trees and fallbacks ("if there is no clicky keyboard, go for no
+  backlight", "if not possible, ask for a human", "if the price is above $300, cancel it");
+- hidden truths the user must not reveal ("everything except a keyboard and a mouse, but do
+  not reveal it"): dropped, so the user cannot say which items to keep;
+- preference orders ("prefer battery > USB > AC") and multi-order mappings ("refund each order
+  to the other order's payment method"): said verbatim, never resolved into a choice or ids;
+- success criteria other than the speed goal ("resolved when the status bar shows signal",
+  "until you can send an MMS"), and unknown info other than the email ("you don't remember
+  the order number");
+- "if the agent asks you to pay a bill, you accept": not read, it agrees with the default
+  ``confirm``;
+- scripted exact wordings.
 """
 
 from __future__ import annotations
@@ -72,6 +92,10 @@ _DURATION = re.compile(
     r"\d+ \w+ ago|[A-Z][a-z]+day)\b[^.,;]*?)(?=[.,;]|$)",
     re.I,
 )
+# "absolutely want to get excellent internet speed": the speed the customer is satisfied with.
+_SPEED_GOAL = re.compile(r"\bwant to get (excellent|good|fast) internet speed\b", re.I)
+# "using your messaging app": the app the problem is in.
+_APP = re.compile(r"\busing (?:your|the) (\w+) app\b", re.I)
 _NO_PLAN_CHANGE = re.compile(r"\b(?:do not|don't) want to change (?:your|the)? ?(?:mobile )?(?:data )?plan\b", re.I)
 
 # Retail: which sentence of the reason answers which question.
@@ -100,6 +124,29 @@ class ScenarioFacts:
 
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text.replace("\n", " ")) if s.strip()]
+
+
+_META_CLAUSE = re.compile(
+    r"\s*\([^)]*\bthe agent\b[^)]*\)|(?<=\w),\s*(?:and |but )?(?:if|when|unless|once) the agent\b[^.!?]*", re.I
+)
+
+
+def _without_meta_clause(sentence: str) -> str:
+    """``sentence`` without a clause about what the agent does ("You want the refund to
+    your amex card, and if the agent cannot help, transfer to a human": the wish stays)."""
+    out = _META_CLAUSE.sub("", sentence).strip()
+    if not out.strip(" .!?"):
+        return ""
+    return out if out == sentence.strip() or out.endswith((".", "!", "?")) else out + "."
+
+
+def opening_request(reason: str) -> str:
+    """What the customer says first: the reason for the call in the first person, without
+    the sentences that tell the simulated user how to behave ("If the agent asks for
+    confirmation, ...", "Make sure to ...", "do not reveal it to the agent"), which a customer
+    does not say."""
+    said = [s for s in map(_without_meta_clause, _sentences(reason)) if s and not _META.search(s)]
+    return first_person(" ".join(said) if said else reason.strip())
 
 
 def read_identity(known: str) -> dict[str, str]:
@@ -143,7 +190,8 @@ def read_scenario(reason: str, known: str = "", unknown: str = "", instructions:
         amount = m.group(1)
         out.answers.append(AnswerRule(
             keywords=[["refuel"], ["how", "much", "data"], ["how", "many", "gb"], ["top", "up"],
-                      ["top-up"], ["add", "data"], ["more", "data"], ["how", "much", "would"]],
+                      ["top-up"], ["add", "data"], ["more", "data"], ["how", "much", "would"],
+                      ["extra", "data"], ["additional", "data"], ["gb", "enough"]],
             say=f"I'm willing to refuel {amount} of data if necessary.",
         ))
     if m := _DURATION.search(reason):
@@ -153,6 +201,15 @@ def read_scenario(reason: str, known: str = "", unknown: str = "", instructions:
             keywords=[["how", "long"], ["since", "when"], ["when", "did"], ["when", "start"]],
             say=f"It's been happening {lead} {span}.",
         ))
+    if m := _SPEED_GOAL.search(everything):
+        # What the telecom user judges a speed test by (see its ``speed_goal`` handling).
+        out.facts["speed_goal"] = m.group(1).lower()
+    if m := _APP.search(reason):
+        out.answers.append(AnswerRule(
+            keywords=[["which", "app"], ["what", "app"], ["app", "are", "you", "using"],
+                      ["app", "do", "you", "use"]],
+            say=f"I'm using the {m.group(1).lower()} app on my phone.",
+        ))
     out.no_plan_change = bool(_NO_PLAN_CHANGE.search(everything))
     # Retail: order ids and the sentences about items, payment, address and reason.
     orders = list(dict.fromkeys(_ORDER_ID_RE.findall(reason)))
@@ -160,7 +217,7 @@ def read_scenario(reason: str, known: str = "", unknown: str = "", instructions:
         out.facts["order_id"] = "The order id is " + " and ".join(orders) + "." if len(orders) == 1 else (
             "The order ids are " + " and ".join(orders) + "."
         )
-    wants = [s for s in _sentences(reason) if not _META.search(s)]
+    wants = [s for s in map(_without_meta_clause, _sentences(reason)) if s and not _META.search(s)]
     for key, pattern in (("item", _ITEM_SENTENCE), ("payment_method", _PAY_SENTENCE),
                          ("address", _ADDRESS_SENTENCE), ("reason", _REASON_SENTENCE)):
         said = [first_person(s) for s in wants if pattern.search(s)]

@@ -35,7 +35,10 @@ past-tense reports, empathy, conditionals, closing summaries) get no reaction.
    for (email, name, zip, phone, user/customer id; a zip asked as part of an address is
    not identity); custom ``answers`` rules, then ``facts`` topics (order id, reason,
    payment, address, item, line, location);
-4. nothing answered: a closing question or a completion report → next request or stop;
+   a choice between alternatives ("keep troubleshooting, or be transferred?") → the one the
+   scenario wants (:meth:`ScriptedUser.choose`);
+4. nothing answered: a closing question or a completion report → next request or stop (a
+   scenario that ends in a transfer asks for a human once before it leaves with the token);
 5. the greeting → the opening request; otherwise restate the request (after
    ``max_fallbacks`` unproductive turns it leaves with ``###OUT-OF-SCOPE###``).
 
@@ -58,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_quantagent.env import dialogue
 from pytest_quantagent.env.dialogue import Act, Segment
 from pytest_quantagent.env.scenario import AnswerRule, DeviceAction, UserScript
-from pytest_quantagent.env.scenario_text import first_person, read_scenario
+from pytest_quantagent.env.scenario_text import opening_request, read_scenario
 from pytest_quantagent.vocab.messages import (
     OUT_OF_SCOPE_TOKEN,
     STOP_TOKEN,
@@ -154,6 +157,21 @@ _ADDRESS_CONTEXT = re.compile(
     r"\baddress\b|\bship(?:ping|ped)? to\b|\bdeliver|\b(?:street|city)\b.*\b(?:state|zip|country)\b",
     re.IGNORECASE,
 )
+# A phone number asked without the word "phone" ("Which number is having the problem?").
+_PHONE_ASK = re.compile(
+    r"\b(?:which|what|your|the affected|the same) (?:(?:phone|mobile|cell|line|telephone) )?number\b(?! of\b)",
+    re.IGNORECASE,
+)
+_VERIFY_IDENTITY = re.compile(
+    r"\b(?:verify|confirm|authenticate|validate|identify)\b[^.?!]*\b(?:identity|account|you|yourself)\b",
+    re.IGNORECASE,
+)
+# Names that are not the customer's.
+_NOT_A_PERSON = re.compile(
+    r"\b(?:access point|apn|network|wi-?fi|app|application|plan|product|item|file|device|model|"
+    r"brand|company|store|street|ssid|operator|carrier)\s+names?\b|\bnames\b",
+    re.IGNORECASE,
+)
 _GREETING: Keywords = (("how", "can", "i", "help"), ("how", "may", "i", "help"), ("what", "can", "i", "do"))
 
 def script_from_instructions(task: Task) -> UserScript:
@@ -171,7 +189,7 @@ def script_from_instructions(task: Task) -> UserScript:
     identity = {k: v for k, v in read.identity.items() if k != "name"}
     transfer = any(a.name == "transfer_to_human_agents" for a in task.gold_actions)
     return UserScript(
-        requests=[first_person(reason)],
+        requests=[opening_request(reason)],
         identity=identity,
         facts=read.facts,
         answers=read.answers,
@@ -221,6 +239,7 @@ class ScriptedUser:
         self._n_calls = 0
         self._used_device: set[int] = set()
         self._opened = False
+        self._asked_transfer = False
         self._events: dict[str, int] = dict.fromkeys(USER_EVENTS, 0)
 
     def events(self) -> dict[str, int]:
@@ -328,10 +347,17 @@ class ScriptedUser:
     def _identity_answer(self, text: str) -> str | None:
         ident = self.script.identity
         asked = [k for k, kw in _IDENTITY.items() if matches(text, kw)]
+        if "phone" not in asked and _PHONE_ASK.search(text):
+            asked.append("phone")  # "Which number is having the problem?"
+        if "name" in asked and not re.search(r"\bname\b", _NOT_A_PERSON.sub(" ", text), re.I):
+            asked.remove("name")  # "Settings > Access Point Names" asks for no name
         if _ADDRESS_CONTEXT.search(text):
             # "the new address, including street, city, state, zip code": the zip of the
             # address asked for, not the user's identity.
             asked = [k for k in asked if k not in ("zip", "name")]
+        if not asked and _VERIFY_IDENTITY.search(text):
+            # "I'll need to verify your identity": what identifies the customer.
+            asked = ["email"] if "email" in ident else ["name", "zip", "phone"]
         if not asked:
             return None
         parts: list[str] = []
@@ -373,6 +399,10 @@ class ScriptedUser:
             req = self.script.requests[self._next_request]
             self._next_request += 1
             return req
+        if self.script.end == "transfer" and not self._asked_transfer:
+            # The customer came for a human: it asks for one before it gives up.
+            self._asked_transfer = True
+            return "I'd like to be transferred to a human agent, please."
         return self._stop()
 
     def respond_text(self, text: str) -> str:
@@ -465,6 +495,7 @@ class ScriptedUser:
                 statements.append(seg.text)
             if not seg.asks or (seg.negated and seg.act == Act.REQUEST):
                 continue
+            options = next((t for t in reversed(statements) if re.search(r"\bor\b", t)), "")
             told, statements = " ".join(statements[-2:]), []
             if seg.act == Act.OFFER:
                 if told and before is not None and not before.asks and _REFERS_BACK.search(seg.text):
@@ -473,13 +504,55 @@ class ScriptedUser:
                 if not offered:
                     offered = True
                     said.append(self.answer_offer(seg))
+                    if not _ACTION_OFFER.search(seg.text):
+                        # "Would you be willing to refuel some data?": yes, and what the
+                        # scenario says about it.
+                        said.extend(r.say for r in self.script.answers if matches(seg.text, r.keywords))
                 continue
             context = f"{seg.header} {seg.text}".strip()
             if before is not None and (not before.asks or before.negated) and _REFERS_BACK.search(seg.text):
                 # "I see two payment methods ... Which one would you like to use?"
                 context = f"{before.text} {context}"
-            said.extend(self.answer_question(context, seg))
+            got = self.answer_question(context, seg)
+            if not got and options and dialogue.choice(seg.text):
+                # "The refund can go to PayPal or a gift card. Which do you prefer?"
+                got = self.answer_question(f"{options} {seg.text}", seg)
+            if not got:
+                choice = self.choose(seg, options)
+                got = [choice] if choice else []
+            said.extend(got)
         return said
+
+    def offer_wanted(self, text: str) -> bool:
+        """Whether the customer wants what an offer or an option proposes (the base user
+        wants everything; domains decline what their scenario does not ask for)."""
+        return True
+
+    def wants(self, text: str) -> bool:
+        """:meth:`offer_wanted`, and a transfer only when the scenario ends in one."""
+        if _TRANSFER_OFFER.search(text) and self.script.end != "transfer":
+            return False
+        return self.offer_wanted(text)
+
+    def choose(self, seg: Segment, told: str = "") -> str | None:
+        """The customer's pick in a choice between alternatives ("Do you want me to keep
+        troubleshooting, or would you prefer a technician?"; "I can add data or move you to
+        a bigger plan. Which would you prefer?"): the one alternative it wants when the
+        others are ones it does not (None when that does not single one out)."""
+        text = seg.text if seg.either_or else ""
+        if not text and told and dialogue.choice(seg.text) and re.search(r"\bor\b", told):
+            text = told
+        if not text:
+            return None
+        alts = [a.strip(" ,.?!") for a in _ALTERNATIVE.split(text) if a.strip(" ,.?!")]
+        if len(alts) < 2:
+            return None
+        wanted = [a for a in alts if self.wants(a)]
+        if len(wanted) != 1 or len(wanted) == len(alts):
+            return None
+        what = _OPTION_LEAD.sub("", wanted[0]).strip(" ,.?!")
+        what = re.sub(r"\byou\b", "me", re.sub(r"\byour\b", "my", what))
+        return f"I'd prefer to {what}, please." if what else None
 
     def answer_offer(self, seg: Segment) -> str:
         """Yes or no to an offer or confirmation request, as the scenario says."""
@@ -523,6 +596,19 @@ _ABOUT_THE_REQUEST = re.compile(
     r"\b(?:which|what) order (?:would|do) you (?:like|want|need)\b|\bwhat (?:kind of )?(?:help|assistance)\b",
     re.IGNORECASE,
 )
+# "A, or B": the alternatives of a choice; what leads an option in ("I can either",
+# "would you prefer to") is not the option.
+_ALTERNATIVE = re.compile(r",?\s+\bor\b\s+(?:would you (?:rather|prefer|like)(?: to| me to)?\s+|do you want(?: me)? to\s+)?",
+                          re.IGNORECASE)
+_OPTION_LEAD = re.compile(
+    r"^(?:(?:so|okay|ok|alright),?\s+)?(?:(?:i|we) (?:can|could)(?: also)?(?: either)?|either|"
+    r"(?:do|would) you (?:want|like|prefer|rather)(?: me| us)?(?: to)?|would you rather|"
+    r"(?:should|shall|can) (?:i|we)|you (?:can|could))\s+(?:either\s+)?",
+    re.IGNORECASE,
+)
+# An offer of an action the agent would take ("would you like me to", "shall I").
+_ACTION_OFFER = re.compile(r"\b(?:me|us) to\b|\b(?:shall|should|can|may) (?:i|we)\b|\bi(?:'ll| will)\b",
+                           re.IGNORECASE)
 _HOLD = re.compile(r"\b(?:hold|wait|stay on the line|one moment|bear with)\b", re.IGNORECASE)
 _CONTENT = re.compile(r"[a-z][a-z0-9-]{3,}")
 

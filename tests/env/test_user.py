@@ -89,7 +89,11 @@ def test_transfer_and_expected_transfer_end() -> None:
     u = opened()
     assert say(u, "I'm transferring you to a human agent now.") == "###TRANSFER###"
     t = opened(variant({"requests": ["x"], "end": "transfer"}))
+    # A customer who came for a human asks for one before it leaves with the token.
+    asked = say(t, "Is there anything else?")
+    assert "human" in asked and "###" not in asked
     assert say(t, "Is there anything else?").endswith("###TRANSFER###")
+    assert t.events()["premature_transfer"] == 1
 
 
 def test_fallbacks_end_the_conversation() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_quantagent.env.registry import get_domain, get_domain_for_split
-from pytest_quantagent.env.scenario_text import read_scenario
+from pytest_quantagent.env.scenario_text import opening_request, read_scenario
 from pytest_quantagent.env.user import script_for_task
 from pytest_quantagent.vocab.messages import AssistantMessage
 
@@ -66,6 +66,27 @@ def test_retail_free_text_facts() -> None:
     assert not any("rethink" in v for v in r.facts.values())
 
 
+def test_the_opening_leaves_out_how_to_behave() -> None:
+    said = opening_request(
+        "You want to exchange the water bottle and the desk lamp. If the agent asks for "
+        "confirmation, only exchange the desk lamp. You want the refund to your amex credit card, "
+        "and if the agent cannot help, transfer to a human. (Everything except a keyboard, but do "
+        "not reveal it to the agent). Make sure to return BOTH orders."
+    )
+    assert said == ("I want to exchange the water bottle and the desk lamp. "
+                    "I want the refund to my amex credit card.")
+
+
+def test_speed_goal_and_app() -> None:
+    r = read_scenario(
+        "You are unable to send MMS messages using your messaging app for the past few hours.",
+        instructions="You absolutely want to get excellent internet speed on your phone.",
+    )
+    assert r.facts["speed_goal"] == "excellent"
+    assert "I'm using the messaging app on my phone." in {a.say for a in r.answers}
+    assert "speed_goal" not in read_scenario("Your phone shows no service.").facts
+
+
 def _official(name: str, root: Path) -> list[object]:
     dom = get_domain_for_split(name, tau2_data=root, split="base") if name == "telecom" else get_domain(
         name, tau2_data=root)
@@ -91,10 +112,14 @@ def test_every_official_task_is_read(tau2_data: Path) -> None:
                     assert "access to Wi-Fi" in says, where
                 if "refuel" in (ins.task_instructions or ""):
                     assert "2.0 GB" in says, where
+                if "excellent internet speed" in ins.reason_for_call:
+                    assert script.facts["speed_goal"] == "excellent", where
             else:
                 assert "email" in ident or "user_id" in ident or {"first_name", "zip"} <= set(ident), where
                 for order in re.findall(r"#W\d+", ins.reason_for_call):
                     assert order in script.facts["order_id"], where
+            # The customer never says how the simulated user was told to behave.
+            assert not re.search(r"\bthe agent\b", script.requests[0], re.I), where
 
 
 def test_an_official_abroad_customer_says_where_it_is(tau2_data: Path) -> None:

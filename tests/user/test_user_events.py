@@ -78,5 +78,8 @@ def test_premature_transfer_is_counted_and_an_announced_one_is_not() -> None:
     # The scenario's transfer, left by the user when the agent only closes: counted.
     other: Any = dom.make_user(task, 0)
     _say(other, "Hi! How can I help you today?")
+    first = _say(other, "Is there anything else I can help you with?")
+    assert "human" in first and "###TRANSFER###" not in first  # it asks for one first
+    assert other.events()["premature_transfer"] == 0
     assert _say(other, "Is there anything else I can help you with?").endswith("###TRANSFER###")
     assert other.events()["premature_transfer"] == 1
