@@ -7,6 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+# pytester's in-process runs restore sys.modules afterwards: a module first imported inside
+# one is imported afresh by the next, and httpx then fails to map the fresh httpcore's
+# exceptions (a raw httpcore.ConnectError escapes `except httpx.HTTPError`). Which test
+# imports it first depends on the order (it differs under -n 2), so import them here.
+import httpcore  # noqa: F401
+import httpx  # noqa: F401
 import pytest
 
 from pytest_quantagent.env import registry
@@ -102,3 +108,13 @@ def serve() -> Iterator[Any]:
     yield start
     for s in servers:
         s.stop()
+
+
+@pytest.fixture(autouse=True)
+def _inner_runs_are_not_xdist_workers(request: pytest.FixtureRequest,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``pytest -n``, a pytester run inside a worker would read the worker's
+    ``PYTEST_XDIST_WORKER`` and take itself for one (pytest-benchmark then warns, which the
+    warning filter makes an error): the inner run is a plain session."""
+    if "pytester" in request.fixturenames:
+        monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
