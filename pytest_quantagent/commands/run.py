@@ -108,6 +108,13 @@ def add_parser(subparsers: Any) -> None:
                    help="verdict: channel amplification threshold (default 1.2)")
     p.add_argument("--tight-budgets", default=None, metavar="K[,K]",
                    help="verdict: tight budgets whose gap widening is tested (default 2,5)")
+    p.add_argument("--accept-difference", "--quant-accept-difference", dest="accept_difference",
+                   default=None, metavar="NAME[,NAME]",
+                   help="serving settings in which the arms may differ (e.g. chat_template): "
+                   "every setting is compared before any episode and any other difference "
+                   "makes a cell INCONCLUSIVE 'not comparable' (names: backend, temperature, "
+                   "top_p, max_tokens, reasoning, extra_body, tool_schemas, max_output_chars, "
+                   "chat_template, tool_parser, reasoning_parser, max_model_len, server_version)")
     p.add_argument("--until-decided", action="store_true",
                    help="run in waves (the first is --num-tasks/--tasks x --trials, each next "
                    "about doubling the episodes: more tasks while the pool has them, then more "
@@ -241,12 +248,18 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
     """Run or resume; returns the report JSON (a dict)."""
     from pytest_quantagent.report.model import CellInput, analyze
     from pytest_quantagent.runner.build import resolve_arms
+    from pytest_quantagent.runner.preflight import check_accepted, compare_serving
 
     cfg = _verdict_config(args)  # bad thresholds are refused before any episode runs
     if args.max_episodes is not None and not args.until_decided:
         raise ValueError("--max-episodes caps --until-decided; add --until-decided or drop it")
+    raw_accept = getattr(args, "accept_difference", None)
+    accept = check_accepted([x.strip() for x in str(raw_accept).split(",") if x.strip()],
+                            "--accept-difference") if raw_accept else ()
     specs = resolve_arms(with_repair_arms(args.arms, args.repair), model_spec=args.model,
                          config_path=args.config)
+    # how each candidate and the reference are served, compared before any episode
+    comparable = {s.label: compare_serving(specs[0], s, accept=accept) for s in specs[1:]}
     seq = None
     if args.until_decided:
         ran, seq = _run_until_decided(args, specs, cfg)
@@ -272,11 +285,13 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
             inputs.append(CellInput(domain=args.domain, arm=s.label, records=cs.records[0],
                                     reference=ref, reference_records=cs.records[1],
                                     pool_tasks=pool, alpha=cs.alpha,
-                                    sequential=seq.cell_block(s.label)))
+                                    sequential=seq.cell_block(s.label),
+                                    comparability=comparable[s.label]))
     else:
         inputs = [
             CellInput(domain=args.domain, arm=s.label, records=result[s.label],
-                      reference=ref, reference_records=result[ref], pool_tasks=pool)
+                      reference=ref, reference_records=result[ref], pool_tasks=pool,
+                      comparability=comparable[s.label])
             for s in specs[1:]
         ]
     from pytest_quantagent.runner.faults import check_not_all_infrastructure, infra_counts
