@@ -168,3 +168,48 @@ def test_an_unknown_accepted_name_is_refused_before_any_episode(
     err = capsys.readouterr().err
     assert rc == EXIT_USAGE and s_ref.requests == 0
     assert "'chat_templte' is not a compared setting; allowed: backend, temperature" in err
+
+
+# --------------------------------------------------------------------------- the plugin side
+
+_PLUGIN_TEST = """
+def test_cell(quant_cell):
+    assert quant_cell.episodes
+"""
+
+
+def test_the_plugin_says_not_comparable_and_accepts_by_name_or_ini(
+        pytester: pytest.Pytester, serve: Any, mini_domains_dir: Path) -> None:
+    _, ref = serve(model_fields={"tool_call_parser": "qwen3_coder"})
+    _, arm = serve(model_fields={"tool_call_parser": "hermes"})
+    pytester.makefile(".toml", arms=_arms(pytester.path, ref, arm).read_text())
+    pytester.makepyfile(_PLUGIN_TEST)
+    args = ["--quant-config=arms.toml", "--domain=mini", "--quant=int4", "--quant-tasks=2",
+            "--quant-cache-dir=cache", "--quant-report=report.json", "-p", "no:cacheprovider"]
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    [cell] = json.loads((pytester.path / "report.json").read_text())["cells"]
+    assert cell["verdict"] == "INCONCLUSIVE"
+    assert cell["reasons"][0] == "not comparable: tool_parser: qwen3_coder vs hermes"
+    assert ("mini/int4: serving compared (reference vs arm): 15 settings; differs: tool_parser "
+            "qwen3_coder vs hermes; same: backend, temperature") in result.stdout.str()
+
+    result = pytester.runpytest(*args, "--quant-accept-difference=tool_parser")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    [cell] = json.loads((pytester.path / "report.json").read_text())["cells"]
+    assert cell["comparability"]["settings"]["tool_parser"]["status"] == "accepted"
+    assert not any(r.startswith("not comparable") for r in cell["reasons"])
+
+    pytester.makeini("[pytest]\nquant_accept_difference = tool_parser\n")
+    result = pytester.runpytest(*args)
+    [cell] = json.loads((pytester.path / "report.json").read_text())["cells"]
+    assert cell["comparability"]["accepted"] == ["tool_parser"]
+
+
+def test_the_plugin_refuses_an_unknown_setting_name(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(_PLUGIN_TEST)
+    result = pytester.runpytest("--quant-accept-difference=tool_parsr")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "--quant-accept-difference: invalid value 'tool_parsr'; allowed: a comma-separated " \
+           "list of compared settings: backend, temperature, top_p" in err, err
