@@ -18,17 +18,34 @@ claim             damage region                         LOSSLESS shows
 score             drop: Δ < −m (candidate − reference)  −m < Δ < m (TOST)
 channel           ratio ρ > R **and** increase δ > τ    ρ < R **or** δ < τ
 tight-budget gap  widening w > m                        w < m
+termination       ratio ρ > R **and** increase > τ_t    (not needed: evidence only)
+empty / cut turn  ratio ρ > R **and** increase > τ_a    ρ < R **or** δ < τ_a
+answer length     ratio λ > L (``length_ratio``)        (not needed: evidence only)
 ================  ====================================  =============================
+
+Answers: empty answers and turns cut at the length limit are failures of the answer, per
+agent turn, with a channel's rule (``answer_tolerance`` = τ_a): LOSSLESS needs them shown
+outside their region when both arms recorded their turns (a store written before the record
+schema 2 has nothing to bound, and the reasons say so). Output (and reasoning) length is a
+cost, not a failure: a length shown above ``length_ratio`` is damage (the same score bought
+with ×1.5 the tokens), but an arm not shown below it has shown no failure, so LOSSLESS does
+not need it, as it does not need the termination reasons.
+
+Comparability: a serving setting in which the arms differ and that the user did not accept
+(:attr:`Evidence.not_comparable`) makes the cell INCONCLUSIVE "not comparable: …" before
+any other claim: no claim either way is the quantization's.
 
 - ``DEGRADED``: the score's drop is shown beyond the margin (H0 Δ ≥ −m rejected after
   Holm). A drop shown below 0 but not beyond the margin is named in the reasons only.
 - ``MASKED_DAMAGE``: not DEGRADED, and a channel is shown inside its damage region (the
   intersection-union test ``max(p(ρ ≤ R), p(δ ≤ τ))`` rejected after Holm) or a gap is shown
-  to widen by more than the margin (H0 w ≤ m rejected after Holm).
+  to widen by more than the margin (H0 w ≤ m rejected after Holm), or a termination reason,
+  the empty or cut answers, or the answers' length is shown inside its region.
 - ``LOSSLESS``: the score equivalent within ±m, **and** every channel shown outside its
   damage region (its ratio's one-sided upper bound below R, or its increase's below τ),
-  **and** every tight-budget gap's widening bound below m, **and** the comparison is on
-  paired episodes. Absence of evidence is not LOSSLESS.
+  **and** every tight-budget gap's widening bound below m, **and** the empty and cut
+  answers (when recorded) shown outside their region, **and** the comparison is on paired
+  episodes. Absence of evidence is not LOSSLESS.
 - ``INCONCLUSIVE``: otherwise, with the reasons and the design that would decide it; also
   when the arms differ through the simulated user (its not-understood turns, its own
   anomalies) beyond chance: that difference is named and no damage is claimed from it.
