@@ -488,14 +488,13 @@ def answer_claims(a: ArmData, r: ArmData, p: Pairing, cfg: AnalysisConfig) -> An
 
     Strata: the paired episodes, tasks as clusters (as the channels). Episodes whose
     records do not say (schema-1 records, a backend without usage) are left out and counted
-    in a note; a cell where no pair says has no answer tests."""
+    in a note; a cell where no pair says has no answer tests (and no note: the report's
+    ``answer_tests`` is null)."""
     out = AnswersClaim()
     if a.answers is None or r.answers is None or not p.paired:
         return out
     known = int((np.isfinite(a.answers[p.ia, 0]) & np.isfinite(r.answers[p.ir, 0])).sum())
-    if known == 0:
-        out.notes.append("answer-level figures (output tokens, empty and cut answers) were not "
-                         "recorded for these episodes: not compared")
+    if known == 0:  # records before schema 2: nothing to compare (answer_tests is null)
         return out
     if known < p.n:
         out.notes.append(f"answer-level figures recorded for {known} of {p.n} paired episodes "
