@@ -430,7 +430,7 @@ def serving_settings(spec: ArmSpec, timeout_s: float = DEFAULT_TIMEOUT_S) -> dic
     if spec.source == "results":
         return s
     s["temperature"] = ((_canon(extra["temperature"]), f"{toml} extra_body") if "temperature" in extra
-                        else ("0", "the agent's default"))
+                        else ("0", "the agent's request"))
     s["top_p"] = ((_canon(extra["top_p"]), f"{toml} extra_body") if "top_p" in extra
                   else ("not sent", "the agent's default"))
     mt = extra.get("max_tokens", extra.get("max_completion_tokens"))
@@ -440,7 +440,7 @@ def serving_settings(spec: ArmSpec, timeout_s: float = DEFAULT_TIMEOUT_S) -> dic
         s["max_tokens"] = (_canon(min(int(opts["max_new_tokens"]), _DEFAULT_AGENT_MAX_TOKENS)),
                            f"{toml} max_new_tokens")
     else:
-        s["max_tokens"] = (str(_DEFAULT_AGENT_MAX_TOKENS), "the agent's default")
+        s["max_tokens"] = (str(_DEFAULT_AGENT_MAX_TOKENS), "the agent's request (a backend may cap it lower)")
     reasoning = {k: extra[k] for k in _REASONING_KEYS if k in extra}
     s["reasoning"] = ((_canon(reasoning), f"{toml} extra_body") if reasoning
                       else ("none sent", "the agent's default"))

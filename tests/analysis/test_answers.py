@@ -147,3 +147,27 @@ def test_not_comparable_settings_make_the_cell_inconclusive_and_reports_show_the
     assert "telecom/int4: answers per agent turn (reference → arm): empty answer" in text
     assert "output tokens 1" in text and "telecom/int4: serving compared (reference vs arm): 2 " \
         f"settings; differs: tool_parser qwen3_coder vs {evil}; same: temperature" in text
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_length_ratio_matches_a_poisson_gee_reference(seed: int) -> None:
+    # Independent reference: statsmodels 0.15 GEE, Poisson family, log(turns) offset, an arm
+    # indicator, tasks as clusters, independence working correlation; its exp(beta) is the
+    # ratio of mean tokens per turn (equal to 1e-9), its robust Wald 95% CI a different
+    # interval from ours (score-inverted, strata by paired episode, t(G-1)), so its bounds
+    # are compared within 8%.
+    sm = pytest.importorskip("statsmodels.api")
+    rng = np.random.default_rng(seed)
+    a, r = add_answers(rng, *simulate_world(rng, World(n_tasks=114, trials=1)),
+                       Answers(token_ratio=2.0))
+    t = analyze([CellInput("retail", "int4", a, "bf16", r)]).cells[0].answer_tests["output_tokens"]
+    y = np.concatenate([a.answers[:, 1], r.answers[:, 1]])
+    turns = np.concatenate([a.answers[:, 0], r.answers[:, 0]])
+    x = sm.add_constant(np.concatenate([np.ones(a.n), np.zeros(r.n)]))
+    _, groups = np.unique(np.concatenate([a.task_ids, r.task_ids]).astype(str), return_inverse=True)
+    fit = sm.GEE(y, x, groups=groups, family=sm.families.Poisson(), offset=np.log(turns),
+                 cov_struct=sm.cov_struct.Independence()).fit()
+    assert t["ratio"] == pytest.approx(math.exp(fit.params[1]), rel=1e-9)
+    lo, hi = np.exp(fit.conf_int()[1])
+    assert t["ratio_ci"][0] == pytest.approx(lo, rel=0.08)
+    assert t["ratio_ci"][1] == pytest.approx(hi, rel=0.08)
