@@ -17,6 +17,14 @@ or ×1.2 channel whose true widening at K=2 is under the margin) must claim dama
 ``identical`` rows (arms equal on every paired episode, or nearly) must claim damage ≤ 6%
 and show how often they are decided (LOSSLESS). Rows ending "(task strata)" run the channel
 tests stratified by task only (the first release's method) to show what the pairing gains.
+
+Answer-level rows (issue 38): ``answers ...`` rows add simulated answers (output tokens,
+empty and cut turns per agent turn; :class:`~pytest_quantagent.metrics.synthetic.Answers`)
+to the candidate and the reference; their coverage column is the answer claim's ratio CI.
+``null`` rows (equal answers) must have false alarms ≤ 6%; ``at-threshold`` rows (output
+length exactly ×length_ratio: the edge of its damage region) must claim damage ≤ 6%;
+``amplified`` rows (empty answers inside their region) must have LOSSLESS ≤ 5%; ``damage``
+rows (×3 tokens, ×8 empty answers, ×5 cut turns at a flat score) show the power.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ import numpy as np
 # worktree would otherwise be measured).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_quantagent.metrics.synthetic import World, simulate_world
+from pytest_quantagent.metrics.synthetic import Answers, World, add_answers, simulate_world
 from pytest_quantagent.report.model import AnalysisConfig, CellInput, Report, analyze
 from pytest_quantagent.vocab.channels import Channel
 
@@ -59,6 +67,11 @@ class Row:
     holm_scope: str = "cell"
     task_strata: bool = False
     """Channel tests stratified by task only (``AnalysisConfig.channel_pairing=False``)."""
+    answers: Answers | None = None
+    """Simulated answers of the candidate (the reference's: the same with every ratio 1)."""
+    focus_answer: str | None = None
+    """The answer claim whose ratio CI the coverage column measures (``output_tokens``,
+    ``empty_answer``, ``length_cut``)."""
     pool: tuple[int, str, int | None] | None = None
     """``advice`` rows: the run's pool (tasks, label, fresh cap: how many fresh tasks the
     domain generates, None without a generator), as the runner reports it."""
@@ -92,6 +105,8 @@ def _rows() -> list[Row]:
     # shared seeds, a few episodes diverge: 5% of successes redrawn, unknown_tool ×1.05
     near = World(n_tasks=114, trials=3, success_noise=0.05, shared=True,
                  rates=((U, 0.02),), ratio=((U, 1.05),))
+    ans = World(n_tasks=114, trials=1)
+    ans3 = World(n_tasks=114, trials=3)
     rows = [
         Row("benign null 40x3", b3, "null"),
         Row("benign null 40x1", b1, "null"),
@@ -150,6 +165,26 @@ def _rows() -> list[Row]:
         Row("near-identical arms 114x3 (task strata)", near, "identical", task_strata=True),
         # issue 33 item 3: the advice decides every claim (score, channels, gaps) within the
         # pool; run it and compare P(LOSSLESS) with the power it predicted (null worlds)
+        # issue 38: answer-level claims (length: ratio of means per turn, damage above
+        # length_ratio; empty and cut turns: per-turn rates, the channels' rule)
+        Row("answers null (tokens, 0.5% empty, 1% cut) 114x1", ans, "null",
+            answers=Answers(empty=0.005, cut=0.01), focus_answer="output_tokens"),
+        Row("answers null (tokens, 0.5% empty, 1% cut) 114x3", ans3, "null",
+            answers=Answers(empty=0.005, cut=0.01), focus_answer="empty_answer"),
+        Row("answers output length at x1.5 114x1", ans, "at-threshold",
+            answers=Answers(token_ratio=1.5), focus_answer="output_tokens"),
+        Row("answers output length at x1.5 114x3", ans3, "at-threshold",
+            answers=Answers(token_ratio=1.5), focus_answer="output_tokens"),
+        Row("answers output length x3 40x1", b1, "damage",
+            answers=Answers(token_ratio=3.0), focus_answer="output_tokens"),
+        Row("answers output length x2 114x1", ans, "damage",
+            answers=Answers(token_ratio=2.0), focus_answer="output_tokens"),
+        Row("answers empty x8 at 0.5%/turn 114x1", ans, "damage",
+            answers=Answers(empty=0.005, empty_ratio=8.0), focus_answer="empty_answer"),
+        Row("answers empty x1.5 at 4%/turn 114x3", ans3, "amplified",
+            answers=Answers(empty=0.04, empty_ratio=1.5), focus_answer="empty_answer"),
+        Row("answers cut x5 at 1%/turn 114x1", ans, "damage",
+            answers=Answers(cut=0.01, cut_ratio=5.0), focus_answer="length_cut"),
         Row("advised design (pilot 40x1 null, 114-task pool)", b1, "advice",
             pool=(114, "a 114-task pool", None)),
         Row("advised design (pilot 40x1 null, bundled 60-task telecom split)",
@@ -168,6 +203,10 @@ def _cell_report(rng: np.random.Generator, row: Row, world: World, cfg: Analysis
     for i in range(row.cells_in_report):
         w = world if i == 0 else replace(world, ratio=())
         a, r = simulate_world(rng, w, arm=f"int4_{i}" if i else "int4")
+        if row.answers is not None:
+            truth = row.answers if i == 0 else Answers(row.answers.tokens, empty=row.answers.empty,
+                                                      cut=row.answers.cut)
+            a, r = add_answers(rng, a, r, truth)
         inputs.append(CellInput("retail", a.arm, a, "bf16", r, pool_tasks=pool))
     return analyze(inputs, cfg)
 
@@ -225,10 +264,16 @@ def run_row(row: Row, cells: int, seed: int) -> dict[str, float | str]:
     covered = 0
     n_ci = 0
     truth = row.world.true_ratio(row.focus)
+    if row.answers is not None and row.focus_answer is not None:
+        truth = {"output_tokens": row.answers.token_ratio, "empty_answer": row.answers.empty_ratio,
+                 "length_cut": row.answers.cut_ratio}[row.focus_answer]
     for _ in range(cells):
         c = _cell_report(rng, row, row.world, cfg).cells[0]
         counts[str(c.verdict)] += 1
-        ci = c.channels[row.focus.value].ratio_ci
+        if row.focus_answer is not None:
+            ci = ((c.answer_tests or {}).get(row.focus_answer) or {}).get("ratio_ci")
+        else:
+            ci = c.channels[row.focus.value].ratio_ci
         if ci is not None and ci[0] is not None:
             n_ci += 1
             hi = ci[1] if ci[1] is not None else float("inf")

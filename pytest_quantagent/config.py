@@ -60,6 +60,9 @@ class QuantAgentConfig:
     tight_budgets: tuple[int, ...] | None = None
     holm_scope: str | None = None
     """The verdict's thresholds (None: :mod:`pytest_quantagent.verdict`'s defaults)."""
+    accept_difference: tuple[str, ...] = ()
+    """``--quant-accept-difference``: serving settings the arms may differ in (see
+    :func:`pytest_quantagent.runner.preflight.compare_serving`)."""
     require: str = "none"
     """``--quant-require``: ``none``, ``decision`` or ``lossless`` (the release gate,
     :mod:`pytest_quantagent.analysis.gate`)."""
@@ -133,6 +136,7 @@ _FIELD_OF_DEST: dict[str, str] = {
     "quantagent_quant_tight_budgets": "tight_budgets",
     "quantagent_quant_holm_scope": "holm_scope",
     "quantagent_quant_require": "require",
+    "quantagent_quant_accept_difference": "accept_difference",
     "quantagent_quant_episode_timeout": "episode_timeout",
     "quantagent_quant_max_steps": "max_steps",
     "quantagent_quant_run_timeout": "run_timeout",

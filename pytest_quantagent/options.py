@@ -331,6 +331,24 @@ def _o(flag: str, parse: Callable[[str], Any], metavar: str, help: str, *,
 _TRUE, _FALSE = ("yes", "true", "1", "on"), ("no", "false", "0", "off")
 
 
+def parse_setting_list(option: str) -> Callable[[str], tuple[str, ...]]:
+    """Parser for a comma-separated list of compared serving settings
+    (:data:`pytest_quantagent.runner.preflight.COMPARED_SETTINGS`), order kept, no repeats."""
+
+    def parse(value: str) -> tuple[str, ...]:
+        from pytest_quantagent.runner.preflight import COMPARED_SETTINGS
+
+        items = [v.strip() for v in str(value).split(",") if v.strip()]
+        bad = [v for v in items if v not in COMPARED_SETTINGS]
+        if not items or bad:
+            raise _bad(option, value, "a comma-separated list of compared settings: "
+                       + ", ".join(COMPARED_SETTINGS))
+        return tuple(dict.fromkeys(items))
+
+    parse.__name__ = f"parse {option}"
+    return parse
+
+
 def parse_switch(option: str) -> Callable[[str], bool]:
     """Parser of a switch's ini value: yes/true/1/on or no/false/0/off."""
 
@@ -408,6 +426,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
        "tight error budgets whose gap widening is tested (default: 2,5 below the run's)"),
     _o("--quant-holm-scope", parse_choice("--quant-holm-scope", ("cell", "report")), "SCOPE",
        "Holm's family: cell (each cell's tests, default) or report (every test)"),
+    _o("--quant-accept-difference", parse_setting_list("--quant-accept-difference"),
+       "NAME[,NAME]",
+       "serving settings in which the arms may differ (e.g. chat_template,server_version): "
+       "compared before any episode, any other difference makes a cell INCONCLUSIVE "
+       "\"not comparable\" (default: none accepted)"),
     # the release gate (pytest_quantagent.analysis.gate)
     _o("--quant-require", parse_choice("--quant-require", ("none", "decision", "lossless")),
        "WHAT",

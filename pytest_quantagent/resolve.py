@@ -51,6 +51,7 @@ class RunSetup:
         self._arms: dict[str, ArmSpec] = {}
         self._known: tuple[str, ...] | None = None
         self._helpers: tuple[UserModelConfig | None, UserModelConfig | None] | None = None
+        self._comparability: dict[str, dict[str, Any]] = {}
 
     def helper_models(self) -> tuple[UserModelConfig | None, UserModelConfig | None]:
         """The LLM user's model (None unless ``--user-sim=llm``) and the judge's (None
@@ -112,6 +113,17 @@ class RunSetup:
         if judge is not None:
             models["judge"] = judge.arm
         return models
+
+    def comparability(self, label: str) -> dict[str, Any]:
+        """How arm ``label`` and the reference are served, compared once per run (the
+        pre-flight asks before any episode; see
+        :func:`pytest_quantagent.runner.preflight.compare_serving`)."""
+        if label not in self._comparability:
+            from pytest_quantagent.runner.preflight import compare_serving
+
+            self._comparability[label] = compare_serving(
+                self.arm(self.qc.reference), self.arm(label), accept=self.qc.accept_difference)
+        return self._comparability[label]
 
     def request(self) -> RunRequest:
         """The run's options as a :class:`~pytest_quantagent.runner.service.RunRequest`

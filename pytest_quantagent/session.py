@@ -258,6 +258,9 @@ class QuantAgentSession:
             raise pytest.UsageError(f"quantagent: {e}") from None
         if problems:
             raise pytest.UsageError(f"quantagent: {format_problems(problems)}")
+        # how each candidate and the reference are served, compared before any episode
+        for label in self.qc.arms:
+            self.setup.comparability(label)
 
     # ------------------------------------------------------------------ episodes
 
@@ -408,7 +411,8 @@ class QuantAgentSession:
             self.setup.analysis_config(), self.setup.run_info({"pytest": pytest.__version__}),
             pools={d: self.pool_tasks(d) for d in {k.domain for k in cells}},
             sequential={(k.domain, k.arm): cells[k].sequential for k in cells
-                        if cells[k].sequential is not None})
+                        if cells[k].sequential is not None},
+            comparability={k.arm: self.setup.comparability(k.arm) for k in cells})
 
     def pool_tasks(self, domain: str) -> int | None:
         """How many tasks ``domain``'s pool holds under ``--quant-tasks`` (the design

@@ -18,17 +18,34 @@ claim             damage region                         LOSSLESS shows
 score             drop: Δ < −m (candidate − reference)  −m < Δ < m (TOST)
 channel           ratio ρ > R **and** increase δ > τ    ρ < R **or** δ < τ
 tight-budget gap  widening w > m                        w < m
+termination       ratio ρ > R **and** increase > τ_t    (not needed: evidence only)
+empty / cut turn  ratio ρ > R **and** increase > τ_a    ρ < R **or** δ < τ_a
+answer length     ratio λ > L (``length_ratio``)        (not needed: evidence only)
 ================  ====================================  =============================
+
+Answers: empty answers and turns cut at the length limit are failures of the answer, per
+agent turn, with a channel's rule (``answer_tolerance`` = τ_a): LOSSLESS needs them shown
+outside their region when both arms recorded their turns (a store written before the record
+schema 2 has nothing to bound, and the reasons say so). Output (and reasoning) length is a
+cost, not a failure: a length shown above ``length_ratio`` is damage (the same score bought
+with ×1.5 the tokens), but an arm not shown below it has shown no failure, so LOSSLESS does
+not need it, as it does not need the termination reasons.
+
+Comparability: a serving setting in which the arms differ and that the user did not accept
+(:attr:`Evidence.not_comparable`) makes the cell INCONCLUSIVE "not comparable: …" before
+any other claim: no claim either way is the quantization's.
 
 - ``DEGRADED``: the score's drop is shown beyond the margin (H0 Δ ≥ −m rejected after
   Holm). A drop shown below 0 but not beyond the margin is named in the reasons only.
 - ``MASKED_DAMAGE``: not DEGRADED, and a channel is shown inside its damage region (the
   intersection-union test ``max(p(ρ ≤ R), p(δ ≤ τ))`` rejected after Holm) or a gap is shown
-  to widen by more than the margin (H0 w ≤ m rejected after Holm).
+  to widen by more than the margin (H0 w ≤ m rejected after Holm), or a termination reason,
+  the empty or cut answers, or the answers' length is shown inside its region.
 - ``LOSSLESS``: the score equivalent within ±m, **and** every channel shown outside its
   damage region (its ratio's one-sided upper bound below R, or its increase's below τ),
-  **and** every tight-budget gap's widening bound below m, **and** the comparison is on
-  paired episodes. Absence of evidence is not LOSSLESS.
+  **and** every tight-budget gap's widening bound below m, **and** the empty and cut
+  answers (when recorded) shown outside their region, **and** the comparison is on paired
+  episodes. Absence of evidence is not LOSSLESS.
 - ``INCONCLUSIVE``: otherwise, with the reasons and the design that would decide it; also
   when the arms differ through the simulated user (its not-understood turns, its own
   anomalies) beyond chance: that difference is named and no damage is claimed from it.
@@ -88,6 +105,12 @@ be bounded."""
 DEFAULT_TERMINATION_TOLERANCE = 0.02
 """A termination reason (``agent_error``, ``max_steps``, ...) counts as damage only when its
 per-episode rate rises by more than this too (2 more episodes per 100 ending that way)."""
+DEFAULT_LENGTH_RATIO = 1.5
+"""Answers longer than the reference's by more than this ratio (mean output tokens per agent
+turn, and reasoning length) are damage: the same score bought with ×1.5 the tokens."""
+DEFAULT_ANSWER_TOLERANCE = 0.005
+"""Empty answers and turns cut at the length limit count as damage only when their rate per
+agent turn rises by more than this too (0.5 more per 100 agent turns)."""
 HolmScope = Literal["cell", "report"]
 
 
@@ -128,6 +151,14 @@ class AnalysisConfig:
     termination_tolerance: float = DEFAULT_TERMINATION_TOLERANCE
     """Per-episode rate increase a termination reason's spike must exceed (beside its ratio
     above ``max_ratio``) to count as damage."""
+    length_ratio: float = DEFAULT_LENGTH_RATIO
+    """Ratio of mean output (and reasoning) length per agent turn above which longer answers
+    are damage (H0 ratio ≤ length_ratio); evidence of damage only, never needed for
+    LOSSLESS."""
+    answer_tolerance: float = DEFAULT_ANSWER_TOLERANCE
+    """Per-turn rate increase an empty-answer or length-cut rise must exceed (beside its ratio
+    above ``max_ratio``) to count as damage; LOSSLESS's route for such a rate whose ratio
+    cannot be bounded."""
     holm_scope: HolmScope = "cell"
     """Holm's family: each cell's own tests (default) or every test of the report."""
     power: float = 0.8
@@ -162,6 +193,11 @@ class AnalysisConfig:
             _fraction(name, getattr(self, name))
         _fraction("rare_tolerance", self.rare_tolerance)
         _fraction("termination_tolerance", self.termination_tolerance)
+        _fraction("answer_tolerance", self.answer_tolerance)
+        if isinstance(self.length_ratio, bool) or not isinstance(self.length_ratio, (int, float)) \
+                or not (math.isfinite(self.length_ratio) and self.length_ratio > 1):
+            raise ValueError(f"length_ratio={self.length_ratio!r} is not allowed; length_ratio "
+                             "must be a finite number > 1 (e.g. 1.5)")
         if self.holm_scope not in ("cell", "report"):
             raise ValueError(f"holm_scope={self.holm_scope!r} is not allowed; allowed: cell, report")
         tb = self.tight_budgets if self.tight_budgets is not None else self.budgets
@@ -215,6 +251,9 @@ class ChannelEvidence:
     increase_p: float | None = None
     """Raw one-sided p of H0 increase ≤ rare_tolerance."""
     increase: float | None = None
+    arm_mean: float | None = None
+    """Answer lengths and rates: the candidate's value per agent turn."""
+    reference_mean: float | None = None
 
 
 @dataclass
@@ -261,6 +300,17 @@ class Evidence:
     """Differences between the arms that run through the simulated user (not-understood
     turns, user-made anomalies) shown beyond chance: no damage is claimed from the episodes
     they may decide."""
+    answers: list[ChannelEvidence] = field(default_factory=list)
+    """Empty answers and turns cut at the length limit, per agent turn (names
+    ``answer:empty_answer``, ``answer:length_cut``): the channels' rule with
+    ``answer_tolerance``; LOSSLESS needs each shown outside its damage region."""
+    lengths: list[ChannelEvidence] = field(default_factory=list)
+    """Output and reasoning length per agent turn (``answer:output_tokens``,
+    ``answer:reasoning``): damage when shown above ``length_ratio``; never needed for
+    LOSSLESS."""
+    not_comparable: list[str] = field(default_factory=list)
+    """Serving settings in which the arms differ and that the user did not accept
+    (``"<setting>: <reference value> vs <candidate value>"``): the cell is INCONCLUSIVE."""
 
 
 def fmt_p(p: float | None) -> str:
@@ -297,6 +347,34 @@ def termination_damage_text(c: ChannelEvidence, cfg: AnalysisConfig) -> str:
             f"more than +{cfg.termination_tolerance * 100:g} per 100 episodes")
 
 
+ANSWER_TEXT: dict[str, str] = {
+    "empty_answer": "empty answers (no text, no tool call)",
+    "length_cut": "turns cut at the length limit",
+    "output_tokens": "output tokens per agent turn",
+    "reasoning": "reasoning per agent turn",
+}
+"""The answer-level claims in words (their report names without ``answer:``)."""
+
+
+def _answer_name(c: ChannelEvidence) -> str:
+    return ANSWER_TEXT.get(c.name.removeprefix("answer:"), c.name)
+
+
+def answer_damage_text(c: ChannelEvidence, cfg: AnalysisConfig) -> str:
+    """An empty-answer or length-cut rate inside its damage region, in words."""
+    inc = "" if c.increase is None else f", +{c.increase * 100:.2g} per 100 agent turns"
+    return (f"{_answer_name(c)} {_ratio_text(c)}{inc}: above ×{cfg.max_ratio:g} and more than "
+            f"+{cfg.answer_tolerance * 100:g} per 100 agent turns")
+
+
+def length_damage_text(c: ChannelEvidence, cfg: AnalysisConfig) -> str:
+    """An output (or reasoning) length above ``length_ratio``, in words."""
+    means = ("" if c.arm_mean is None or c.reference_mean is None
+             else f" ({c.arm_mean:.3g} vs {c.reference_mean:.3g})")
+    ratio = "n/a" if c.ratio is None or not math.isfinite(c.ratio) else f"{c.ratio:.2g}"
+    return f"{_answer_name(c)} ×{ratio}{means}: above ×{cfg.length_ratio:g}"
+
+
 def _nominal(e: Evidence, cfg: AnalysisConfig) -> list[str]:
     """Tests significant before Holm and not after (named in every verdict's reasons)."""
     a = cfg.alpha
@@ -312,6 +390,10 @@ def _nominal(e: Evidence, cfg: AnalysisConfig) -> list[str]:
             f"(p={fmt_p(c.p_holm)})" for c in e.channels if nominal(c.p, c.p_holm)]
     out += [f"{termination_damage_text(c, cfg)} (p={fmt_p(c.p)}) is not significant after "
             f"Holm (p={fmt_p(c.p_holm)})" for c in e.terminations if nominal(c.p, c.p_holm)]
+    out += [f"{answer_damage_text(c, cfg)} (p={fmt_p(c.p)}) is not significant after Holm "
+            f"(p={fmt_p(c.p_holm)})" for c in e.answers if nominal(c.p, c.p_holm)]
+    out += [f"{length_damage_text(c, cfg)} (p={fmt_p(c.p)}) is not significant after Holm "
+            f"(p={fmt_p(c.p_holm)})" for c in e.lengths if nominal(c.p, c.p_holm)]
     out += [f"gap at K={g.k} widens by {g.widening * 100:.1f} pts, more than "
             f"{cfg.margin * 100:g} (p={fmt_p(g.p)}), is not significant after Holm "
             f"(p={fmt_p(g.p_holm)})" for g in e.gaps if nominal(g.p, g.p_holm)]
@@ -321,6 +403,13 @@ def _nominal(e: Evidence, cfg: AnalysisConfig) -> list[str]:
 def decide(e: Evidence, cfg: AnalysisConfig) -> tuple[Verdict, list[str]]:
     """The verdict and its reasons (see the module docstring for the rule)."""
     reasons = list(e.notes)
+    if e.not_comparable:
+        # the arms were not served alike: no claim either way is the quantization's
+        return Verdict.INCONCLUSIVE, [
+            *(f"not comparable: {d}" for d in e.not_comparable),
+            "the arms differ in how they are served, not only in their weights: no verdict "
+            "is claimed; serve them alike, or accept the difference by name "
+            "(--quant-accept-difference)", *reasons]
     if e.episodes == 0 or e.reference_episodes == 0:
         return Verdict.INCONCLUSIVE, [*reasons, "no scored episodes in one arm"]
     a = cfg.alpha
@@ -330,6 +419,10 @@ def decide(e: Evidence, cfg: AnalysisConfig) -> tuple[Verdict, list[str]]:
                  for c in e.channels if c.p_holm is not None and c.p_holm < a]
     amplified += [f"{termination_damage_text(c, cfg)} (Holm p={fmt_p(c.p_holm)})"
                   for c in e.terminations if c.p_holm is not None and c.p_holm < a]
+    amplified += [f"{answer_damage_text(c, cfg)} (Holm p={fmt_p(c.p_holm)})"
+                  for c in e.answers if c.p_holm is not None and c.p_holm < a]
+    amplified += [f"{length_damage_text(c, cfg)} (Holm p={fmt_p(c.p_holm)})"
+                  for c in e.lengths if c.p_holm is not None and c.p_holm < a]
     widened = [f"gap widens by {g.widening * 100:.1f} pts from the run's budget to K={g.k}, "
                f"more than {cfg.margin * 100:g} (Holm p={fmt_p(g.p_holm)})" for g in e.gaps
                if g.p_holm is not None and g.p_holm < a]
@@ -374,6 +467,15 @@ def decide(e: Evidence, cfg: AnalysisConfig) -> tuple[Verdict, list[str]]:
                 f"{c.name} {_ratio_text(c)} not shown below ×{cfg.max_ratio:g} (upper bound "
                 f"×{up}) nor within +{cfg.rare_tolerance * 100:g} per 100 calls (rate increase "
                 f"up to {inc}): not shown outside its damage region")
+    for c in e.answers:
+        if not shown_not_amplified(c.upper, c.increase_upper, replace(
+                cfg, rare_tolerance=cfg.answer_tolerance)):
+            up = "inf" if c.upper is None or not math.isfinite(c.upper) else f"{c.upper:.2g}"
+            inc = "n/a" if c.increase_upper is None else f"{c.increase_upper * 100:.2g}"
+            open_channels.append(
+                f"{_answer_name(c)} {_ratio_text(c)} not shown below ×{cfg.max_ratio:g} "
+                f"(upper bound ×{up}) nor within +{cfg.answer_tolerance * 100:g} per 100 agent "
+                f"turns (rate increase up to {inc}): not shown outside its damage region")
     if silent:
         worst = max(c.increase_upper or 0.0 for c in silent)
         open_channels.append(
@@ -387,6 +489,8 @@ def decide(e: Evidence, cfg: AnalysisConfig) -> tuple[Verdict, list[str]]:
             *reasons, eq_text,
             f"every channel shown below ×{cfg.max_ratio:g} or within "
             f"+{cfg.rare_tolerance * 100:g} per 100 calls",
+            *([f"empty and cut answers shown below ×{cfg.max_ratio:g} or within "
+               f"+{cfg.answer_tolerance * 100:g} per 100 agent turns"] if e.answers else []),
             *([f"gap shown to widen by less than {cfg.margin * 100:g} pts at K=" +
                ",".join(str(g.k) for g in e.gaps)] if e.gaps else []),
             *nominal]

@@ -41,6 +41,10 @@ class CellInput:
     run spent at the cell's last look (:mod:`pytest_quantagent.analysis.sequential`)."""
     sequential: dict[str, Any] | None = None
     """The cell's run-until-decided block (plan, looks, α spent, why it stopped)."""
+    comparability: dict[str, Any] | None = None
+    """How the two arms are served, compared before any episode (see
+    :func:`pytest_quantagent.runner.preflight.compare_serving`): a setting whose status is
+    ``differs`` makes the cell INCONCLUSIVE "not comparable"; None: not compared."""
 
     def __post_init__(self) -> None:
         if (self.records is None) == (self.arm_records is None):
@@ -73,7 +77,7 @@ def as_arm(data: Records, domain: str, arm: str) -> ArmData:
 
 _PER_EPISODE = ("task_ids", "trials", "success", "n_errors", "steps", "tool_calls",
                 "channel_counts", "failures", "recovered", "tokens", "duration_s",
-                "agent_calls", "user_calls", "user_failed", "termination_of")
+                "agent_calls", "user_calls", "user_failed", "termination_of", "answers")
 
 
 def subset_arm(a: ArmData, rows: np.ndarray) -> ArmData:

@@ -30,6 +30,7 @@ from pytest_quantagent.analysis.claims import (
     FailureSetFigures,
     SuccessFigures,
     Test,
+    answer_claims,
     budget_claim,
     channel_claims,
     failure_set_claims,
@@ -37,6 +38,7 @@ from pytest_quantagent.analysis.claims import (
     score_claim,
     termination_claims,
     user_claim,
+    without_empty_turns,
 )
 from pytest_quantagent.analysis.plan import CellPlan, plan_for_cell
 from pytest_quantagent.metrics.budget import success_at_budgets
@@ -131,6 +133,8 @@ def arm_only(inp: CellInput, a: ArmData, cfg: AnalysisConfig) -> CellAnalysis:
 def analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) -> CellAnalysis:
     """Every claim of one cell, its figures and raw damage tests (before Holm)."""
     notes: list[str] = []
+    a, r, empty_notes = without_empty_turns(a, r)
+    notes.extend(empty_notes)
     p = pairing(a, r)
     max_k = min(a.max_errors, r.max_errors)
     if a.max_errors != r.max_errors:
@@ -147,6 +151,8 @@ def analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) ->
     budget = budget_claim(a, r, p, ma, mr, max_k, tight, cfg)
     chans = channel_claims(a, r, p, cfg)
     terms = termination_claims(a, r, p, cfg)
+    answers = answer_claims(a, r, p, cfg)
+    notes.extend(answers.notes)
     user = user_claim(a, r, p, cfg)
     notes.extend(user.notes)
     pl = plan_for_cell(a, r, p, run_a, run_r, ma, mr, max_k, budget.gaps, chans.evidence,
@@ -171,6 +177,8 @@ def analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) ->
         "trials_needed": pl.trials if pl is not None else None,
         "pairing": p.summary, "plan": pl.as_dict() if pl is not None else None,
         "termination_tests": {k: asdict(v) for k, v in terms.figures.items()} or None,
+        "answer_tests": {k: asdict(v) for k, v in answers.figures.items()} or None,
+        "comparability": inp.comparability,
         **user.fields,
         "extra": dict(inp.extra),
     }
@@ -179,13 +187,26 @@ def analyze_cell(inp: CellInput, a: ArmData, r: ArmData, cfg: AnalysisConfig) ->
         episodes=a.n, reference_episodes=r.n, diff=s.diff, tost_p=s.tost_p,
         ci=(s.ci[0], s.ci[1]) if s.ci else None, harm_p_holm=None,
         harm_method=score.harm_method, channels=chans.evidence, gaps=budget.gaps, notes=notes,
-        terminations=terms.evidence,
+        terminations=terms.evidence, answers=answers.rates, lengths=answers.lengths,
+        not_comparable=not_comparable(inp.comparability),
         blockers=[*p.blockers, *score.blockers, *chans.blockers],
         plan=None, damage_p=s.damage_p, lower_p=s.harm_p, user_differs=user.differs)
     return CellAnalysis(fields, s, budget.figures, chans.figures,
                         failure_set_claims(a, r, cfg),
-                        tests=[*score.tests, *budget.tests, *chans.tests, *terms.tests],
+                        tests=[*score.tests, *budget.tests, *chans.tests, *terms.tests,
+                               *answers.tests],
                         evidence=evidence, design=pl)
+
+
+def not_comparable(block: dict[str, Any] | None) -> list[str]:
+    """The serving settings of a comparability block (see
+    :func:`pytest_quantagent.runner.preflight.compare_serving`) in which the arms differ and
+    that the user did not accept, as ``"<setting>: <reference> vs <candidate>"``."""
+    if not block:
+        return []
+    return [f"{name}: {s.get('reference')} vs {s.get('arm')}"
+            for name, s in (block.get("settings") or {}).items()
+            if s.get("status") == "differs"]
 
 
 def judge(c: CellAnalysis, adjusted: dict[str, float], family: list[str],
@@ -206,6 +227,12 @@ def judge(c: CellAnalysis, adjusted: dict[str, float], family: list[str],
         reason = t.name.removeprefix("termination:")
         if reason in tt:
             tt[reason]["p_holm"] = fnum(t.p_holm)
+    at = c.fields.get("answer_tests") or {}
+    for t in (*ev.answers, *ev.lengths):
+        t.p_holm = adjusted.get(t.name)
+        name = t.name.removeprefix("answer:")
+        if name in at:
+            at[name]["p_holm"] = fnum(t.p_holm)
     for g in ev.gaps:
         g.p_holm = adjusted.get(f"gap:{g.k}")
         c.budget.gap_p_holm[str(g.k)] = fnum(g.p_holm)
@@ -322,12 +349,15 @@ def analyze_cells(inputs: Sequence[CellInput], cfg: AnalysisConfig
         "margin": cfg.margin, "max_ratio": cfg.max_ratio, "alpha": cfg.alpha,
         "tight_budgets": list(cfg.tight_budgets) if cfg.tight_budgets is not None else None,
         "rare_tolerance": cfg.rare_tolerance, "power": cfg.power,
+        "termination_tolerance": cfg.termination_tolerance,
+        "length_ratio": cfg.length_ratio, "answer_tolerance": cfg.answer_tolerance,
         "confidence": cfg.confidence, "holm_scope": cfg.holm_scope,
         "holm_family_size": len(flat) if cfg.holm_scope == "report"
         else max((len(f) for f in families), default=0),
         "holm_family": "every one-sided damage test of the report" if cfg.holm_scope == "report"
         else "each cell's one-sided damage tests (score drop beyond the margin, channels with "
-             "failures, gap widening beyond the margin at each tight budget)",
+             "failures, gap widening beyond the margin at each tight budget, termination "
+             "reasons, empty and cut answers, answer length)",
         "score_method": "Tango score interval for paired proportions (variance max(model, "
                         "task-cluster robust) with several trials); TOST on the 1-2α interval; "
                         "DEGRADED: one-sided score test of a drop beyond the margin",
@@ -337,6 +367,12 @@ def analyze_cells(inputs: Sequence[CellInput], cfg: AnalysisConfig
         "channel_unit": "task",
         "damage_regions": {
             "score": "drop beyond the margin", "channel": "ratio above max_ratio and per-call "
-            "increase above rare_tolerance", "gap": "widening beyond the margin"},
+            "increase above rare_tolerance", "gap": "widening beyond the margin",
+            "termination": "ratio above max_ratio and per-episode increase above "
+            "termination_tolerance",
+            "answer_rate": "empty answers, turns cut at the length limit: ratio above "
+            "max_ratio and per-turn increase above answer_tolerance",
+            "answer_length": "mean output (reasoning) length per agent turn: ratio above "
+            "length_ratio"},
     }
     return cells, meta

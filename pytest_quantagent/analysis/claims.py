@@ -11,6 +11,11 @@ the report model's names) and the evidence :func:`pytest_quantagent.verdict.deci
   figures (descriptive; the failure-set gate is the assertion's).
 - :func:`user_claim`: the simulated user's own calls, failures and events per side, and
   whether the arms differ through it beyond chance.
+- :func:`termination_claims`: each termination reason's rate per episode (evidence of damage).
+- :func:`answer_claims`: the answers themselves, per agent model turn: empty answers and
+  turns cut at the length limit (rates, the channels' rule; LOSSLESS needs them outside their
+  region when recorded), output and reasoning length (a ratio of means, evidence of damage
+  only); :func:`without_empty_turns` keeps an empty answer out of ``malformed_call``.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import numpy as np
 from scipy import stats as _st
 
 from pytest_quantagent.analysis.arms import Pairing, fnum, task_sums
-from pytest_quantagent.metrics.episode import ArmData
+from pytest_quantagent.metrics.episode import ANSWER_INDEX, CHANNEL_INDEX, ArmData
 from pytest_quantagent.metrics.failure_sets import failure_set_change_pvalue, judge_failure_set
 from pytest_quantagent.metrics.margins import flip_rates, margin_histogram
 from pytest_quantagent.stats.clustered import PairedScore, channel_ratio, paired_score
@@ -31,7 +36,7 @@ from pytest_quantagent.stats.paired import mcnemar_exact, unpaired_difference, u
 from pytest_quantagent.stats.rank import failure_set_agreement
 from pytest_quantagent.stats.ratio import per_unit_ci, rate_ci
 from pytest_quantagent.verdict import AnalysisConfig, ChannelEvidence, GapEvidence
-from pytest_quantagent.vocab.channels import ALL_CHANNELS, NAMED_CHANNELS
+from pytest_quantagent.vocab.channels import ALL_CHANNELS, NAMED_CHANNELS, Channel
 
 Test = tuple[str, float]
 """(test id, raw one-sided p) of a damage test in Holm's family: "success",
@@ -380,6 +385,176 @@ def termination_claims(a: ArmData, r: ArmData, p: Pairing, cfg: AnalysisConfig
                 ratio_p=rr.amplified_p, increase_p=rr.increase_p, increase=rr.increase))
         out.figures[reason] = fig
     return out
+
+
+# --------------------------------------------------------------------------- answers
+
+#: The answer-level rates per agent turn (the channels' rule, part of LOSSLESS when recorded).
+ANSWER_RATES: dict[str, str] = {"empty_answer": "empty", "length_cut": "length_cut"}
+#: The answer lengths (a ratio of means per agent turn, damage only).
+ANSWER_LENGTHS: tuple[str, ...] = ("output_tokens", "reasoning")
+@dataclass
+class AnswerFigures:
+    """One entry of the report's ``answer_tests``: both sides' totals over the paired
+    episodes that recorded it, per agent turn, the ratio and (rates) the increase per turn,
+    the damage test and (rates) whether it is shown outside its damage region."""
+
+    kind: str
+    """``rate`` (per agent turn, the channels' rule) or ``length`` (ratio of means)."""
+    unit: str
+    """What is counted: ``turns``, ``tokens`` or ``characters``."""
+    episodes: int
+    """Paired episodes in the comparison (those that recorded it on both sides)."""
+    arm_total: float
+    reference_total: float
+    arm_turns: int
+    reference_turns: int
+    arm_per_turn: float | None = None
+    reference_per_turn: float | None = None
+    ratio: float | None = None
+    ratio_ci: list[float | None] | None = None
+    ratio_upper: float | None = None
+    threshold: float | None = None
+    """The ratio above which it is damage (``max_ratio``, or ``length_ratio`` for lengths)."""
+    increase: float | None = None
+    increase_upper: float | None = None
+    p: float | None = None
+    p_holm: float | None = None
+    shown_outside: bool | None = None
+
+
+@dataclass
+class AnswersClaim:
+    figures: dict[str, AnswerFigures] = field(default_factory=dict)
+    rates: list[ChannelEvidence] = field(default_factory=list)
+    lengths: list[ChannelEvidence] = field(default_factory=list)
+    tests: list[Test] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _answer_pairs(a: ArmData, r: ArmData, p: Pairing, column: str
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Over the paired episodes that recorded ``column`` on both sides and had a model turn:
+    (arm values, arm turns, reference values, reference turns, task labels)."""
+    assert a.answers is not None and r.answers is not None
+    c, t = ANSWER_INDEX[column], ANSWER_INDEX["turns"]
+    xa, xr = a.answers[p.ia], r.answers[p.ir]
+    keep = (np.isfinite(xa[:, c]) & np.isfinite(xr[:, c]) & np.isfinite(xa[:, t])
+            & np.isfinite(xr[:, t]) & (xa[:, t] > 0) & (xr[:, t] > 0))
+    return (xa[keep, c], xa[keep, t], xr[keep, c], xr[keep, t],
+            a.task_ids[p.ia][keep].astype(str))
+
+
+def _answer_test(name: str, kind: str, unit: str, ya: np.ndarray, na: np.ndarray,
+                 yr: np.ndarray, nr: np.ndarray, labels: np.ndarray, threshold: float,
+                 tolerance: float, cfg: AnalysisConfig, out: AnswersClaim) -> None:
+    fig = AnswerFigures(kind, unit, int(ya.size), float(ya.sum()), float(yr.sum()),
+                        int(na.sum()), int(nr.sum()), threshold=threshold)
+    fig.arm_per_turn = fnum(ya.sum() / na.sum())
+    fig.reference_per_turn = fnum(yr.sum() / nr.sum())
+    out.figures[name] = fig
+    if ya.size < 2:
+        return
+    rr = channel_ratio(ya, na, yr, nr, clusters=labels, paired=True, max_ratio=threshold,
+                       tolerance=tolerance, alpha=cfg.alpha, confidence=cfg.confidence)
+    fig.ratio, fig.ratio_ci = fnum(rr.ratio), [fnum(rr.ci.low), fnum(rr.ci.high)]
+    fig.ratio_upper = fnum(rr.upper)
+    # a length's damage region is its ratio alone; a rate's, ratio and increase per turn
+    damage_p = rr.amplified_p if kind == "length" else rr.damage_p
+    ev = ChannelEvidence(f"answer:{name}", int(ya.sum().round()), int(yr.sum().round()),
+                         fnum(rr.ratio), rr.upper, None,
+                         rr.increase_upper if kind == "rate" else None, testable=True,
+                         ratio_p=rr.amplified_p, arm_mean=fig.arm_per_turn,
+                         reference_mean=fig.reference_per_turn)
+    if kind == "rate":
+        fig.increase, fig.increase_upper = fnum(rr.increase), fnum(rr.increase_upper)
+        ev.increase, ev.increase_p = rr.increase, rr.increase_p
+        fig.shown_outside = bool(rr.upper < threshold or rr.increase_upper < tolerance)
+    if ya.sum() > 0:
+        fig.p = ev.p = fnum(damage_p)
+        out.tests.append((ev.name, damage_p))
+    (out.rates if kind == "rate" else out.lengths).append(ev)
+
+
+def answer_claims(a: ArmData, r: ArmData, p: Pairing, cfg: AnalysisConfig) -> AnswersClaim:
+    """The answers per agent model turn over the paired episodes that recorded them:
+
+    - ``empty_answer``, ``length_cut``: rates per turn with the channels' rule (damage: ratio
+      above ``max_ratio`` **and** increase above ``answer_tolerance`` per turn; LOSSLESS needs
+      them shown outside it), in Holm's family when the candidate has one;
+    - ``output_tokens``, ``reasoning`` (tokens where the server reports them on both sides,
+      else characters of reasoning text): the ratio of mean length per turn, damage when
+      shown above ``length_ratio`` (in Holm's family; never needed for LOSSLESS).
+
+    Strata: the paired episodes, tasks as clusters (as the channels). Episodes whose
+    records do not say (schema-1 records, a backend without usage) are left out and counted
+    in a note; a cell where no pair says has no answer tests (and no note: the report's
+    ``answer_tests`` is null)."""
+    out = AnswersClaim()
+    if a.answers is None or r.answers is None or not p.paired:
+        return out
+    known = int((np.isfinite(a.answers[p.ia, 0]) & np.isfinite(r.answers[p.ir, 0])).sum())
+    if known == 0:  # records before schema 2: nothing to compare (answer_tests is null)
+        return out
+    if known < p.n:
+        out.notes.append(f"answer-level figures recorded for {known} of {p.n} paired episodes "
+                         "(the others' records predate them): compared on those")
+    for name, column in ANSWER_RATES.items():
+        ya, na, yr, nr, lab = _answer_pairs(a, r, p, column)
+        if ya.size:
+            _answer_test(name, "rate", "turns", ya, na, yr, nr, lab, cfg.max_ratio,
+                         cfg.answer_tolerance, cfg, out)
+    ya, na, yr, nr, lab = _answer_pairs(a, r, p, "output_tokens")
+    if ya.size:
+        _answer_test("output_tokens", "length", "tokens", ya, na, yr, nr, lab,
+                     cfg.length_ratio, 0.0, cfg, out)
+    ya, na, yr, nr, lab = _answer_pairs(a, r, p, "reasoning_tokens")
+    unit = "tokens"
+    if not (ya.sum() > 0 and yr.sum() > 0):
+        ya, na, yr, nr, lab = _answer_pairs(a, r, p, "reasoning_chars")
+        unit = "characters"
+    if ya.size and ya.sum() > 0 and yr.sum() > 0:
+        _answer_test("reasoning", "length", unit, ya, na, yr, nr, lab, cfg.length_ratio, 0.0,
+                     cfg, out)
+    return out
+
+
+_MALFORMED = CHANNEL_INDEX[Channel.MALFORMED_CALL]
+
+
+def without_empty_turns(a: ArmData, r: ArmData) -> tuple[ArmData, ArmData, list[str]]:
+    """The arms with each empty answer taken out of ``malformed_call`` and of the agent's
+    tool calls: the engine answers an empty turn with a ``malformed_call`` error (it counts
+    in the error budget), but it is not a call, and :func:`answer_claims` judges it as an
+    empty answer, so it is counted in one test only. Done only when every episode of both
+    arms recorded its turns (otherwise the arms would count it differently); a note says
+    so when empty answers stay in ``malformed_call``."""
+    from dataclasses import replace
+
+    def known(d: ArmData) -> bool:
+        return d.answers is not None and bool(np.isfinite(d.answers[:, 0]).all())
+
+    def empties(d: ArmData) -> int:
+        if d.answers is None:
+            return 0
+        col = d.answers[:, ANSWER_INDEX["empty"]]
+        return int(np.nansum(col))
+
+    if not (empties(a) or empties(r)):
+        return a, r, []
+    if not (known(a) and known(r)):
+        return a, r, ["empty answers are counted in malformed_call too: some episodes did "
+                      "not record their turns, so the arms cannot be counted alike"]
+
+    def take_out(d: ArmData) -> ArmData:
+        assert d.answers is not None and d.agent_calls is not None
+        e = d.answers[:, ANSWER_INDEX["empty"]].astype(np.int64)
+        counts = d.channel_counts.copy()
+        counts[:, _MALFORMED] = np.maximum(counts[:, _MALFORMED] - e, 0)
+        return replace(d, channel_counts=counts,
+                       agent_calls=np.maximum(d.agent_calls - e, 0))
+
+    return take_out(a), take_out(r), []
 
 
 # --------------------------------------------------------------------------- failure sets, margins

@@ -64,6 +64,15 @@ class Generation:
     completion_tokens: int | None = None
     truncated: bool = False
     """Some output was longer than the arm's ``max_output_chars`` and was cut with a marker."""
+    finish_reason: str | None = None
+    """Why generation stopped, as the server says it (``stop``, ``length``: cut at the token
+    limit, ``tool_calls``...); None when the backend does not say."""
+    reasoning_tokens: int | None = None
+    """Tokens spent reasoning (``usage.completion_tokens_details.reasoning_tokens``), when the
+    server reports them (they are part of ``completion_tokens``)."""
+    reasoning_chars: int | None = None
+    """Characters of the reasoning text the server returned apart from the answer
+    (``reasoning_content`` / ``reasoning``); None when it returned none."""
 
 
 @dataclass(frozen=True)

@@ -919,9 +919,11 @@ class OpenAICompatBackend(Backend):
             ) from e
         logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
         usage = data.get("usage") if isinstance(data, dict) else None
+        finish = choice.get("finish_reason") if isinstance(choice, dict) else None
         return parse_completion(message, logprobs if isinstance(logprobs, dict) else None,
                                 usage if isinstance(usage, dict) else None,
-                                max_chars=self.max_output_chars)
+                                max_chars=self.max_output_chars,
+                                finish_reason=finish if isinstance(finish, str) else None)
 
     def _raise_redirect(self, status: int, location: str | None, ep: Endpoint | None = None) -> NoReturn:
         """A 3xx is the configuration's problem (a base URL that moved, http:// where the
@@ -1015,14 +1017,16 @@ def _raw_call(tc: Any, i: int) -> RawToolCall:
 
 def parse_completion(
     message: dict[str, Any], logprobs: dict[str, Any] | None, usage: dict[str, Any] | None,
-    *, max_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    *, max_chars: int = DEFAULT_MAX_OUTPUT_CHARS, finish_reason: str | None = None,
 ) -> Generation:
     """A chat-completion ``message`` (+ optional ``logprobs``/``usage``) → :class:`Generation`.
 
     Whatever shape the server gives the model's output, it stays model output: odd
     ``tool_calls`` entries become nameless calls (``malformed_call``, raw text kept), content
     parts are joined, and any text over ``max_chars`` is cut with a marker
-    (``Generation.truncated``)."""
+    (``Generation.truncated``). ``finish_reason`` is the choice's (kept as given, at most 32
+    characters); the reasoning's length comes from ``reasoning_content`` (or ``reasoning``) and
+    ``usage.completion_tokens_details.reasoning_tokens`` where the server sends them."""
     truncated = False
     calls: list[RawToolCall] = []
     raw_calls = message.get("tool_calls")
@@ -1063,15 +1067,28 @@ def parse_completion(
         truncated = truncated or cut
     usage = usage or {}
     pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    details = usage.get("completion_tokens_details")
+    rt = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    reasoning = message.get("reasoning_content")
+    if not isinstance(reasoning, str):
+        reasoning = message.get("reasoning")
     return Generation(
         content=content,
         tool_calls=calls,
         raw_text=raw_text,
         decisions=decisions,
         prompt_tokens=pt if isinstance(pt, int) and not isinstance(pt, bool) else None,
-        completion_tokens=ct if isinstance(ct, int) and not isinstance(ct, bool) else None,
+        completion_tokens=_count(ct),
         truncated=truncated,
+        finish_reason=finish_reason[:32] if finish_reason else None,
+        reasoning_tokens=_count(rt),
+        reasoning_chars=len(reasoning) if isinstance(reasoning, str) and reasoning else None,
     )
+
+
+def _count(v: Any) -> int | None:
+    """A token count from the server's ``usage``: a non-negative int, else None (unknown)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
 def tool_name_decisions(tokens: list[dict[str, Any]], names: list[str]) -> list[Decision]:

@@ -322,7 +322,8 @@ class TransformersBackend(Backend):
         import torch
 
         logits = torch.stack(row.logits) if row.want_logits and row.logits else None
-        return self._to_generation(row.prompt, row.tokens, logits, self._aliases(request))
+        return self._to_generation(row.prompt, row.tokens, logits, self._aliases(request),
+                                   max_new=row.max_new)
 
     def _run(self, requests: list[GenerateRequest], given: list[list[int] | None]) -> list[Generation]:
         """``model.generate`` over ``requests`` left-padded into one batch. Called with one
@@ -374,13 +375,16 @@ class TransformersBackend(Backend):
             row_logits = None
             if req.want_margins and logits is not None:
                 row_logits = torch.stack([step[row] for step in logits[:n]]) if n else None
-            outs.append(self._to_generation(prompts[row], gen_ids, row_logits, self._aliases(req)))
+            outs.append(self._to_generation(prompts[row], gen_ids, row_logits, self._aliases(req),
+                                            max_new=max_new if n == len(seq) else None))
         return outs
 
     def _to_generation(
         self, prompt: list[int], gen_ids: list[int], logits: torch.Tensor | None,
-        aliases: dict[str, str] | None = None,
+        aliases: dict[str, str] | None = None, max_new: int | None = None,
     ) -> Generation:
+        """The decoded output as a :class:`Generation`; ``finish_reason`` is ``length`` when it
+        used all of ``max_new`` (no stop token), else ``stop``."""
         from pytest_quantagent.bundled.chat import parse_tool_calls
 
         text = self._decode(gen_ids, aliases)
@@ -398,6 +402,7 @@ class TransformersBackend(Backend):
             decisions=decisions,
             prompt_tokens=len(prompt),
             completion_tokens=len(gen_ids),
+            finish_reason="length" if max_new is not None and len(gen_ids) >= max_new else "stop",
         )
 
     def name_decisions(self, gen_ids: list[int], logits: torch.Tensor) -> list[Decision]:

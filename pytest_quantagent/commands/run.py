@@ -108,6 +108,13 @@ def add_parser(subparsers: Any) -> None:
                    help="verdict: channel amplification threshold (default 1.2)")
     p.add_argument("--tight-budgets", default=None, metavar="K[,K]",
                    help="verdict: tight budgets whose gap widening is tested (default 2,5)")
+    p.add_argument("--accept-difference", "--quant-accept-difference", dest="accept_difference",
+                   default=None, metavar="NAME[,NAME]",
+                   help="serving settings in which the arms may differ (e.g. chat_template): "
+                   "every setting is compared before any episode and any other difference "
+                   "makes a cell INCONCLUSIVE 'not comparable' (names: backend, temperature, "
+                   "top_p, max_tokens, reasoning, extra_body, tool_schemas, max_output_chars, "
+                   "chat_template, tool_parser, reasoning_parser, max_model_len, server_version)")
     p.add_argument("--until-decided", action="store_true",
                    help="run in waves (the first is --num-tasks/--tasks x --trials, each next "
                    "about doubling the episodes: more tasks while the pool has them, then more "
@@ -263,10 +270,14 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
     judged in one report."""
     from pytest_quantagent.report.model import analyze
     from pytest_quantagent.runner.build import resolve_arms
+    from pytest_quantagent.runner.preflight import check_accepted, compare_serving
 
     cfg = _verdict_config(args)  # bad thresholds are refused before any episode runs
     if args.max_episodes is not None and not args.until_decided:
         raise ValueError("--max-episodes caps --until-decided; add --until-decided or drop it")
+    raw_accept = getattr(args, "accept_difference", None)
+    accept = check_accepted([x.strip() for x in str(raw_accept).split(",") if x.strip()],
+                            "--accept-difference") if raw_accept else ()
     # every arm resolved (and a bad, empty or repeated label refused by name) before any
     # episode runs; a reference of another model is added to its group
     named = resolve_arms(with_repair_arms(args.arms, args.repair), model_spec=args.model,
@@ -279,10 +290,13 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
             by_label.update({s.label: s for s in resolve_arms(
                 missing, model_spec=args.model, config_path=args.config)})
         group_specs.append([by_label[label] for label in group])
+    # how each candidate and its reference are served, compared before any episode
+    comparable = {s.label: compare_serving(specs[0], s, accept=accept)
+                  for specs in group_specs for s in specs[1:]}
     inputs: list[Any] = []
     run_info: dict[str, Any] = {}
     for specs in group_specs:
-        got, info = _group_inputs(args, specs, cfg)
+        got, info = _group_inputs(args, specs, cfg, comparable)
         inputs += got
         if not run_info:
             run_info = info
@@ -299,8 +313,10 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-def _group_inputs(args: argparse.Namespace, specs: list[Any], cfg: Any) -> tuple[list[Any], dict[str, Any]]:
-    """One reference group's run (or resume) and its cells' inputs, with its run section."""
+def _group_inputs(args: argparse.Namespace, specs: list[Any], cfg: Any,
+                  comparable: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """One reference group's run (or resume) and its cells' inputs (with their serving
+    comparison, ``comparable``), with its run section."""
     from pytest_quantagent.report.model import CellInput
 
     seq = None
@@ -328,11 +344,13 @@ def _group_inputs(args: argparse.Namespace, specs: list[Any], cfg: Any) -> tuple
             inputs.append(CellInput(domain=args.domain, arm=s.label, records=cs.records[0],
                                     reference=ref, reference_records=cs.records[1],
                                     pool_tasks=pool, alpha=cs.alpha,
-                                    sequential=seq.cell_block(s.label)))
+                                    sequential=seq.cell_block(s.label),
+                                    comparability=comparable[s.label]))
     else:
         inputs = [
             CellInput(domain=args.domain, arm=s.label, records=result[s.label],
-                      reference=ref, reference_records=result[ref], pool_tasks=pool)
+                      reference=ref, reference_records=result[ref], pool_tasks=pool,
+                      comparability=comparable[s.label])
             for s in specs[1:]
         ]
     from pytest_quantagent.runner.faults import check_not_all_infrastructure, infra_counts

@@ -82,6 +82,16 @@ class LeanDecision(TypedDict):
     chosen: NotRequired[str | None]
 
 
+class LeanTurn(TypedDict):
+    """The fields of a stored ``AnswerTurn``."""
+
+    output_tokens: NotRequired[int | None]
+    finish_reason: NotRequired[str | None]
+    empty: NotRequired[bool]
+    reasoning_tokens: NotRequired[int | None]
+    reasoning_chars: NotRequired[int | None]
+
+
 class LeanRecord(TypedDict):
     """The fields of a stored ``EpisodeRecord`` the analysis reads (others are ignored, so
     messages are never materialised)."""
@@ -103,11 +113,52 @@ class LeanRecord(TypedDict):
     calls: NotRequired[list[LeanCall]]
     decisions: NotRequired[list[LeanDecision]]
     user_events: NotRequired[dict[str, int]]
+    turns: NotRequired[list[LeanTurn] | None]
 
 
 #: Validates one store line (JSON) into a :class:`LeanRecord` dict — about 2x faster than
 #: building the full ``EpisodeRecord`` (no messages, no model instances).
 LEAN_RECORD: TypeAdapter[LeanRecord] = TypeAdapter(LeanRecord)
+
+
+ANSWER_COLUMNS: tuple[str, ...] = (
+    "turns", "output_tokens", "length_cut", "empty", "reasoning_tokens", "reasoning_chars",
+    "reasoning_turns")
+"""Columns of :attr:`ArmData.answers`, per episode: the agent's model turns, their output
+tokens, turns cut at the length limit (``finish_reason: length``), empty answers, reasoning
+tokens, reasoning characters and turns that returned reasoning text. A whole row is NaN when
+the record has no ``turns`` (unknown, never zero); a column is NaN when some turn of the
+episode did not say (output tokens, finish reason, reasoning tokens)."""
+ANSWER_INDEX: dict[str, int] = {c: i for i, c in enumerate(ANSWER_COLUMNS)}
+_UNKNOWN_ANSWERS = (math.nan,) * len(ANSWER_COLUMNS)
+_TURN_FIELDS = ("output_tokens", "finish_reason", "empty", "reasoning_tokens", "reasoning_chars")
+
+
+def answer_row(turns: Iterable[object] | None) -> tuple[float, ...]:
+    """One episode's :data:`ANSWER_COLUMNS` from its ``turns`` (``AnswerTurn`` objects or
+    their stored dicts); all NaN for None."""
+    if turns is None:
+        return _UNKNOWN_ANSWERS
+    n = 0
+    tokens: float = 0.0
+    cut: float = 0.0
+    empty = 0
+    rtok: float = 0.0
+    rchars = 0
+    rturns = 0
+    for t in turns:
+        d = t if isinstance(t, dict) else {k: getattr(t, k, None) for k in _TURN_FIELDS}
+        n += 1
+        ot, fr, rt, rc = (d.get("output_tokens"), d.get("finish_reason"),
+                          d.get("reasoning_tokens"), d.get("reasoning_chars"))
+        tokens = math.nan if ot is None else tokens + ot
+        cut = math.nan if fr is None else cut + (fr == "length")
+        rtok = math.nan if rt is None else rtok + rt
+        empty += bool(d.get("empty", False))
+        if rc:
+            rchars += rc
+            rturns += 1
+    return (float(n), tokens, cut, float(empty), rtok, float(rchars), float(rturns))
 
 
 @dataclass(frozen=True)
@@ -205,6 +256,10 @@ class ArmData:
     user_event_counts: dict[str, np.ndarray] = field(default_factory=dict)
     """Per kind of user event (``EpisodeRecord.user_events``: ``not_understood``...), its
     count per episode; kinds no episode reported are absent."""
+    answers: np.ndarray | None = None
+    """Shape (episodes, len(ANSWER_COLUMNS)), float: the answer-level figures per episode
+    (NaN: unknown, see :data:`ANSWER_COLUMNS`); None when the data did not say (arrays built
+    by hand)."""
 
     @property
     def user_events(self) -> dict[str, int]:
@@ -255,6 +310,7 @@ class ArmAccumulator:
         self._user_sims: set[str] = set()
         self._user_failures: Counter[str] = Counter()
         self._user_events: list[dict[str, int]] = []
+        self._answers: list[tuple[float, ...]] = []
 
     def add(self, record: EpisodeRecord) -> None:
         """Fold one record in (infrastructure errors are only counted)."""
@@ -267,7 +323,7 @@ class ArmAccumulator:
             [c.channel.value if c.channel is not None else None for c in calls],
             [c.entity for c in calls],
             [(d.chosen or d.top1, d.margin) for d in record.decisions if d.kind == "tool_name"],
-            record.user_events,
+            record.user_events, record.turns,
         )
 
     def add_raw(self, d: LeanRecord) -> None:
@@ -328,7 +384,7 @@ class ArmAccumulator:
                      recovered, counts, d.get("tokens"), d.get("duration_s"), d["termination"],
                      d["max_errors"], d.get("model", ""), d.get("backend", ""), decisions,
                      d.get("user_sim", "scripted"), user_failures, n_user,
-                     d.get("user_events") or {})
+                     d.get("user_events") or {}, d.get("turns"))
 
     def _fold(
         self, domain: str, arm: str, termination: str, task_id: str, trial: int,
@@ -336,7 +392,7 @@ class ArmAccumulator:
         tokens: int | None, duration_s: float | None, user_sim: str, requestors: list[str],
         names: list[str], errors: list[bool], channels: list[str | None],
         entities: list[str | None], decisions: list[tuple[str, float]],
-        user_events: dict[str, int] | None = None,
+        user_events: dict[str, int] | None = None, turns: Iterable[object] | None = None,
     ) -> None:
         if domain != self.domain or arm != self.arm:
             raise ValueError(
@@ -365,7 +421,7 @@ class ArmAccumulator:
         self._append(key, success, n_errors, steps, len(names), rec.failures, rec.recovered,
                      counts, tokens, duration_s, termination, max_errors, model, backend,
                      decisions, user_sim, user_failures, sum(r == "user" for r in requestors),
-                     user_events or {})
+                     user_events or {}, turns)
 
     def _append(
         self, key: tuple[str, int], success: bool, n_errors: int, steps: int, n_calls: int,
@@ -373,9 +429,10 @@ class ArmAccumulator:
         duration_s: float | None, termination: str, max_errors: int, model: str,
         backend: str, decisions: list[tuple[str, float]], user_sim: str,
         user_failures: Counter[str], n_user: int = 0,
-        user_events: dict[str, int] | None = None,
+        user_events: dict[str, int] | None = None, turns: Iterable[object] | None = None,
     ) -> None:
         self._seen.add(key)
+        self._answers.append(answer_row(turns))
         self._user_events.append(dict(user_events or {}))
         self._user_sims.add(user_sim)
         self._user_failures.update(user_failures)
@@ -439,6 +496,7 @@ class ArmAccumulator:
                 k: np.asarray([e.get(k, 0) for e in self._user_events], dtype=np.int64)
                 for k in sorted({k for e in self._user_events for k in e})
             },
+            answers=np.asarray(self._answers, dtype=float).reshape(-1, len(ANSWER_COLUMNS)),
         )
 
 

@@ -295,3 +295,55 @@ def simulate_world(rng: np.random.Generator, world: World, *, domain: str = "ret
                     w.max_errors)
     cand = _arm_data(domain, arm, tasks, trials, s_arm, y_a, calls_a, uc_a, uf_a, w.max_errors)
     return cand, ref
+
+
+@dataclass(frozen=True)
+class Answers:
+    """Answer-level truth for :func:`add_answers`: per agent turn, mean output tokens
+    (``tokens``, the candidate's × ``token_ratio``), the empty-answer and length-cut rates
+    (the candidate's × ``empty_ratio`` / ``cut_ratio``). Tokens have a task scale shared by
+    the arms (Gamma mean 1, shape 4) and an episode scale of each arm's own (Gamma mean 1,
+    shape ``token_shape``); empty and cut turns a task frailty shared by the arms (Gamma
+    mean 1, shape 2). An empty turn is counted as a ``malformed_call`` and an agent call,
+    as the engine counts it."""
+
+    tokens: float = 120.0
+    token_ratio: float = 1.0
+    token_shape: float = 3.0
+    empty: float = 0.0
+    empty_ratio: float = 1.0
+    cut: float = 0.0
+    cut_ratio: float = 1.0
+
+
+def add_answers(rng: np.random.Generator, arm: Any, reference: Any, truth: Answers
+                ) -> tuple[Any, Any]:
+    """``arm`` and ``reference`` (:class:`ArmData` of one simulated cell, same tasks) with
+    answer-level figures drawn from ``truth``; model turns per episode = agent calls + 1."""
+    from dataclasses import replace
+
+    from pytest_quantagent.metrics.episode import ANSWER_COLUMNS, CHANNEL_INDEX
+
+    labels = np.unique(np.concatenate([arm.task_ids, reference.task_ids]).astype(str))
+    scale = dict(zip(labels.tolist(), rng.gamma(4.0, 0.25, labels.size).tolist(), strict=True))
+    frail = dict(zip(labels.tolist(), rng.gamma(2.0, 0.5, labels.size).tolist(), strict=True))
+    mal = CHANNEL_INDEX[Channel.MALFORMED_CALL]
+
+    def side(d: Any, token_mult: float, empty_mult: float, cut_mult: float) -> Any:
+        tasks = d.task_ids.astype(str)
+        turns = d.agent_calls.astype(np.int64) + 1
+        s = np.array([scale[t] for t in tasks]) * rng.gamma(truth.token_shape,
+                                                             1.0 / truth.token_shape, d.n)
+        tokens = rng.poisson(truth.tokens * token_mult * s * turns)
+        f = np.array([frail[t] for t in tasks])
+        empty = rng.binomial(turns, np.minimum(truth.empty * empty_mult * f, 1.0))
+        cut = rng.binomial(turns, np.minimum(truth.cut * cut_mult * f, 1.0))
+        ans = np.full((d.n, len(ANSWER_COLUMNS)), 0.0)
+        ans[:, 0], ans[:, 1], ans[:, 2], ans[:, 3] = turns, tokens, cut, empty
+        counts = d.channel_counts.copy()
+        counts[:, mal] += empty
+        return replace(d, answers=ans, channel_counts=counts,
+                       agent_calls=d.agent_calls + empty, tool_calls=d.tool_calls + empty)
+
+    return (side(arm, truth.token_ratio, truth.empty_ratio, truth.cut_ratio),
+            side(reference, 1.0, 1.0, 1.0))

@@ -20,11 +20,14 @@ CellRecords = tuple[str, str, str, list[EpisodeRecord], list[EpisodeRecord]]
 def analyze_cells(cells: Sequence[CellRecords], config: AnalysisConfig,
                   run: dict[str, Any], pools: Mapping[str, int | None] | None = None,
                   sequential: Mapping[tuple[str, str], dict[str, Any] | None] | None = None,
+                  comparability: Mapping[str, dict[str, Any]] | None = None,
                   ) -> dict[str, Any]:
     """Report JSON (DESIGN.md, schema_version 1) over ``cells`` in the order given; ``run``
     (the report's ``run`` section) gains ``nl_assertions``. ``pools``: how many tasks each
     domain's pool holds (the design advice's cap). ``sequential``: per (domain, arm) of a
-    run-until-decided cell, its block; the cell is judged at its last look's α."""
+    run-until-decided cell, its block; the cell is judged at its last look's α.
+    ``comparability``: per candidate arm, how it and the reference are served (a setting
+    that ``differs`` makes the cell INCONCLUSIVE "not comparable")."""
     seq = sequential or {}
     from pytest_quantagent.report.model import CellInput, analyze
     from pytest_quantagent.runner.faults import infra_counts
@@ -34,6 +37,7 @@ def analyze_cells(cells: Sequence[CellRecords], config: AnalysisConfig,
         CellInput(domain=domain, arm=arm, reference=reference, arm_records=arm_records,
                   reference_records=reference_records, pool_tasks=(pools or {}).get(domain),
                   alpha=look_alpha(seq.get((domain, arm))), sequential=seq.get((domain, arm)),
+                  comparability=(comparability or {}).get(arm),
                   extra={"faults": {arm: infra_counts(arm_records),
                                     reference: infra_counts(reference_records)}})
         for domain, arm, reference, arm_records, reference_records in cells

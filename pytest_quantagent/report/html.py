@@ -438,6 +438,73 @@ def _block_channels(cell: dict[str, Any]) -> str:
     )
 
 
+def _block_answers(cell: dict[str, Any]) -> str:
+    """The answers per agent turn (empty, cut, length) and the termination reasons."""
+    arm, ref = _sides(cell)
+    out = []
+    answers: dict[str, Any] = cell.get("answer_tests") or {}
+    rows = []
+    for name, t in answers.items():
+        if not isinstance(t, dict):
+            continue
+        per = "{:.3g}" if t.get("kind") == "length" else "{:.2%}"
+        thr = _num(t.get("threshold"), "×{:g}")
+        rows.append(
+            f"<tr><td class=l>{_e(name)}</td><td class=l>{_e(t.get('kind'))} ({_e(t.get('unit'))})</td>"
+            f"<td>{_num(t.get('episodes'), '{}')}</td>"
+            f"<td>{_num(t.get('reference_total'), '{:g}')} / {_num(t.get('reference_turns'), '{}')}</td>"
+            f"<td>{_num(t.get('arm_total'), '{:g}')} / {_num(t.get('arm_turns'), '{}')}</td>"
+            f"<td>{_num(t.get('reference_per_turn'), per)}</td><td>{_num(t.get('arm_per_turn'), per)}</td>"
+            f"<td>{_num(t.get('ratio'), '×{:.2f}')}</td><td>{_ci(t.get('ratio_ci'), '{:.2f}')}</td>"
+            f"<td>{thr}</td><td>{_num(t.get('p_holm'), '{:.2g}')}</td></tr>")
+    if rows:
+        out.append(
+            "<h3>Answers per agent turn</h3><div class=wide><table><tr><th class=l>claim</th>"
+            f"<th class=l>kind</th><th>paired episodes</th><th>{_e(ref)} total / turns</th>"
+            f"<th>{_e(arm)} total / turns</th><th>{_e(ref)} per turn</th><th>{_e(arm)} per turn</th>"
+            "<th>ratio</th><th>95% CI</th><th>damage above</th><th>Holm p</th></tr>"
+            + "".join(rows) + "</table></div>")
+    terms: dict[str, Any] = cell.get("termination_tests") or {}
+    rows = [
+        f"<tr><td class=l>{_e(name)}</td><td>{_num(t.get('reference_count'), '{}')}</td>"
+        f"<td>{_num(t.get('arm_count'), '{}')}</td><td>{_num(t.get('ratio'), '×{:.2f}')}</td>"
+        f"<td>{_ci(t.get('ratio_ci'), '{:.2f}')}</td><td>{_num(t.get('increase'), '{:+.1%}')}</td>"
+        f"<td>{_num(t.get('p_holm'), '{:.2g}')}</td></tr>"
+        for name, t in terms.items() if isinstance(t, dict)]
+    if rows:
+        out.append(
+            "<h3>Episodes by termination reason</h3><div class=wide><table><tr>"
+            f"<th class=l>ended as</th><th>{_e(ref)} episodes</th><th>{_e(arm)} episodes</th>"
+            "<th>ratio</th><th>95% CI</th><th>increase per episode</th><th>Holm p</th></tr>"
+            + "".join(rows) + "</table></div>")
+    return "".join(out)
+
+
+def _block_comparability(cell: dict[str, Any]) -> str:
+    """Every serving setting compared before any episode, both values and the status."""
+    arm, ref = _sides(cell)
+    block = cell.get("comparability") or {}
+    settings: dict[str, Any] = block.get("settings") or {}
+    if not settings:
+        return ""
+    rows = []
+    for name, st in settings.items():
+        if not isinstance(st, dict):
+            continue
+        status = str(st.get("status"))
+        cls = {"differs": "j-changed", "same": "j-same"}.get(status, "j-cannot")
+        src = st.get("source") or {}
+        rows.append(f"<tr><td class=l>{_e(name)}</td><td class=l>{_e(st.get('reference'))}</td>"
+                    f"<td class=l>{_e(st.get('arm'))}</td>"
+                    f'<td class=l><span class="{cls}">{_e(status)}</span></td>'
+                    f"<td class=l><small>{_e(src.get('reference'))} / {_e(src.get('arm'))}"
+                    "</small></td></tr>")
+    return ("<h3>Serving settings compared before any episode</h3><div class=wide><table><tr>"
+            f"<th class=l>setting</th><th class=l>{_e(ref)}</th><th class=l>{_e(arm)}</th>"
+            "<th class=l>status</th><th class=l>read from</th></tr>" + "".join(rows)
+            + "</table></div>")
+
+
 def _block_plots(cell: dict[str, Any]) -> str:
     arm, ref = _sides(cell)
     plots = []
@@ -514,8 +581,8 @@ def _block_json(cell: dict[str, Any]) -> str:
 
 
 CELL_BLOCKS: list[Callable[[dict[str, Any]], str]] = [
-    _block_reasons, _block_figures, _user_side_block, _block_channels, _block_plots,
-    _block_failure_set, _block_json,
+    _block_reasons, _block_figures, _user_side_block, _block_channels, _block_answers,
+    _block_comparability, _block_plots, _block_failure_set, _block_json,
 ]
 """The blocks of a cell's section, in order (each returns escaped HTML or "")."""
 

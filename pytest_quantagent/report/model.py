@@ -204,6 +204,18 @@ class CellReport(_Model):
     """Per termination reason other than a normal ending: ``arm_count``, ``reference_count``
     (episodes), ``ratio``, ``ratio_ci``, ``increase`` per episode, the damage test's ``p`` and
     ``p_holm`` (see ``verdict.termination_damage_text``); None when no episode ended so."""
+    answer_tests: dict[str, dict[str, Any]] | None = None
+    """The answers per agent model turn (``empty_answer``, ``length_cut``, ``output_tokens``,
+    ``reasoning``), over the paired episodes that recorded them: ``kind`` (``rate`` or
+    ``length``), ``unit``, ``episodes``, both sides' totals, turns and values per turn,
+    ``ratio``, ``ratio_ci``, ``ratio_upper``, ``threshold``, ``increase``/``increase_upper``
+    per turn (rates), the damage test's ``p`` and ``p_holm``, ``shown_outside`` (rates);
+    None when no paired episode recorded them (records of schema 1)."""
+    comparability: dict[str, Any] | None = None
+    """How the arms are served, compared before any episode: ``settings`` (each with
+    ``reference``, ``arm``, ``status``: ``same``, ``differs``, ``accepted``, ``unknown`` or
+    ``informational``, and ``source``) and ``accepted`` (the names the user accepted); None
+    when not compared (e.g. ``quantagent analyze`` of a store)."""
     sequential: dict[str, Any] | None = None
     """Run-until-decided: ``planned_looks``, ``alphas``, ``looks`` (each look's design,
     episodes, α and verdict), ``episodes_used``, ``alpha_spent``, ``stopped`` and ``why``;

@@ -218,6 +218,65 @@ def cell_notes(report: Report | dict[str, Any]) -> list[str]:
     return out
 
 
+def _p(p: Any) -> str:
+    return "" if p is None else f", Holm p={p:.2g}" if p >= 1e-3 else f", Holm p={p:.0e}"
+
+
+def _x(ratio: Any) -> str:
+    return "" if ratio is None else f" ×{ratio:.3g}"
+
+
+def answer_text(name: str, t: dict[str, Any]) -> str:
+    """One answer-level test, ``reference → arm``: a length's mean per turn, a rate's share
+    of turns and counts, the ratio and the Holm-adjusted p."""
+    if t.get("kind") == "length":
+        unit = "" if t.get("unit") == "tokens" else f" {t.get('unit')}"
+        ref, arm = t.get("reference_per_turn"), t.get("arm_per_turn")
+        vals = f"{'—' if ref is None else f'{ref:.3g}'} → {'—' if arm is None else f'{arm:.3g}'}"
+        return f"{name}{unit} {vals}{_x(t.get('ratio'))}{_p(t.get('p_holm'))}"
+    return (f"{name} {_pct(t.get('reference_per_turn'))} → {_pct(t.get('arm_per_turn'))} "
+            f"({int(t.get('reference_total') or 0)} of {t.get('reference_turns')} → "
+            f"{int(t.get('arm_total') or 0)} of {t.get('arm_turns')} turns)"
+            f"{_x(t.get('ratio'))}{_p(t.get('p_holm'))}")
+
+
+def comparability_text(block: dict[str, Any]) -> str:
+    """Every serving setting compared, grouped by status (``differs`` and ``accepted`` with
+    both values)."""
+    settings: dict[str, Any] = block.get("settings") or {}
+    groups: dict[str, list[str]] = {}
+    for name, st in settings.items():
+        status = st.get("status", "?")
+        text = (f"{name} {st.get('reference')} vs {st.get('arm')}"
+                if status in ("differs", "accepted", "informational") else name)
+        groups.setdefault(status, []).append(text)
+    order = ("differs", "accepted", "same", "unknown", "informational")
+    parts = [f"{k}: {', '.join(groups[k])}" for k in order if k in groups]
+    return f"{len(settings)} settings; " + "; ".join(parts)
+
+
+def cell_test_lines(report: Report | dict[str, Any]) -> list[str]:
+    """Per cell, what the table has no column for among the tests: the answers per agent
+    turn, the termination reasons, and the serving settings compared."""
+    data = report.model_dump(mode="json") if isinstance(report, Report) else report
+    out: list[str] = []
+    for cell in data.get("cells", []):
+        name = f"{cell['domain']}/{cell['arm']}"
+        answers = cell.get("answer_tests") or {}
+        if answers:
+            out.append(f"{name}: answers per agent turn (reference → arm): "
+                       + "; ".join(answer_text(k.replace("_", " "), t) for k, t in answers.items()))
+        terms = cell.get("termination_tests") or {}
+        if terms:
+            out.append(f"{name}: episodes ending as (reference → arm): " + "; ".join(
+                f"{k} {t.get('reference_count')} → {t.get('arm_count')}{_x(t.get('ratio'))}"
+                f"{_p(t.get('p_holm'))}" for k, t in terms.items()))
+        comp = cell.get("comparability")
+        if comp:
+            out.append(f"{name}: serving compared (reference vs arm): {comparability_text(comp)}")
+    return out
+
+
 #: Narrower consoles (a piped command gets 80 columns) get one block per cell instead of
 #: the table, whose six columns would wrap every reason over many lines.
 TABLE_MIN_WIDTH = 120
@@ -292,5 +351,7 @@ def render_terminal(report: Report | dict[str, Any], console: Console | None = N
         con.print(build_table(report))
         for line in reason_lines(report):
             con.print(plain_text(line), markup=False, highlight=False, soft_wrap=True)
+    for line in cell_test_lines(report):
+        con.print(plain_text(line), markup=False, highlight=False, soft_wrap=True)
     for line in cell_notes(report):
         con.print(plain_text(line), markup=False, highlight=False)

@@ -13,6 +13,9 @@ budget accounting are untouched).
 
 Hot path: tool schemas come in built once per domain; converted history messages are cached
 by identity, so each call converts only the messages added since the previous call.
+
+Answers: each model turn's output tokens, finish reason, emptiness and reasoning length are
+kept in :attr:`LLMAgent.turns` (the episode record's ``turns``), whatever the turn became.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 from pytest_quantagent.backends.base import GenerateRequest, Generation
 from pytest_quantagent.backends.wrapper import ModelClient
 from pytest_quantagent.runner.repair import ReflexiveRepair
+from pytest_quantagent.store.records import AnswerTurn
 from pytest_quantagent.vocab.limits import loads_bounded
 from pytest_quantagent.vocab.messages import (
     AssistantMessage,
@@ -124,6 +128,8 @@ class LLMAgent:
         self._seen: list[Message] = []
         self._converted: list[dict[str, Any]] = [self._system]
         self._n_calls = 0
+        self.turns: list[AnswerTurn] = []
+        """What each model turn of this episode produced, in order."""
 
     def to_openai(self, view: Sequence[Message]) -> list[dict[str, Any]]:
         """The chat messages for ``view``, reusing conversions of an unchanged prefix."""
@@ -164,7 +170,21 @@ class LLMAgent:
             want_margins=self.want_margins,
         )
         gen = await self.client.generate(request)
+        self.turns.append(answer_turn(gen))
         return generation_to_message(gen, turn)
+
+
+def is_empty(gen: Generation) -> bool:
+    """An empty answer: neither text nor a tool call (what :func:`generation_to_message`
+    turns into a ``malformed_call``)."""
+    return not gen.tool_calls and not gen.content
+
+
+def answer_turn(gen: Generation) -> AnswerTurn:
+    """The answer-level figures of one model turn."""
+    return AnswerTurn(output_tokens=gen.completion_tokens, finish_reason=gen.finish_reason,
+                      empty=is_empty(gen), reasoning_tokens=gen.reasoning_tokens,
+                      reasoning_chars=gen.reasoning_chars)
 
 
 def generation_to_message(gen: Generation, turn: int) -> AssistantMessage:
@@ -172,7 +192,7 @@ def generation_to_message(gen: Generation, turn: int) -> AssistantMessage:
     calls, bad = parse_tool_calls(gen, turn)
     content = gen.content if gen.content else None
     raw: str | None = None
-    if not calls and content is None:
+    if is_empty(gen):
         calls = [ToolCall(id=f"call_{turn}_empty", name="", parse_error="empty turn: no text and no tool call")]
         bad = True
     if bad:

@@ -325,6 +325,7 @@ class ArmRunner:
             error_message=outcome.error_message[:2000] if outcome.error_message else None,
             flags=["output_truncated"] if _any_truncated(outcome.messages) else [],
             user_events=dict(getattr(outcome, "user_events", None) or {}),
+            turns=getattr(outcome, "turns", None),
         )
 
     def _failure(self, ep: PlannedEpisode, key: str, message: str, duration: float,

@@ -31,7 +31,7 @@ from pytest_quantagent.env.environment import Environment
 from pytest_quantagent.env.evaluate import RewardInfo, evaluate
 from pytest_quantagent.env.tasks import Task
 from pytest_quantagent.errors import ConfigurationError, ContextOverflowError, InfrastructureError
-from pytest_quantagent.store.records import CallRecord
+from pytest_quantagent.store.records import AnswerTurn, CallRecord
 from pytest_quantagent.vocab.channels import TerminationReason
 from pytest_quantagent.vocab.messages import (
     USER_STOP_TOKENS,
@@ -79,6 +79,9 @@ class EpisodeOutcome:
     env: Environment | None = field(default=None, repr=False)
     user_events: dict[str, int] = field(default_factory=dict)
     """The user's own count of what it did of its own accord (``EpisodeRecord.user_events``)."""
+    turns: list[AnswerTurn] | None = None
+    """What each model turn of the agent produced (``EpisodeRecord.turns``); None for an
+    agent that does not keep them."""
 
     @property
     def success(self) -> bool:
@@ -282,7 +285,18 @@ async def run_episode(
         error_message=error_message,
         env=env,
         user_events=user_events(user),
+        turns=agent_turns(agent),
     )
+
+
+def agent_turns(agent: object) -> list[AnswerTurn] | None:
+    """The answer-level figures an agent kept of its model turns (its ``turns``, as
+    :class:`~pytest_quantagent.runner.agent.LLMAgent` keeps them); None for an agent without
+    them (a scripted or gold agent)."""
+    turns = getattr(agent, "turns", None)
+    if not isinstance(turns, list) or not all(isinstance(t, AnswerTurn) for t in turns):
+        return None
+    return list(turns)
 
 
 def user_events(user: object) -> dict[str, int]:

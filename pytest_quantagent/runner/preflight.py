@@ -295,3 +295,218 @@ def preflight_or_raise(runtimes: Sequence[Any], user: Any = None, *,
     if user is not None:
         models["user"] = user.arm
     preflight_specs_or_raise(models, extra=extra)
+
+
+# --------------------------------------------------------------------------- comparability
+
+#: The serving settings compared between a candidate arm and its reference before any
+#: episode, and where each is read. A difference in any of them can change what the model
+#: does, so it makes the cell INCONCLUSIVE "not comparable" unless the user accepts it by
+#: name (``--quant-accept-difference``). Values the arms TOML does not set are the harness's
+#: defaults; values a server does not expose are ``unknown`` (never a difference).
+COMPARED_SETTINGS: dict[str, str] = {
+    "backend": "the backend kind serving the arm (openai, transformers, vllm, mock)",
+    "temperature": "sampling temperature: extra_body.temperature, else the agent's 0",
+    "top_p": "nucleus sampling: extra_body.top_p, else not sent (the server's default)",
+    "max_tokens": "token limit per answer: extra_body.max_tokens / max_completion_tokens, "
+                  "the transformers option max_new_tokens, else the agent's 512",
+    "reasoning": "reasoning switches: extra_body.chat_template_kwargs (enable_thinking...), "
+                 "reasoning_effort, include_reasoning, reasoning, thinking",
+    "extra_body": "every other request field the arm adds (extra_body's remaining keys)",
+    "tool_schemas": "tool schema handling: strict (constrained = true) or as given",
+    "max_output_chars": "the harness's cut of an over-long output (max_output_chars)",
+    "chat_template": "the chat template: the server's (a /v1/models entry's chat_template) "
+                     "or the checkpoint's tokenizer_config.json (sha256 of the text)",
+    "tool_parser": "the server's tool-call parser (a /v1/models entry's tool_call_parser or "
+                   "tool_parser; a vllm arm's tool_call_parser option)",
+    "reasoning_parser": "the server's reasoning parser (a /v1/models entry's "
+                        "reasoning_parser; a vllm arm's option)",
+    "max_model_len": "the context length (a /v1/models entry's max_model_len; a vllm arm's "
+                     "option)",
+    "server_version": "the server's version (GET <root>/version, vLLM's)",
+}
+#: Read and listed, never a difference: what the arms differ in by design.
+INFORMATIONAL_SETTINGS: dict[str, str] = {
+    "served_model": "the model id the arm calls",
+    "root": "the checkpoint behind the served name (a /v1/models entry's root)",
+}
+UNKNOWN = "unknown"
+_REASONING_KEYS = ("chat_template_kwargs", "reasoning_effort", "include_reasoning", "reasoning",
+                   "thinking")
+_GENERATION_KEYS = ("temperature", "top_p", "max_tokens", "max_completion_tokens")
+_DEFAULT_AGENT_MAX_TOKENS = 512
+
+
+def check_accepted(names: Sequence[str], where: str = "--quant-accept-difference") -> tuple[str, ...]:
+    """``names`` checked against :data:`COMPARED_SETTINGS` (ValueError naming the bad ones and
+    listing the allowed); returned deduplicated, in order."""
+    bad = [n for n in names if n not in COMPARED_SETTINGS]
+    if bad:
+        raise ValueError(f"{where}={','.join(names)}: {', '.join(repr(b) for b in bad)} "
+                         f"{'is' if len(bad) == 1 else 'are'} not a compared setting; allowed: "
+                         + ", ".join(COMPARED_SETTINGS))
+    return tuple(dict.fromkeys(names))
+
+
+def _canon(v: Any) -> str:
+    import json
+
+    if isinstance(v, str):
+        return v
+    return json.dumps(v, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _template_hash(text: Any) -> str | None:
+    import hashlib
+
+    if not isinstance(text, str) or not text:
+        return None
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
+
+
+def _server_fields(spec: ArmSpec, timeout_s: float) -> dict[str, str]:
+    """What the arm's (first) endpoint exposes: the ``/v1/models`` entry of its model
+    (``max_model_len``, ``root``, ``chat_template``, ``tool_call_parser``/``tool_parser``,
+    ``reasoning_parser``) and ``GET <root>/version``'s ``version``. A field the server does
+    not give, or a request that fails, is simply absent."""
+    import httpx
+
+    from pytest_quantagent.backends.options import arm_endpoints
+
+    endpoints = arm_endpoints(spec.base_url, spec.options)
+    if not endpoints:
+        return {}
+    base = endpoints[0][0].rstrip("/")
+    headers = {}
+    if spec.api_key_env and os.environ.get(spec.api_key_env):
+        headers["Authorization"] = "Bearer " + os.environ[spec.api_key_env]
+    out: dict[str, str] = {}
+    try:
+        with httpx.Client(timeout=timeout_s, trust_env=False, headers=headers) as client:
+            try:
+                data = client.get(base + "/models").json()
+                entry = next((m for m in data.get("data", []) if isinstance(m, dict)
+                              and str(m.get("id")) == spec.model), None)
+            except (httpx.HTTPError, ValueError, AttributeError, TypeError):
+                entry = None
+            if entry is not None:
+                if entry.get("max_model_len") is not None:
+                    out["max_model_len"] = _canon(entry["max_model_len"])
+                if isinstance(entry.get("root"), str):
+                    out["root"] = entry["root"]
+                h = _template_hash(entry.get("chat_template"))
+                if h:
+                    out["chat_template"] = h
+                parser = entry.get("tool_call_parser", entry.get("tool_parser"))
+                if isinstance(parser, str) and parser:
+                    out["tool_parser"] = parser
+                rp = entry.get("reasoning_parser")
+                if isinstance(rp, str) and rp:
+                    out["reasoning_parser"] = rp
+            root = base.removesuffix("/v1")
+            try:
+                resp = client.get(root + "/version")
+                version = resp.json().get("version") if resp.status_code == 200 else None
+            except (httpx.HTTPError, ValueError, AttributeError):
+                version = None
+            if isinstance(version, (str, int, float)) and not isinstance(version, bool):
+                out["server_version"] = str(version)
+    except httpx.HTTPError:
+        pass
+    return out
+
+
+def serving_settings(spec: ArmSpec, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, tuple[str, str]]:
+    """Every setting of :data:`COMPARED_SETTINGS` and :data:`INFORMATIONAL_SETTINGS` for one
+    arm: name → (value, where it was read); ``unknown`` where nothing says."""
+    opts = dict(spec.options)
+    extra = opts.get("extra_body") if isinstance(opts.get("extra_body"), dict) else {}
+    assert isinstance(extra, dict)
+    toml = f"arm {spec.label!r}"
+    s: dict[str, tuple[str, str]] = {name: (UNKNOWN, "") for name in
+                                     (*COMPARED_SETTINGS, *INFORMATIONAL_SETTINGS)}
+    s["backend"] = (spec.backend, toml)
+    s["served_model"] = (spec.model, toml)
+    if spec.source == "results":
+        return s
+    s["temperature"] = ((_canon(extra["temperature"]), f"{toml} extra_body") if "temperature" in extra
+                        else ("0", "the agent's request"))
+    s["top_p"] = ((_canon(extra["top_p"]), f"{toml} extra_body") if "top_p" in extra
+                  else ("not sent", "the agent's default"))
+    mt = extra.get("max_tokens", extra.get("max_completion_tokens"))
+    if mt is not None:
+        s["max_tokens"] = (_canon(mt), f"{toml} extra_body")
+    elif opts.get("max_new_tokens") is not None:
+        s["max_tokens"] = (_canon(min(int(opts["max_new_tokens"]), _DEFAULT_AGENT_MAX_TOKENS)),
+                           f"{toml} max_new_tokens")
+    else:
+        s["max_tokens"] = (str(_DEFAULT_AGENT_MAX_TOKENS), "the agent's request (a backend may cap it lower)")
+    reasoning = {k: extra[k] for k in _REASONING_KEYS if k in extra}
+    s["reasoning"] = ((_canon(reasoning), f"{toml} extra_body") if reasoning
+                      else ("none sent", "the agent's default"))
+    rest = {k: v for k, v in extra.items() if k not in (*_REASONING_KEYS, *_GENERATION_KEYS)}
+    s["extra_body"] = (_canon(rest), f"{toml} extra_body") if rest else ("{}", toml)
+    if spec.backend == "openai":
+        s["tool_schemas"] = ("strict" if opts.get("constrained") else "as given", toml)
+        s["max_output_chars"] = (_canon(opts.get("max_output_chars", 32_768)), toml)
+        for name, value in _server_fields(spec, timeout_s).items():
+            s[name] = (value, "the server")
+    elif spec.backend == "vllm":
+        for name, key in (("max_model_len", "max_model_len"), ("tool_parser", "tool_call_parser"),
+                          ("reasoning_parser", "reasoning_parser")):
+            if opts.get(key) is not None:
+                s[name] = (_canon(opts[key]), toml)
+        if isinstance(opts.get("chat_template"), str):
+            s["chat_template"] = (_template_hash(opts["chat_template"]) or UNKNOWN, toml)
+    if s["chat_template"][0] == UNKNOWN and spec.path:
+        s["chat_template"] = _checkpoint_template(spec.path)
+    return s
+
+
+def _checkpoint_template(path: str) -> tuple[str, str]:
+    """The chat template of a checkpoint directory's ``tokenizer_config.json`` (hashed)."""
+    import json
+
+    cfg = Path(path).expanduser() / "tokenizer_config.json"
+    try:
+        h = _template_hash(json.loads(cfg.read_text(encoding="utf-8")).get("chat_template"))
+    except (OSError, ValueError, AttributeError):
+        h = None
+    return (h, f"{cfg}") if h else (UNKNOWN, "")
+
+
+def compare_serving(reference: ArmSpec, arm: ArmSpec, *, accept: Sequence[str] = (),
+                    timeout_s: float = DEFAULT_TIMEOUT_S,
+                    read: Callable[[ArmSpec, float], dict[str, tuple[str, str]]] | None = None,
+                    ) -> dict[str, Any]:
+    """The comparability block of the cell (``arm`` against ``reference``): per setting, both
+    values, where they were read and a status: ``same``; ``differs`` (the cell is
+    INCONCLUSIVE "not comparable"); ``accepted`` (differs, and the user named it in
+    ``accept``); ``unknown`` (a side does not say); ``informational`` (listed, by design
+    different). ``accept`` must name settings of :data:`COMPARED_SETTINGS`."""
+    accepted = check_accepted(accept)
+    get = read or serving_settings
+    ref, cand = get(reference, timeout_s), get(arm, timeout_s)
+    settings: dict[str, dict[str, Any]] = {}
+    for name in (*COMPARED_SETTINGS, *INFORMATIONAL_SETTINGS):
+        (rv, rsrc), (av, asrc) = ref[name], cand[name]
+        if name in INFORMATIONAL_SETTINGS:
+            status = "informational"
+        elif UNKNOWN in (rv, av):
+            status = "unknown"
+        elif rv == av:
+            status = "same"
+        else:
+            status = "accepted" if name in accepted else "differs"
+        settings[name] = {"reference": rv, "arm": av, "status": status,
+                          "source": {"reference": rsrc, "arm": asrc}}
+    return {"reference": reference.label, "arm": arm.label, "settings": settings,
+            "accepted": list(accepted)}
+
+
+def comparability_lines(block: dict[str, Any] | None) -> list[str]:
+    """The settings of a comparability block in words, one line each (the reports')."""
+    if not block:
+        return []
+    return [f"{name}: {s['reference']} vs {s['arm']} ({s['status']})"
+            for name, s in (block.get("settings") or {}).items()]

@@ -3,6 +3,11 @@
 One :class:`EpisodeRecord` per finished episode, appended as one JSON line to the episode
 store. Records are plain data (pydantic, ``extra="forbid"``, versioned): the metrics and
 statistics layers read ``calls``/``success``/``n_errors`` and never need the engine.
+
+Schema versions: 1, the first; 2 adds ``turns`` (what each model turn of the agent produced:
+output tokens, finish reason, empty answer, reasoning length). A version-1 record loads with
+``turns=None``: its answer-level figures are unknown (never zero), and its cache key is the
+same, so a store of either version resumes.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pytest_quantagent.vocab.channels import UNSCORED_TERMINATIONS, Channel, TerminationReason
 from pytest_quantagent.vocab.messages import Decision, Message, Requestor
 
-RECORD_SCHEMA_VERSION = 1
+RECORD_SCHEMA_VERSION = 2
+"""The version new records are written with (see the module docstring)."""
 
 
 class _Record(BaseModel):
@@ -37,6 +43,23 @@ class CallRecord(_Record):
     entity: str | None = None
     """For wrong_entity: the offending value (an id); for unknown/cross-role: the name."""
     arguments: dict[str, Any] | None = None
+
+
+class AnswerTurn(_Record):
+    """One model turn of the agent: what its answer was made of (each field None when the
+    backend did not say)."""
+
+    output_tokens: int | None = None
+    """Tokens the model generated (the server's ``usage.completion_tokens``, reasoning
+    included; the bundled backend counts its own)."""
+    finish_reason: str | None = None
+    """Why generation stopped (``stop``, ``length``: cut at the token limit, ...)."""
+    empty: bool = False
+    """Neither text nor a tool call (the engine answers it as a ``malformed_call``)."""
+    reasoning_tokens: int | None = None
+    """Tokens spent reasoning, where the server reports them."""
+    reasoning_chars: int | None = None
+    """Characters of reasoning text returned apart from the answer, where there was one."""
 
 
 class EpisodeRecord(_Record):
@@ -83,6 +106,9 @@ class EpisodeRecord(_Record):
     """What the store had to change to keep the record: ``lone_surrogates_escaped`` (text
     with unpaired UTF-16 surrogates, written as ``\\udXXX`` escapes), ``output_truncated``
     (model output over the arm's ``max_output_chars``)."""
+    turns: list[AnswerTurn] | None = None
+    """Each model turn of the agent, in order (schema 2); None when not recorded (a schema-1
+    record, or an agent that is not a model): its answer-level figures are unknown."""
     user_events: dict[str, int] = Field(default_factory=dict)
     """What the simulated user did of its own accord, per kind: ``not_understood`` (turns in
     which it found no request or question to act on), ``unrequested_change`` (a state change

@@ -20,6 +20,13 @@
     content-part list form), ``surrogate`` (``"broken \\ud83d text"``, valid JSON), ``huge``
     (tool arguments of ``huge_chars`` characters).
 
+``model_fields``: more fields of every served model's entry (``max_model_len``,
+``chat_template``, ``tool_call_parser``...), as a server that exposes its serving settings;
+``version``: the answer of ``GET /version`` (``{"version": ...}``; 404 when None).
+``completion_tokens``: the usage every answer reports (default 10), ``finish_reason`` its
+finish reason; ``empty_every``: every N-th chat request is answered with an empty message
+(no text, no tool call).
+
 ``model_root``: reported as every served model's ``root`` (as vLLM does: the checkpoint
 behind a served name). ``require_key``: every request without ``Authorization: Bearer <key>`` gets a 401 echoing
 what it sent. Counters: ``requests`` (chat requests), ``model_requests`` (GETs), ``injected``
@@ -70,6 +77,11 @@ class FaultServer(FakeOpenAIServer):
         require_key: str | None = None,
         model_root: str | None = None,
         redirect_location: str = "https://127.0.0.1:1/v1/chat/completions",
+        model_fields: Mapping[str, Any] | None = None,
+        version: str | None = None,
+        completion_tokens: int = 10,
+        finish_reason: str = "stop",
+        empty_every: int = 0,
     ) -> None:
         for kind in [*(faults or {}).values(), *fault_mix]:
             if kind not in FAULT_KINDS:
@@ -92,6 +104,11 @@ class FaultServer(FakeOpenAIServer):
         """Requests refused for a missing or wrong key (``require_key``)."""
         self.model_requests = 0
         self.injected: Counter[str] = Counter()
+        self.model_fields = dict(model_fields or {})
+        self.version = version
+        self.completion_tokens = completion_tokens
+        self.finish_reason = finish_reason
+        self.empty_every = empty_every
         self.arrivals: list[float] = []
         """Loop time of each chat request (to check retry spacing)."""
 
@@ -114,6 +131,22 @@ class FaultServer(FakeOpenAIServer):
                    "usage": {"prompt_tokens": 10, "completion_tokens": 10}}
         # ensure_ascii keeps a lone surrogate as the escape "\ud83d": valid JSON text.
         return self._status(200, json.dumps(payload, ensure_ascii=True).encode())
+
+    def _scripted(self, body: bytes) -> bytes:
+        """The scripted answer, with the usage and finish reason asked for; every
+        ``empty_every``-th request an empty message."""
+        if not self.empty_every and self.completion_tokens == 10 and self.finish_reason == "stop":
+            return self._answer(body)  # the stand-in's fast path, as before
+        if self.empty_every and self.requests % self.empty_every == 0:
+            message: Any = {"role": "assistant", "content": ""}
+        else:
+            message = json.loads(self._answer(body))["choices"][0]["message"]
+        payload = {"id": f"chatcmpl-{self.requests}", "object": "chat.completion", "model": "fake",
+                   "choices": [{"index": 0, "message": message,
+                                "finish_reason": self.finish_reason}],
+                   "usage": {"prompt_tokens": len(body) // 4,
+                             "completion_tokens": self.completion_tokens}}
+        return json.dumps(payload, ensure_ascii=True).encode()
 
     def _faulty(self, fault: str, head: bytes) -> bytes | None:
         retry = (f"Retry-After: {self.retry_after_s:g}\r\n"
@@ -173,7 +206,8 @@ class FaultServer(FakeOpenAIServer):
                 if self.models_status == 200:
                     writer.write(self._status(200, {"object": "list", "data": [
                         {"id": m, "object": "model",
-                         **({"root": self.model_root} if self.model_root else {})}
+                         **({"root": self.model_root} if self.model_root else {}),
+                         **self.model_fields}
                         for m in self.served_models]}))
                 elif 300 <= self.models_status < 400:
                     location = self.redirect_location.replace("/chat/completions", "/models")
@@ -182,6 +216,11 @@ class FaultServer(FakeOpenAIServer):
                     refusal = self._faulty("echo_key", head) or b""
                     writer.write(refusal.replace(
                         b"401 Unauthorized", f"{self.models_status} X".encode(), 1))
+                await writer.drain()
+                continue
+            if head.startswith(b"GET ") and b"/version" in head.split(b"\r\n", 1)[0]:
+                writer.write(self._status(200, {"version": self.version}) if self.version
+                             else self._status(404, {"detail": "Not Found"}))
                 await writer.drain()
                 continue
             self.requests += 1
@@ -196,7 +235,7 @@ class FaultServer(FakeOpenAIServer):
                 await asyncio.sleep(self.hang_s)
                 writer.close()
                 return
-            reply = self._faulty(fault, head) if fault else self._http("200 OK", self._answer(body))
+            reply = self._faulty(fault, head) if fault else self._http("200 OK", self._scripted(body))
             assert reply is not None
             writer.write(reply)
             await writer.drain()

@@ -431,3 +431,20 @@ def test_fake_server_reports_how_late_its_answers_left(faults: dict[int, str] | 
             assert http.get(f"{url}/models").json() == {"object": "list", "data": []}
     finally:
         server.stop()
+
+
+def test_parse_completion_reads_finish_reason_and_reasoning() -> None:
+    # issue 38: the answer-level figures come from the server's response as it gives them
+    from pytest_quantagent.backends.openai_compat import parse_completion
+
+    g = parse_completion({"role": "assistant", "content": "hi", "reasoning_content": "abcde"},
+                         None, {"prompt_tokens": 3, "completion_tokens": 40,
+                                "completion_tokens_details": {"reasoning_tokens": 31}},
+                         finish_reason="length")
+    assert (g.completion_tokens, g.finish_reason, g.reasoning_tokens, g.reasoning_chars) == (
+        40, "length", 31, 5)
+    # vLLM's newer field name; odd values are unknown, never zero
+    g = parse_completion({"role": "assistant", "content": None, "reasoning": "xy"}, None,
+                         {"completion_tokens": True, "completion_tokens_details": None})
+    assert (g.completion_tokens, g.finish_reason, g.reasoning_tokens, g.reasoning_chars) == (
+        None, None, None, 2)

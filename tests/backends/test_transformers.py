@@ -42,7 +42,7 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _request(text: str, seed: int = 0, **kw: object) -> GenerateRequest:
     return GenerateRequest(
         messages=[{"role": "system", "content": "policy"}, {"role": "user", "content": text}],
-        tools=TOOLS, seed=seed, max_tokens=12, **kw,  # type: ignore[arg-type]
+        tools=TOOLS, seed=seed, **{"max_tokens": 12, **kw},  # type: ignore[arg-type]
     )
 
 
@@ -244,3 +244,13 @@ def test_aliases_the_model_writes_become_the_conversations_ids(tmp_path: Path) -
     ids = backend.prompt_ids(two)
     assert tok.token_id("<order1>") in ids and tok.token_id("<order2>") in ids
     assert "#W" not in tok.decode(ids)
+
+
+def test_finish_reason_says_length_when_the_token_limit_cut_the_answer(tiny_dir: Path) -> None:
+    # issue 38: a turn cut at max_tokens is finish_reason "length"; one that stopped, "stop"
+    backend = TransformersBackend(tiny_dir, max_new_tokens=64)
+    for gen in (backend.generate_batch([_request("hi", max_tokens=2)])[0],
+                asyncio.run(backend.generate(_request("hi", max_tokens=2)))):
+        assert gen.completion_tokens == 2 and gen.finish_reason == "length"
+    long = backend.generate_batch([_request("hi", max_tokens=64)])[0]
+    assert long.finish_reason == ("length" if long.completion_tokens == 64 else "stop")

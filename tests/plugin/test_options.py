@@ -29,7 +29,8 @@ def test_ini_names_follow_one_rule() -> None:
     assert names["--quant-margin"] == "quant_margin"
     assert names["--quant-require"] == "quant_require"
     assert names["--quant-until-decided"] == "quant_until_decided"
-    assert len(set(names.values())) == len(OPTIONS) == 30
+    assert names["--quant-accept-difference"] == "quant_accept_difference"
+    assert len(set(names.values())) == len(OPTIONS) == 31
 
 
 @pytest.mark.parametrize(

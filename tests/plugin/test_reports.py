@@ -227,7 +227,9 @@ def test_arms(quant_arm, reference_arm):
         pytester.runpytest("--domain=telecom").assert_outcomes(passed=1)
     finally:
         server.stop()
-    assert server.model_requests == 1 and server.requests == 0
+    # GET /models twice: the pre-flight's check, then the comparability probe reading the
+    # entry's serving fields (max_model_len, chat_template, tool parser); no chat request
+    assert server.model_requests == 2 and server.requests == 0
 
 
 def test_arm_only_cells_validate_and_render() -> None:

@@ -53,6 +53,11 @@ def test_fast_subset() -> None:
     assert float(low["LOSSLESS"]) <= 5 / 30, low
     same = _row("identical arms 160x1", 30)
     assert float(same["LOSSLESS"]) >= 24 / 30, same
+    # issue 38: x3 longer answers at a flat score are damage; exactly x1.5 is not claimed
+    longer = _row("answers output length x3 40x1", 30)
+    assert float(longer["MASKED_DAMAGE"]) >= 24 / 30, longer
+    edge = _row("answers output length at x1.5 114x1", 30)
+    assert float(edge["MASKED_DAMAGE"]) + float(edge["DEGRADED"]) <= 3 / 30, edge
 
 
 def test_calibration_table_runs_and_filters(capsys: pytest.CaptureFixture[str]) -> None:
@@ -86,7 +91,7 @@ def test_done_when_table() -> None:
             failures.append((row.name, r))
         if row.kind in ("boundary", "amplified") and float(r["LOSSLESS"]) > 0.05:
             failures.append((row.name, r))
-        if row.kind in ("sub-margin", "identical") and alarms > 0.06:
+        if row.kind in ("sub-margin", "identical", "at-threshold") and alarms > 0.06:
             failures.append((row.name, r))
         # paired channel evidence decides byte-identical arms (issue 33)
         if row.name == "identical arms 160x1" and float(r["LOSSLESS"]) < 0.9:
