@@ -346,7 +346,7 @@ def test_the_prefix_cache_stays_within_its_bound_and_evicts_least_recent_leaves(
         return torch.arange(layers * 2 * heads * n * dim, dtype=torch.float32).view(layers, 2, heads, n, dim)
 
     shared = list(range(8))
-    a, b, c = shared + [10, 11, 12, 13], shared + [20, 21, 22, 23], list(range(30, 42))
+    a, b, c = [*shared, 10, 11, 12, 13], [*shared, 20, 21, 22, 23], list(range(30, 42))
     cache.insert(a, kv(12), 3)
     cache.insert(b, kv(12), 3)  # shares a's first two chunks: one node more
     assert len(cache) == 4 and cache.bytes == 4 * node_bytes
