@@ -115,7 +115,12 @@ def child(args: argparse.Namespace) -> int:
 
 
 def _before_tree(tmp: Path) -> Path:
-    """A copy of this package with the two backend files of commit BEFORE."""
+    """A copy of this package with the two backend files of commit BEFORE (the rest of the
+    tree, domains included, linked)."""
+    tmp.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name not in ("pytest_quantagent", ".git"):
+            (tmp / entry.name).symlink_to(entry)
     shutil.copytree(ROOT / "pytest_quantagent", tmp / "pytest_quantagent",
                     ignore=shutil.ignore_patterns("__pycache__"))
     for rel in SWAPPED:
