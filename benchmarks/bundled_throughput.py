@@ -25,8 +25,15 @@ tasks once). Run with one thread per process::
 
 Measured 2026-12-03 on the 2-core development VM shared with other sessions (load average
 given with the table; wall times stretch with the load, ``cpu s`` and ``ep/cpu-s`` are the
-steadier figures), ``OMP_NUM_THREADS=1 python3 benchmarks/bundled_throughput.py``: see
-``pytest_quantagent/bundled/models/README.md`` ("Throughput of the bundled backend").
+steadier figures), ``OMP_NUM_THREADS=1 python3 benchmarks/bundled_throughput.py`` (load average 1.6 at the
+start; also in ``pytest_quantagent/bundled/models/README.md``, "Throughput of the bundled
+backend")::
+
+    version  conc episodes   wall s    ep/s   tok/s   cpu s ep/cpu-s peak MB cached  c1 records = c64
+    before      1        8     8.64   0.925   160.2    8.59    0.932     446      -  yes
+    before     64       60    35.14   1.708   242.7   35.05    1.712     579      -  yes
+    after       1        8     9.21   0.868   150.3    9.21    0.869     472    86%  yes
+    after      64       60    15.61   3.843   546.3   15.67    3.829     738    84%  yes
 
 Where the time went before (cProfile of the decode thread, concurrency 64, 64 episodes):
 67% in the per-request prefills (743 HF forward passes of the whole conversation so far,
