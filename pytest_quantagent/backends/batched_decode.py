@@ -43,6 +43,7 @@ still batch-independent, just not batched (:func:`unsupported_reason` says why).
 from __future__ import annotations
 
 import collections
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -232,6 +233,9 @@ class BatchedDecoder:
         self.chunk = chunk
         self.prefill_tokens = prefill_tokens
         self.cache = PrefixCache(chunk, cache_bytes)
+        self._lock = threading.RLock()
+        """Held by ``prepare`` and ``step``: the prefix cache is shared by the decode thread
+        and synchronous ``generate_batch`` calls."""
         inner = model.model
         cfg = model.config
         self.embed = inner.embed_tokens
@@ -284,6 +288,10 @@ class BatchedDecoder:
     def prepare(self, row: DecodeRow) -> None:
         """Allocate ``row``'s KV cache and copy in the prefix cache's chunks of its prompt
         (every one but the chunk holding the last prompt position, whose logits are needed)."""
+        with self._lock:
+            self._prepare(row)
+
+    def _prepare(self, row: DecodeRow) -> None:
         import torch
 
         n = len(row.prompt)
@@ -305,6 +313,10 @@ class BatchedDecoder:
         """One forward pass: every decoding row (one token each) and the rows still to
         prefill, in order, while their prompt tokens fit ``prefill_tokens`` (the first
         always). Each row run chooses its next token. Returns the rows run."""
+        with self._lock:
+            return self._step(rows)
+
+    def _step(self, rows: list[DecodeRow]) -> list[DecodeRow]:
         import torch
 
         spans: list[tuple[DecodeRow, int, int, int]] = []  # row, offset in the pass, from, to
@@ -318,7 +330,7 @@ class BatchedDecoder:
                 toks = [r.tokens[-1]]
             else:
                 if r.kv is None:
-                    self.prepare(r)
+                    self._prepare(r)
                 need = len(r.prompt) - r.length
                 if need > budget and not first_prefill:
                     continue
@@ -338,31 +350,39 @@ class BatchedDecoder:
             h = self.embed(torch.tensor(ids, dtype=torch.long))
             masks: dict[tuple[int, int], torch.Tensor] = {}
             # (row, first query's index in the pass, chunk start, chunk end)
-            pieces = [(r, off + ca - a, ca, cb) for r, off, a, b in spans for ca, cb in self._chunks(a, b)]
-            for li, layer in enumerate(self.layers):
-                x = layer.input_layernorm(h)
-                qkv = self._linear(self._qkv[li], x).view(m, 3, h_, d)
-                q, k, v = qkv[:, 0], qkv[:, 1], qkv[:, 2]
-                q = q * cos + _rotate_half(q) * sin
-                k = k * cos + _rotate_half(k) * sin
-                for r, off, a, b in spans:
-                    assert r.kv is not None
-                    r.kv[li, 0, :, a:b].copy_(k[off:off + b - a].transpose(0, 1))
-                    r.kv[li, 1, :, a:b].copy_(v[off:off + b - a].transpose(0, 1))
-                outs = []
-                for r, s, ca, cb in pieces:
-                    assert r.kv is not None
-                    qi = q[s:s + cb - ca].transpose(0, 1).unsqueeze(0)
+            # Views made once per pass, indexed by layer in the loop (fewer small torch calls
+            # per row and layer; same values and strides as slicing per layer).
+            dests = []  # per span: its positions in the row's cache, all layers
+            for r, off, a, b in spans:
+                assert r.kv is not None
+                dests.append((r.kv[:, :, :, a:b], off, b - a))
+            pieces = []  # per chunk: first query's index in the pass, keys, values, mask
+            for r, off, a, b in spans:
+                assert r.kv is not None
+                for ca, cb in self._chunks(a, b):
                     mask = None
                     if cb - ca > 1:
                         mask = masks.get((ca, cb))
                         if mask is None:
                             mask = masks[(ca, cb)] = (
                                 torch.arange(cb)[None, :] <= torch.arange(ca, cb)[:, None])
-                    o = sdpa(qi, r.kv[li, 0, :, :cb].unsqueeze(0), r.kv[li, 1, :, :cb].unsqueeze(0),
-                             attn_mask=mask, dropout_p=0.0, scale=self.scaling, is_causal=False)
-                    outs.append(o[0].transpose(0, 1))
-                o = torch.cat(outs, 0).reshape(m, h_ * d)
+                    keys = r.kv[:, 0, :, :cb].unsqueeze(1)
+                    values = r.kv[:, 1, :, :cb].unsqueeze(1)
+                    pieces.append((off + ca - a, cb - ca, keys, values, mask))
+            for li, layer in enumerate(self.layers):
+                x = layer.input_layernorm(h)
+                qkv = self._linear(self._qkv[li], x).view(m, 3, h_, d)
+                q, k, v = qkv[:, 0], qkv[:, 1], qkv[:, 2]
+                q = q * cos + _rotate_half(q) * sin
+                k = k * cos + _rotate_half(k) * sin
+                kv = torch.stack((k, v)).transpose(1, 2)  # (2, heads, m, head_dim)
+                for dest, off, n in dests:
+                    dest[li].copy_(kv[:, :, off:off + n])
+                q4 = q.transpose(0, 1).unsqueeze(0)  # (1, heads, m, head_dim)
+                outs = [sdpa(q4[:, :, s:s + n], keys[li], values[li], attn_mask=mask,
+                             dropout_p=0.0, scale=self.scaling, is_causal=False)
+                        for s, n, keys, values, mask in pieces]
+                o = torch.cat(outs, 2)[0].transpose(0, 1).reshape(m, h_ * d)
                 h = h + self._linear(self._o[li], o)
                 x = layer.post_attention_layernorm(h)
                 gate, up = torch.split(self._linear(self._gate_up[li], x), self.mlp_width, -1)
