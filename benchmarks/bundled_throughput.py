@@ -40,8 +40,8 @@ Where the time went before (cProfile of the decode thread, concurrency 64, 64 ep
 410 tokens on average, for 14 generated tokens per request), 23% in the decode steps; by
 kernel, ``F.linear`` 26% (mostly the prefills' GEMMs), SDPA 24% (the prefills' causal
 attention and one call per row per layer in the steps), ``bmm`` 5%. After (60 episodes):
-the step is 80% of the process's CPU time; in it, SDPA (one call per decoded row and layer)
-about 60%, the GEMMs 15-20%, the rest the Python and small torch calls around them; the
+the step is 80% of the process's CPU time; in it (cProfile of a 64-row step), SDPA (one call per decoded row and layer)
+about half, the GEMMs under 10%, the rest the Python and small torch calls around them; the
 alias map of each answer (``bundled/tokenizer.py``, ``_finish``) about 5%.
 """
 
