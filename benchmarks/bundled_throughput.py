@@ -1,56 +1,48 @@
-"""Episodes per second of the bundled CPU model (transformers backend), before and after
-batched decoding, measured side by side in one process.
+"""Episodes per second of the bundled CPU model (transformers backend), before and after the
+prefix KV cache and batched prefill, measured side by side in one run.
 
 Real episodes (the domain's scripted user, the bundled ``tiny-agent-prone`` bf16 arm,
-greedy, the environment and evaluation; no store) at concurrency 1 and 64, under three
-decoding modes of the same loaded model:
+greedy, the environment and evaluation; no store) at concurrency 1 and 64, each
+configuration in its own child process (so that its peak RSS is its own), for two versions
+of the backend on the same weights:
 
-- ``legacy``: what the backend did before batched decoding: pending requests cut into one
-  left-padded ``model.generate`` batch (up to 32 rows) that runs until its longest row ends.
-  Its margins depend on the batch in the last bits.
-- ``alone``: every request decoded by itself (``model.generate`` with one row): the
-  reference that batched decoding reproduces bit for bit, and the path for sampled requests
-  and unsupported models.
-- ``batched``: the current default (continuous batching, ``backends/batched_decode.py``).
+- ``before``: ``backends/transformers.py`` and ``backends/batched_decode.py`` as of commit
+  ``BEFORE`` (continuous batching of decode steps, every prompt prefilled alone by the HF
+  forward), run from a temporary copy of this package with those two files swapped in.
+- ``after``: this tree (canonical prompt chunks, the prefix cache, prompts prefilled in the
+  same forward pass as the decoding rows).
 
-Printed per mode and concurrency: episodes, wall seconds, episodes/s, generated tokens/s,
-this process's CPU seconds, episodes per CPU second, and whether every episode record (messages, decisions with their margins, calls, reward)
-equals the ``alone`` run's at the same concurrency. Run with one thread per process::
+Printed per version and concurrency: episodes, wall seconds, episodes/s, generated tokens/s,
+the child's CPU seconds, episodes per CPU second, its peak RSS, and whether the episode
+records (messages, decisions with their margins, calls, reward) of the concurrency-1 run
+equal those of the same episodes in the concurrency-64 run; for ``after``, the share of
+prompt positions served from the prefix cache. The plan takes the split's tasks in order,
+one trial each, then a second trial, and so on (``--episodes-c64 60``: the 60 telecom test
+tasks once). Run with one thread per process::
 
-    OMP_NUM_THREADS=1 python3 benchmarks/bundled_throughput.py [--episodes-c1 8] [--episodes-c64 64]
-                                                              [--domain telecom] [--breakdown-only] [--json]
+    OMP_NUM_THREADS=1 python3 benchmarks/bundled_throughput.py [--episodes-c1 8] [--episodes-c64 60]
+        [--domain telecom] [--split test] [--versions before,after] [--json]
 
-Printed first: the prefill of a 410-token prompt (the mean prompt of these runs) and one
-decode step at 1, 8 and 64 rows.
+Measured 2026-12-03 on the 2-core development VM shared with other sessions (load average
+given with the table; wall times stretch with the load, ``cpu s`` and ``ep/cpu-s`` are the
+steadier figures), ``OMP_NUM_THREADS=1 python3 benchmarks/bundled_throughput.py`` (load average 1.7 at the
+start, 4.0 at the end; also in ``pytest_quantagent/bundled/models/README.md``, "Throughput of
+the bundled backend", with an earlier run at lower load)::
 
-Measured 2026-12-03 on the 2-core development VM shared with four other sessions (load
-average 7-8 during this run, so wall times are about twice the CPU times; ``cpu s`` and
-``ep/cpu-s`` are the steadier figures), telecom test split, ``tiny-agent-prone`` bf16,
-``OMP_NUM_THREADS=1 python3 benchmarks/bundled_throughput.py``::
+    version  conc episodes   wall s    ep/s   tok/s   cpu s ep/cpu-s peak MB cached  c1 records = c64
+    before      1        8    16.78   0.477    82.6   11.61    0.689     445      -  yes
+    before     64       60    56.48   1.062   151.0   38.88    1.543     580      -  yes
+    after       1        8    17.80   0.449    77.8   10.40    0.770     469    86%  yes
+    after      64       60    22.91   2.619   372.3   16.81    3.569     708    84%  yes
 
-    mode     conc episodes   wall s    ep/s    tok/s   cpu s ep/cpu-s  equal to alone
-    alone       1        8    24.68   0.324     56.1   12.25    0.653  -
-    legacy      1        8    23.24   0.344     59.6   13.28    0.602  yes
-    batched     1        8    21.64   0.370     64.0   10.74    0.745  yes
-    alone      64       64   144.00   0.444     67.1   71.43    0.896  -
-    legacy     64       64    97.15   0.659     99.4   47.94    1.335  no
-    batched    64       64    61.02   1.049    158.3   30.71    2.084  yes
-
-Two earlier runs of the same command at lower load (1.3-2.6) gave, at concurrency 64,
-alone / legacy / batched 1.09 / 1.00 / 1.38 and 0.78 / 0.80 / 0.98 episodes per wall second
-(no CPU column yet). At concurrency 64 batched decoding does 1.6x the episodes per CPU
-second of the legacy batches and 2.3x of decoding alone, and its records are those of
-decoding alone; the legacy batches' are not (margins differ in the last bits).
-
-Why not 64x: only the decode steps batch. A step of 64 rows costs about 10x one row
-(1-row kernels and one attention call per row, the price of bitwise batch invariance: see
-``pytest_quantagent/backends/batched_decode.py``), i.e. about 6x the decode tokens per
-second; but every request's prompt (the whole conversation so far, 410 tokens on average,
-14 generated tokens per request) is prefilled alone, and prefill was 73% of the batched
-run's decode-thread time (34 of 46 s in one instrumented run: 743 prefills of 46 ms, 376
-steps of 26.8 ms at 25.7 rows on average). A 1-row prefill is compute-bound (SDPA's CPU
-flash kernel ~43% of it, the GEMMs ~30%). Reusing an episode's KV cache from its previous
-turn would remove most of it but changes the logits' last bits relative to a full prefill.
+Where the time went before (cProfile of the decode thread, concurrency 64, 64 episodes):
+67% in the per-request prefills (743 HF forward passes of the whole conversation so far,
+410 tokens on average, for 14 generated tokens per request), 23% in the decode steps; by
+kernel, ``F.linear`` 26% (mostly the prefills' GEMMs), SDPA 24% (the prefills' causal
+attention and one call per row per layer in the steps), ``bmm`` 5%. After (60 episodes):
+the step is 80% of the process's CPU time; in it (cProfile of a 64-row step), SDPA (one call per decoded row and layer)
+about half, the GEMMs under 10%, the rest the Python and small torch calls around them; the
+alias map of each answer (``bundled/tokenizer.py``, ``_finish``) about 5%.
 """
 
 from __future__ import annotations
@@ -60,76 +52,19 @@ import asyncio
 import json
 import os
 import resource
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pytest_quantagent.backends.base import GenerateRequest, Generation
-from pytest_quantagent.backends.transformers import TransformersBackend
-from pytest_quantagent.env.registry import get_domain
-from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_arm
-from pytest_quantagent.runner.build import build_arm, resolve_arms
-
-MODES = ("legacy", "alone", "batched")
-
-
-class _Legacy:
-    """The pre-batching queue: every pending request in one ``model.generate`` batch."""
-
-    def __init__(self, backend: TransformersBackend, max_batch: int = 32) -> None:
-        self.backend = backend
-        self.max_batch = max_batch
-        self.pending: list[tuple[GenerateRequest, list[int], asyncio.Future[Generation]]] = []
-        self.worker: asyncio.Task[None] | None = None
-
-    async def generate(self, request: GenerateRequest) -> Generation:
-        prompt = self.backend.prompt_ids(request)
-        fut: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
-        self.pending.append((request, prompt, fut))
-        if self.worker is None or self.worker.done():
-            self.worker = asyncio.create_task(self.drain())
-        return await fut
-
-    async def drain(self) -> None:
-        while self.pending:
-            await asyncio.sleep(0)
-            jobs, self.pending = self.pending, []
-            for start in range(0, len(jobs), self.max_batch):
-                chunk = jobs[start : start + self.max_batch]
-                gens = await asyncio.to_thread(
-                    self.backend._run, [j[0] for j in chunk], [j[1] for j in chunk])
-                for (_, _, fut), g in zip(chunk, gens, strict=True):
-                    fut.set_result(g)
-
-
-def _set_mode(backend: TransformersBackend, mode: str, legacy: _Legacy) -> None:
-    for name in ("generate", "batched_decoder"):
-        backend.__dict__.pop(name, None)
-    if mode == "legacy":
-        backend.generate = legacy.generate  # type: ignore[method-assign]
-    elif mode == "alone":
-        backend.batched_decoder = lambda: None  # type: ignore[method-assign]
-
-
-def _record_view(rec: Any) -> dict[str, Any]:
-    d = rec.model_dump(mode="json")
-    for k in ("duration_s", "key"):
-        d.pop(k, None)
-    return d
-
-
-async def _measure(domain: Any, runtime: Any, task_ids: list[str], episodes: int, conc: int,
-                   tokens: list[int]) -> tuple[float, float, list[Any]]:
-    trials = -(-episodes // len(task_ids))
-    plan = plan_episodes(task_ids, trials, run_seed=0)[:episodes]
-    settings = RunSettings(concurrency=conc)
-    tokens[0] = 0
-    t0, c0 = time.perf_counter(), _cpu_s()
-    recs = await run_arm(domain=domain, runtime=runtime, plan=plan, settings=settings)
-    return time.perf_counter() - t0, _cpu_s() - c0, recs
+ROOT = Path(__file__).resolve().parents[1]
+BEFORE = "c30b2bb54e403859e8f209f5f49b789599501e38"
+"""The backend before the prefix cache (decode-step batching only)."""
+SWAPPED = ("pytest_quantagent/backends/transformers.py", "pytest_quantagent/backends/batched_decode.py")
+VERSIONS = ("before", "after")
 
 
 def _cpu_s() -> float:
@@ -139,107 +74,145 @@ def _cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def _breakdown(backend: TransformersBackend, prompt_len: int) -> dict[str, float]:
-    """Where the time of one request goes: prefill of a ``prompt_len``-token prompt (alone,
-    as every request's is) and one decode step at 1, 8 and 64 rows."""
-    import torch
-
-    from pytest_quantagent.backends.batched_decode import DecodeRow
-
-    decoder = backend.batched_decoder()
-    assert decoder is not None
-    g = torch.Generator().manual_seed(0)
-    vocab = int(backend.model.config.vocab_size)
-    rows = [DecodeRow(torch.randint(10, vocab, (prompt_len,), generator=g).tolist(), 10_000, False)
-            for _ in range(64)]
-    t0 = time.perf_counter()
-    for r in rows:
-        decoder.prefill(r)
-        r.done = False
-    out = {"prefill_ms": 1e3 * (time.perf_counter() - t0) / len(rows)}
-    for b in (1, 8, 64):
-        decoder.step(rows[:b])
-        t0 = time.perf_counter()
-        for _ in range(5):
-            decoder.step(rows[:b])
-        out[f"step_b{b}_ms"] = 1e3 * (time.perf_counter() - t0) / 5
-    return {k: round(v, 2) for k, v in out.items()}
+def _record_view(rec: Any) -> dict[str, Any]:
+    d: dict[str, Any] = rec.model_dump(mode="json")
+    for k in ("duration_s", "key"):
+        d.pop(k, None)
+    return d
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--domain", default="telecom")
-    ap.add_argument("--model", default="tiny-agent-prone")
-    ap.add_argument("--episodes-c1", type=int, default=8)
-    ap.add_argument("--episodes-c64", type=int, default=64)
-    ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {MODES}")
-    ap.add_argument("--breakdown-only", action="store_true",
-                    help="only the prefill/step timings (no episodes)")
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    bad = [m for m in modes if m not in MODES]
-    if bad:
-        ap.error(f"--modes: {bad} not among {', '.join(MODES)}")
-    if os.environ.get("OMP_NUM_THREADS") != "1":
-        print("note: OMP_NUM_THREADS is not 1", file=sys.stderr)
+def child(args: argparse.Namespace) -> int:
+    """One configuration, in this process: print its figures and records as JSON."""
+    from pytest_quantagent.backends.transformers import TransformersBackend
+    from pytest_quantagent.env.registry import get_domain
+    from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_arm
+    from pytest_quantagent.runner.build import build_arm, resolve_arms
 
     domain = get_domain(args.domain)
-    task_ids = list(domain.splits.get("test") or [t.id for t in domain.tasks])
+    task_ids = list(domain.splits.get(args.split) or [t.id for t in domain.tasks])
+    trials = -(-args.episodes // len(task_ids))
+    plan = sorted(plan_episodes(task_ids, trials, run_seed=0), key=lambda e: e.trial)[: args.episodes]
     (spec,) = resolve_arms("bf16", model_spec=args.model)
-    runtime = build_arm(spec, concurrency=64)
+    runtime = build_arm(spec, concurrency=args.concurrency)
     backend = runtime.backend
     assert isinstance(backend, TransformersBackend)
-    legacy = _Legacy(backend)
     tokens = [0]
-    real_run = backend._to_generation
+    real = backend._to_generation
 
-    def counted(*a: Any, **kw: Any) -> Generation:
-        g = real_run(*a, **kw)
+    def counted(*a: Any, **kw: Any) -> Any:
+        g = real(*a, **kw)
         tokens[0] += g.completion_tokens or 0
         return g
 
     backend._to_generation = counted  # type: ignore[method-assign]
-    backend.batched_decoder()  # load-time self-check outside the timings
-    print(f"batched decoding: {'on' if backend.batching_reason is None else backend.batching_reason}",
-          file=sys.stderr)
+    decoder = backend.batched_decoder()  # load-time self-check outside the timings
+    t0, c0 = time.perf_counter(), _cpu_s()
+    recs = asyncio.run(run_arm(domain=domain, runtime=runtime, plan=plan,
+                               settings=RunSettings(concurrency=args.concurrency)))
+    wall, cpu = time.perf_counter() - t0, _cpu_s() - c0
+    asyncio.run(runtime.aclose())
+    cache = getattr(decoder, "cache", None)
+    out = {
+        "episodes": len(recs), "wall_s": wall, "cpu_s": cpu, "tokens": tokens[0],
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "batching": backend.batching_reason or "batched",
+        "success": sum(r.success for r in recs),
+        "reused_share": (cache.reused / max(1, cache.reused + cache.computed)) if cache is not None else None,
+        "records": [[r.task_id, r.trial, _record_view(r)] for r in recs],
+    }
+    Path(args.out).write_text(json.dumps(out))
+    return 0
 
-    parts = _breakdown(backend, 410)  # the telecom runs' mean prompt length
-    print(f"prefill of a 410-token prompt {parts['prefill_ms']} ms; decode step at 1/8/64 rows "
-          f"{parts['step_b1_ms']}/{parts['step_b8_ms']}/{parts['step_b64_ms']} ms "
-          f"({1e3 / parts['step_b1_ms']:.0f} vs {64e3 / parts['step_b64_ms']:.0f} decode tokens/s)")
-    if args.breakdown_only:
-        return 0
+
+def _before_tree(tmp: Path) -> Path:
+    """A copy of this package with the two backend files of commit BEFORE (the rest of the
+    tree, domains included, linked)."""
+    tmp.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name not in ("pytest_quantagent", ".git"):
+            (tmp / entry.name).symlink_to(entry)
+    shutil.copytree(ROOT / "pytest_quantagent", tmp / "pytest_quantagent",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for rel in SWAPPED:
+        text = subprocess.run(["git", "-C", str(ROOT), "show", f"{BEFORE}:{rel}"],
+                              check=True, capture_output=True, text=True).stdout
+        (tmp / rel).write_text(text)
+    return tmp
+
+
+def _run_child(tree: Path, conc: int, episodes: int, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    out = tmp / f"out-{conc}-{episodes}-{tree.name}.json"
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--concurrency", str(conc),
+           "--episodes", str(episodes), "--domain", args.domain, "--split", args.split,
+           "--model", args.model, "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(tree), "QUANTAGENT_BENCH_ROOT": str(tree)}
+    subprocess.run(cmd, check=True, env=env)
+    res: dict[str, Any] = json.loads(out.read_text())
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("--domain", default="telecom")
+    ap.add_argument("--split", default="test")
+    ap.add_argument("--model", default="tiny-agent-prone")
+    ap.add_argument("--episodes-c1", type=int, default=8)
+    ap.add_argument("--episodes-c64", type=int, default=60)
+    ap.add_argument("--versions", default=",".join(VERSIONS), help=f"comma-separated subset of {VERSIONS}")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--concurrency", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--episodes", type=int, default=8, help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return child(args)
+    versions = [v.strip() for v in args.versions.split(",") if v.strip()]
+    bad = [v for v in versions if v not in VERSIONS]
+    if bad:
+        ap.error(f"--versions: {bad} not among {', '.join(VERSIONS)}")
+    if args.episodes_c1 > args.episodes_c64:
+        ap.error(f"--episodes-c1 ({args.episodes_c1}) must not exceed --episodes-c64 ({args.episodes_c64}): "
+                 "the concurrency-1 records are compared with the same episodes at 64")
+    if os.environ.get("OMP_NUM_THREADS") != "1":
+        print("note: OMP_NUM_THREADS is not 1", file=sys.stderr)
     rows: list[dict[str, Any]] = []
-    for conc, n in ((1, args.episodes_c1), (64, args.episodes_c64)):
-        ref: list[dict[str, Any]] | None = None
-        for mode in sorted(modes, key=lambda m: m != "alone"):  # alone first: the reference
-            _set_mode(backend, mode, legacy)
-            wall, cpu, recs = asyncio.run(_measure(domain, runtime, task_ids, n, conc, tokens))
-            asyncio.run(runtime.aclose())
-            view = [_record_view(r) for r in recs]
-            if mode == "alone":
-                ref = view
-            rows.append({
-                "mode": mode, "concurrency": conc, "episodes": len(recs), "wall_s": round(wall, 2),
-                "episodes_per_s": round(len(recs) / wall, 3), "tokens_per_s": round(tokens[0] / wall, 1),
-                "cpu_s": round(cpu, 2), "episodes_per_cpu_s": round(len(recs) / cpu, 3),
-                "equal_to_alone": None if ref is None or mode == "alone" else view == ref,
-                "success": sum(r.success for r in recs),
-            })
-            print(json.dumps(rows[-1]), file=sys.stderr)
+    load = os.getloadavg()
+    with tempfile.TemporaryDirectory() as td:
+        tmp = Path(td)
+        for version in versions:
+            tree = _before_tree(tmp / "before") if version == "before" else ROOT
+            runs = {conc: _run_child(tree, conc, n, args, tmp)
+                    for conc, n in ((1, args.episodes_c1), (64, args.episodes_c64))}
+            at64 = {(t, k): v for t, k, v in runs[64]["records"]}
+            equal = all(at64.get((t, k)) == v for t, k, v in runs[1]["records"])
+            for conc, r in runs.items():
+                rows.append({
+                    "version": version, "concurrency": conc, "episodes": r["episodes"],
+                    "wall_s": round(r["wall_s"], 2), "episodes_per_s": round(r["episodes"] / r["wall_s"], 3),
+                    "tokens_per_s": round(r["tokens"] / r["wall_s"], 1), "cpu_s": round(r["cpu_s"], 2),
+                    "episodes_per_cpu_s": round(r["episodes"] / r["cpu_s"], 3),
+                    "peak_rss_mb": round(r["peak_rss_mb"]), "success": r["success"],
+                    "reused_share": None if r["reused_share"] is None else round(r["reused_share"], 3),
+                    "records_c1_equal_c64": equal, "batching": r["batching"],
+                })
+                print(json.dumps(rows[-1]), file=sys.stderr)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"load_average": load, "rows": rows}, indent=2))
         return 0
-    print(f"{'mode':8} {'conc':>4} {'episodes':>8} {'wall s':>8} {'ep/s':>7} {'tok/s':>8} "
-          f"{'cpu s':>7} {'ep/cpu-s':>8}  equal to alone")
+    print(f"load average at start {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; {args.domain} {args.split}, "
+          f"{args.model} bf16")
+    print(f"{'version':8} {'conc':>4} {'episodes':>8} {'wall s':>8} {'ep/s':>7} {'tok/s':>7} "
+          f"{'cpu s':>7} {'ep/cpu-s':>8} {'peak MB':>7} {'cached':>6}  c1 records = c64")
     for r in rows:
-        eq = {None: "-", True: "yes", False: "no"}[r["equal_to_alone"]]
-        print(f"{r['mode']:8} {r['concurrency']:>4} {r['episodes']:>8} {r['wall_s']:>8.2f} "
-              f"{r['episodes_per_s']:>7.3f} {r['tokens_per_s']:>8.1f} {r['cpu_s']:>7.2f} "
-              f"{r['episodes_per_cpu_s']:>8.3f}  {eq}")
+        share = "-" if r["reused_share"] is None else f"{100 * r['reused_share']:.0f}%"
+        print(f"{r['version']:8} {r['concurrency']:>4} {r['episodes']:>8} {r['wall_s']:>8.2f} "
+              f"{r['episodes_per_s']:>7.3f} {r['tokens_per_s']:>7.1f} {r['cpu_s']:>7.2f} "
+              f"{r['episodes_per_cpu_s']:>8.3f} {r['peak_rss_mb']:>7} {share:>6}  "
+              f"{'yes' if r['records_c1_equal_c64'] else 'NO'}")
     return 0
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, os.environ.get("QUANTAGENT_BENCH_ROOT", str(ROOT)))
     raise SystemExit(main())

@@ -1,46 +1,65 @@
-"""Batch-invariant batched greedy decoding for the transformers backend (Llama-family, CPU).
+"""Batch-invariant batched greedy decoding with a prefix KV cache, for the transformers
+backend (Llama-family, CPU).
 
-Concurrent episodes' requests are decoded together, one forward step for every sequence in
-flight, and each sequence's tokens *and logits* are bit-for-bit what it gets decoded alone
-(the store resumes episodes and pairs arms by task and seed, so a result must not depend on
-which other episodes happened to be in flight). Batching a matmul in the obvious way breaks
-that: on this CPU (MKL, AVX2) ``F.linear`` of a 1-row input takes a GEMV path and of a
-2- or 3-row input a GEMM path whose rounding differs in the last bits (measured in
-``tests/backends/test_batched_decode.py``), and padded attention over a longer key range
-reduces in another order. So every operation here is shaped per row exactly as the
-unbatched decode shapes it:
+Concurrent episodes' requests are decoded together, and each request's tokens *and logits*
+are a function of its own token ids only: never of which other requests share its forward
+passes, nor of what the prefix cache happens to hold (the store resumes episodes and pairs
+arms by task and seed, so a result must not depend on which other episodes were in flight).
+The computation is therefore fixed per request, and every batched operation is one whose
+per-row result does not depend on the other rows:
 
-- **Prefill** runs alone per request: one forward pass of the prompt with the same call,
-  shapes and kernels as the unbatched ``generate``'s first step; its KV cache is copied into
-  a per-sequence buffer.
-- **Linear layers** of a decode step are one ``torch.bmm`` of ``(B, 1, K) @ W.T`` broadcast
-  to ``(B, K, N)``: B independent 1-row products, each the same kernel call as a 1-row
-  ``F.linear`` (checked bitwise in the tests), in one call instead of B.
-- **Attention** is one ``scaled_dot_product_attention`` call per sequence over exactly its
-  own cache length (the unbatched call's shapes); the rest (RMSNorm, RoPE, SiLU, residuals,
-  embedding, argmax) is row-wise.
+- **Canonical chunks.** A prompt's positions are cut into chunks of ``chunk`` tokens at
+  multiples of ``chunk`` from position 0 (the last one shorter); the keys and values of a
+  chunk are a function of the tokens up to its end. Generated tokens are then fed one
+  position at a time. So the KV cache of a conversation's next prompt, which starts with
+  the previous prompt and answer, can be taken over chunk by chunk from the previous turn:
+  the **prefix cache** keeps every full prompt chunk it has computed, in a tree keyed by the
+  chunks' token ids (LRU-bounded in bytes, shared by all requests), and a request prefills
+  only from its first chunk not in the tree. A hit and a miss give the same bits.
+- **Linear layers** of all rows of a forward pass (every prefilled chunk's tokens and every
+  decoded row's token, concatenated) are one ``F.linear`` of at least ``MIN_ROWS`` and at
+  most ``MAX_ROWS`` rows (padded / split): on this CPU (MKL, AVX2) such a GEMM computes
+  every row with the same kernel and summation order whatever the other rows are, while a
+  1- to 3-row product takes a GEMV path that rounds differently (the load-time
+  :func:`self_check` verifies the rows' independence on the machine that decodes).
+- **Attention** is one ``scaled_dot_product_attention`` call per chunk (or per decoded
+  token) over exactly its keys, with the causal mask of its position: the call's shapes
+  depend on the request alone. RMSNorm, RoPE (one precomputed table), SiLU, residuals,
+  embedding and argmax are row-wise.
 
 Exactness was chosen over a logit-margin check with fallback: the episode records also store
 the margins themselves (``Decision.margin``, and the report's margin quantiles), which a
-tolerance scheme would let drift with the batch. The cost is the per-row attention loop and
-1-row kernels instead of a GEMM; the forward step still costs far less per sequence than
-one unbatched step (``benchmarks/bundled_throughput.py``).
+tolerance scheme would let drift with the batch. The chunked computation differs from one
+full-prompt ``model.generate`` pass in the logits' last bits (the backend's version says
+which path decoded), and agrees with it to float rounding (tested).
 
 Supported: ``model_type == "llama"`` with plain bias-free float32 ``nn.Linear`` projections
 and no forward hooks (the bundled bf16, RTN and AWQ arms), as many key/value heads as query
-heads, CPU, SDPA attention. Anything else (another
-architecture, a compressed-tensors checkpoint, bf16 compute, a GPU) is decoded one request
-at a time by the backend: still batch-independent, just not batched
-(:func:`unsupported_reason` says why).
+heads, CPU, SDPA attention. Anything else (another architecture, a compressed-tensors
+checkpoint, bf16 compute, a GPU) is decoded one request at a time by ``model.generate``:
+still batch-independent, just not batched (:func:`unsupported_reason` says why).
 """
 
 from __future__ import annotations
 
+import collections
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
+
+MIN_ROWS = 8
+"""Fewest rows of a batched linear call (fewer are zero-padded: see the module doc)."""
+MAX_ROWS = 512
+"""Most rows of one linear call (more are split): the range the self-check covers."""
+CHUNK = 32
+"""Prompt positions per canonical chunk (the prefix cache's unit)."""
+CACHE_BYTES = 128 << 20
+"""Default bound of the prefix cache."""
+PREFILL_TOKENS = 2048
+"""Prompt tokens prefilled per forward pass at most (one prompt more when it alone is longer)."""
 
 
 def unsupported_reason(model: Any, device: str) -> str | None:
@@ -58,6 +77,8 @@ def unsupported_reason(model: Any, device: str) -> str | None:
         return "pretraining_tp != 1"
     if cfg.num_key_value_heads != cfg.num_attention_heads:
         return "grouped-query attention"
+    if not getattr(cfg, "max_position_embeddings", None):
+        return "no max_position_embeddings"
     try:
         layers = model.model.layers
         linears = [model.lm_head]
@@ -93,8 +114,14 @@ class DecodeRow:
     done: bool = False
     length: int = 0
     """Positions in the cache (prompt plus generated tokens fed back so far)."""
-    keys: list[torch.Tensor] = field(default_factory=list)
-    values: list[torch.Tensor] = field(default_factory=list)
+    kv: torch.Tensor | None = None
+    """Keys and values, ``(layers, 2, heads, capacity, head_dim)``; allocated on first use."""
+    reused: int = 0
+    """Prompt positions taken from the prefix cache."""
+
+    @property
+    def prefilled(self) -> bool:
+        return self.kv is not None and self.length >= len(self.prompt)
 
     def emitted(self, token: int, logits: torch.Tensor, stop_ids: set[int]) -> None:
         """Record the token chosen at this step (a stop token ends the row, unrecorded)."""
@@ -108,150 +135,333 @@ class DecodeRow:
             self.done = True
 
 
-class BatchedDecoder:
-    """Prefill one row at a time, then decode steps over any set of rows at once."""
+class _Node:
+    __slots__ = ("children", "key", "kv", "parent")
 
-    def __init__(self, model: Any, stop_ids: list[int], pad_id: int) -> None:
+    def __init__(self, key: tuple[int, ...], parent: _Node | None, kv: torch.Tensor | None) -> None:
+        self.key = key
+        self.parent = parent
+        self.kv = kv
+        self.children: dict[tuple[int, ...], _Node] = {}
+
+
+class PrefixCache:
+    """Full prompt chunks' keys and values, in a tree keyed by the chunks' token ids, the
+    least recently used leaves evicted beyond ``max_bytes`` (0: nothing is kept)."""
+
+    def __init__(self, chunk: int, max_bytes: int) -> None:
+        self.chunk = chunk
+        self.max_bytes = max_bytes
+        self.root = _Node((), None, None)
+        self._lru: collections.OrderedDict[int, _Node] = collections.OrderedDict()
+        self.bytes = 0
+        self.reused = 0
+        """Prompt positions served from the cache so far."""
+        self.computed = 0
+        """Prompt positions prefilled so far."""
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+    def clear(self) -> None:
+        self.root = _Node((), None, None)
+        self._lru.clear()
+        self.bytes = 0
+
+    def _key(self, prompt: list[int], i: int) -> tuple[int, ...]:
+        return tuple(prompt[i * self.chunk:(i + 1) * self.chunk])
+
+    def _touch(self, path: list[_Node]) -> None:
+        # Deepest first: a parent is always more recent than its children, so the least
+        # recently used node is a leaf.
+        for node in reversed(path):
+            self._lru.move_to_end(id(node))
+
+    def lookup(self, prompt: list[int], most: int) -> list[_Node]:
+        """The cached nodes of ``prompt``'s first chunks (``most`` at most)."""
+        path: list[_Node] = []
+        node = self.root
+        for i in range(most):
+            child = node.children.get(self._key(prompt, i))
+            if child is None:
+                break
+            path.append(child)
+            node = child
+        self._touch(path)
+        return path
+
+    def insert(self, prompt: list[int], kv: torch.Tensor, chunks: int) -> None:
+        """Keep ``prompt``'s first ``chunks`` chunks (keys and values read from ``kv``)."""
+        if self.max_bytes <= 0:
+            return
+        path: list[_Node] = []
+        node = self.root
+        for i in range(chunks):
+            key = self._key(prompt, i)
+            child = node.children.get(key)
+            if child is None:
+                part = kv[:, :, :, i * self.chunk:(i + 1) * self.chunk].clone()
+                child = _Node(key, node, part)
+                node.children[key] = child
+                self._lru[id(child)] = child
+                self.bytes += part.numel() * part.element_size()
+            path.append(child)
+            node = child
+        self._touch(path)
+        while self.bytes > self.max_bytes and self._lru:
+            _, old = self._lru.popitem(last=False)
+            assert not old.children and old.parent is not None and old.kv is not None
+            del old.parent.children[old.key]
+            self.bytes -= old.kv.numel() * old.kv.element_size()
+
+
+class BatchedDecoder:
+    """Forward passes over any set of rows at once: rows still to prefill run their prompt
+    (from the prefix cache's last hit on), decoding rows feed their last token."""
+
+    def __init__(
+        self, model: Any, stop_ids: list[int], pad_id: int, *, chunk: int = CHUNK,
+        cache_bytes: int = CACHE_BYTES, prefill_tokens: int = PREFILL_TOKENS,
+    ) -> None:
         import torch
 
+        if chunk < 1:
+            raise ValueError(f"chunk must be a positive number of tokens, got {chunk}")
         self.model = model
         self.stop_ids = set(stop_ids)
-        self._stop_list = list(stop_ids)
         self.pad_id = pad_id
+        self.chunk = chunk
+        self.prefill_tokens = prefill_tokens
+        self.cache = PrefixCache(chunk, cache_bytes)
+        self._lock = threading.RLock()
+        """Held by ``prepare`` and ``step``: the prefix cache is shared by the decode thread
+        and synchronous ``generate_batch`` calls."""
         inner = model.model
+        cfg = model.config
         self.embed = inner.embed_tokens
-        self.rotary = inner.rotary_emb
         self.norm = inner.norm
         self.layers = list(inner.layers)
-        self.n_heads = model.config.num_attention_heads
+        self.n_heads = cfg.num_attention_heads
         self.head_dim = self.layers[0].self_attn.head_dim
         self.scaling = self.layers[0].self_attn.scaling
         self.mlp_width = self.layers[0].mlp.gate_proj.out_features
-        # W.T (K, N), broadcast per batch in bmm: B 1-row products (see module doc). q/k/v
-        # and gate/up are fused column-wise (each output column is its own dot product; the
-        # load-time self-check and the tests verify the bits).
-        def wt(*lins: Any) -> torch.Tensor:
-            return torch.cat([lin.weight.detach() for lin in lins], 0).t()
+        self.positions = int(cfg.max_position_embeddings)
+        # q/k/v and gate/up fused row-wise (one GEMM each; the self-check verifies the bits).
+        def w(*lins: Any) -> torch.Tensor:
+            return torch.cat([lin.weight.detach() for lin in lins], 0).contiguous()
 
-        self._qkv = [wt(a.q_proj, a.k_proj, a.v_proj) for a in (ly.self_attn for ly in self.layers)]
-        self._o = [wt(ly.self_attn.o_proj) for ly in self.layers]
-        self._gate_up = [wt(ly.mlp.gate_proj, ly.mlp.up_proj) for ly in self.layers]
-        self._down = [wt(ly.mlp.down_proj) for ly in self.layers]
-        self._lm = wt(model.lm_head)
-        self._torch = torch
+        self._qkv = [w(a.q_proj, a.k_proj, a.v_proj) for a in (ly.self_attn for ly in self.layers)]
+        self._o = [w(ly.self_attn.o_proj) for ly in self.layers]
+        self._gate_up = [w(ly.mlp.gate_proj, ly.mlp.up_proj) for ly in self.layers]
+        self._down = [w(ly.mlp.down_proj) for ly in self.layers]
+        self._lm = w(model.lm_head)
+        dtype = self._lm.dtype
+        with torch.inference_mode():
+            probe = torch.zeros((1, 1, cfg.hidden_size), dtype=dtype)
+            cos, sin = inner.rotary_emb(probe, torch.arange(self.positions)[None])
+        self._cos = cos[0].unsqueeze(1).contiguous()  # (positions, 1, head_dim)
+        self._sin = sin[0].unsqueeze(1).contiguous()
+        self._dtype = dtype
 
-    def _linear(self, wt: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """``x @ wt`` for x of shape (B, 1, K), as B independent 1-row products."""
-        return self._torch.bmm(x, wt.expand(x.shape[0], *wt.shape))
-
-    def prefill(self, row: DecodeRow) -> None:
-        """The prompt alone, one forward pass (bitwise the unbatched ``generate``'s first
-        step: same call shapes, last-position logits only)."""
+    # -- pieces ------------------------------------------------------------------------
+    def _linear(self, weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """``x @ weight.T`` in GEMMs of MIN_ROWS..MAX_ROWS rows (each row independent)."""
         import torch
 
-        ids = torch.tensor([row.prompt], dtype=torch.long)
-        with torch.inference_mode():
-            out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
-        cache = out["cache"] if "cache" in out else out["past_key_values"]
-        first = out.logits[0, -1].float()
+        m = x.shape[0]
+        if MIN_ROWS <= m <= MAX_ROWS:
+            return torch.nn.functional.linear(x, weight)
+        if m < MIN_ROWS:
+            pad = x.new_zeros((MIN_ROWS - m, x.shape[1]))
+            return torch.nn.functional.linear(torch.cat([x, pad]), weight)[:m]
+        return torch.cat([self._linear(weight, x[a:a + MAX_ROWS]) for a in range(0, m, MAX_ROWS)])
+
+    def _chunks(self, a: int, b: int) -> list[tuple[int, int]]:
+        """Positions ``a..b`` cut at multiples of the chunk size."""
+        out = []
+        while a < b:
+            e = min(b, (a // self.chunk + 1) * self.chunk)
+            out.append((a, e))
+            a = e
+        return out
+
+    def prepare(self, row: DecodeRow) -> None:
+        """Allocate ``row``'s KV cache and copy in the prefix cache's chunks of its prompt
+        (every one but the chunk holding the last prompt position, whose logits are needed)."""
+        with self._lock:
+            self._prepare(row)
+
+    def _prepare(self, row: DecodeRow) -> None:
+        import torch
+
         n = len(row.prompt)
+        if n < 1 or n + row.max_new > self.positions + 1:
+            raise ValueError(f"prompt of {n} tokens plus {row.max_new} new ones exceeds "
+                             f"the model's {self.positions} positions")
         cap = n + row.max_new
-        for li in range(len(self.layers)):
-            k, v = _layer_kv(cache, li)
-            kb = torch.empty((1, k.shape[1], cap, k.shape[3]), dtype=k.dtype)
-            vb = torch.empty_like(kb)
-            kb[:, :, :n] = k[:, :, :n]
-            vb[:, :, :n] = v[:, :, :n]
-            row.keys.append(kb)
-            row.values.append(vb)
-        row.length = n
-        row.emitted(int(torch.argmax(first)), first, self.stop_ids)
+        row.kv = torch.empty((len(self.layers), 2, self.n_heads, cap, self.head_dim), dtype=self._dtype)
+        path = self.cache.lookup(row.prompt, (n - 1) // self.chunk)
+        for i, node in enumerate(path):
+            assert node.kv is not None
+            row.kv[:, :, :, i * self.chunk:(i + 1) * self.chunk].copy_(node.kv)
+        row.length = row.reused = len(path) * self.chunk
+        self.cache.reused += row.reused
+        self.cache.computed += n - row.reused
 
-    def step(self, rows: list[DecodeRow]) -> None:
-        """Feed each row's last token and choose its next one (every row must be live)."""
+    # -- forward -----------------------------------------------------------------------
+    def step(self, rows: list[DecodeRow]) -> list[DecodeRow]:
+        """One forward pass: every decoding row (one token each) and the rows still to
+        prefill, in order, while their prompt tokens fit ``prefill_tokens`` (the first
+        always). Each row run chooses its next token. Returns the rows run."""
+        with self._lock:
+            return self._step(rows)
+
+    def _step(self, rows: list[DecodeRow]) -> list[DecodeRow]:
         import torch
-        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-        b = len(rows)
+        spans: list[tuple[DecodeRow, int, int, int]] = []  # row, offset in the pass, from, to
+        ids: list[int] = []
+        budget = self.prefill_tokens
+        first_prefill = True
+        for r in rows:
+            if r.done:
+                raise ValueError("step: a finished row")
+            if r.prefilled:
+                toks = [r.tokens[-1]]
+            else:
+                if r.kv is None:
+                    self._prepare(r)
+                need = len(r.prompt) - r.length
+                if need > budget and not first_prefill:
+                    continue
+                first_prefill = False
+                budget -= need
+                toks = r.prompt[r.length:]
+            spans.append((r, len(ids), r.length, r.length + len(toks)))
+            ids += toks
+        if not spans:
+            return []
+        m = len(ids)
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        h_, d = self.n_heads, self.head_dim
         with torch.inference_mode():
-            ids = torch.tensor([[r.tokens[-1]] for r in rows], dtype=torch.long)
-            pos = torch.tensor([[r.length] for r in rows], dtype=torch.long)
-            h = self.embed(ids)
-            cos, sin = self.rotary(h, pos)
-            sdpa = torch.nn.functional.scaled_dot_product_attention
+            pos = torch.cat([torch.arange(a, b) for _, _, a, b in spans])
+            cos, sin = self._cos[pos], self._sin[pos]
+            h = self.embed(torch.tensor(ids, dtype=torch.long))
+            masks: dict[tuple[int, int], torch.Tensor] = {}
+            # (row, first query's index in the pass, chunk start, chunk end)
+            # Views made once per pass, indexed by layer in the loop (fewer small torch calls
+            # per row and layer; same values and strides as slicing per layer).
+            dests = []  # per span: its positions in the row's cache, all layers
+            for r, off, a, b in spans:
+                assert r.kv is not None
+                dests.append((r.kv[:, :, :, a:b], off, b - a))
+            pieces = []  # per chunk: first query's index in the pass, keys, values, mask
+            for r, off, a, b in spans:
+                assert r.kv is not None
+                for ca, cb in self._chunks(a, b):
+                    mask = None
+                    if cb - ca > 1:
+                        mask = masks.get((ca, cb))
+                        if mask is None:
+                            mask = masks[(ca, cb)] = (
+                                torch.arange(cb)[None, :] <= torch.arange(ca, cb)[:, None])
+                    keys = r.kv[:, 0, :, :cb].unsqueeze(1)
+                    values = r.kv[:, 1, :, :cb].unsqueeze(1)
+                    pieces.append((off + ca - a, cb - ca, keys, values, mask))
             for li, layer in enumerate(self.layers):
-                residual = h
                 x = layer.input_layernorm(h)
-                shape = (b, 1, 3 * self.n_heads, self.head_dim)
-                qkv = self._linear(self._qkv[li], x).view(shape).transpose(1, 2)
-                q, k, v = torch.split(qkv, self.n_heads, 1)
-                q, k = apply_rotary_pos_emb(q, k, cos, sin)
-                outs = []
-                for r, qi, ki, vi in zip(rows, torch.split(q, 1), torch.split(k, 1), torch.split(v, 1), strict=True):
-                    n = r.length
-                    kb, vb = r.keys[li], r.values[li]
-                    kb.narrow(2, n, 1).copy_(ki)
-                    vb.narrow(2, n, 1).copy_(vi)
-                    outs.append(sdpa(qi, kb.narrow(2, 0, n + 1), vb.narrow(2, 0, n + 1),
-                                     attn_mask=None, dropout_p=0.0, scale=self.scaling, is_causal=False))
-                o = torch.cat(outs, 0).transpose(1, 2).reshape(b, 1, -1)
-                h = residual + self._linear(self._o[li], o)
-                residual = h
+                qkv = self._linear(self._qkv[li], x).view(m, 3, h_, d)
+                q, k, v = qkv[:, 0], qkv[:, 1], qkv[:, 2]
+                q = q * cos + _rotate_half(q) * sin
+                k = k * cos + _rotate_half(k) * sin
+                kv = torch.stack((k, v)).transpose(1, 2)  # (2, heads, m, head_dim)
+                for dest, off, n in dests:
+                    dest[li].copy_(kv[:, :, off:off + n])
+                q4 = q.transpose(0, 1).unsqueeze(0)  # (1, heads, m, head_dim)
+                outs = [sdpa(q4[:, :, s:s + n], keys[li], values[li], attn_mask=mask,
+                             dropout_p=0.0, scale=self.scaling, is_causal=False)
+                        for s, n, keys, values, mask in pieces]
+                o = torch.cat(outs, 2)[0].transpose(0, 1).reshape(m, h_ * d)
+                h = h + self._linear(self._o[li], o)
                 x = layer.post_attention_layernorm(h)
                 gate, up = torch.split(self._linear(self._gate_up[li], x), self.mlp_width, -1)
-                h = residual + self._linear(self._down[li], layer.mlp.act_fn(gate) * up)
-            h = self.norm(h)
-            logits = self._linear(self._lm, h)[:, 0].float()
+                h = h + self._linear(self._down[li], layer.mlp.act_fn(gate) * up)
+            last = torch.tensor([off + b - a - 1 for _, off, a, b in spans], dtype=torch.long)
+            logits = self._linear(self._lm, self.norm(h[last])).float()
             nxt = torch.argmax(logits, dim=-1).tolist()
-        for i, r in enumerate(rows):
-            r.length += 1
+        out = []
+        for i, (r, _, a, b) in enumerate(spans):
+            if a < len(r.prompt):  # prefilled: keep its full chunks
+                assert r.kv is not None
+                self.cache.insert(r.prompt, r.kv, len(r.prompt) // self.chunk)
+            r.length = b
             r.emitted(int(nxt[i]), logits[i].clone() if r.want_logits else logits[i], self.stop_ids)
+            out.append(r)
+        return out
 
     def decode(self, rows: list[DecodeRow], max_batch: int) -> None:
         """Decode ``rows`` to the end, at most ``max_batch`` in flight (synchronous use)."""
-        waiting = list(rows)
+        waiting = collections.deque(rows)
         active: list[DecodeRow] = []
         while waiting or active:
             while waiting and len(active) < max_batch:
-                row = waiting.pop(0)
-                self.prefill(row)
-                if not row.done:
-                    active.append(row)
-            if active:
-                self.step(active)
-                active = [r for r in active if not r.done]
+                active.append(waiting.popleft())
+            self.step(active)
+            active = [r for r in active if not r.done]
 
 
-def _layer_kv(cache: Any, li: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Keys and values of layer ``li`` from a transformers cache (v5 layers or v4 tuples)."""
-    layers = getattr(cache, "layers", None)
-    if layers is not None:
-        return layers[li].keys, layers[li].values
-    k, v = cache[li]
-    return k, v
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 def self_check(decoder: BatchedDecoder, max_batch: int, vocab_size: int) -> str | None:
-    """Decode three synthetic prompts alone and in one batch of copies (up to ``max_batch``
-    rows); None when tokens and logits agree bit for bit, else why not. Run once per loaded
-    model, on the machine that decodes: kernels differ between CPUs, and a CPU whose batched
-    kernels round differently falls back to decoding alone instead of changing results."""
+    """None when, on this machine, the rows of a linear call do not depend on the other rows
+    and synthetic prompts (sharing chunks, ending at and across chunk boundaries) decode to
+    the same tokens and logits bit for bit alone with an empty prefix cache, in one batch of
+    copies, and again with every chunk cached; else why not. Run once per loaded model, on
+    the machine that decodes: kernels differ between CPUs, and a CPU whose kernels round
+    differently falls back to decoding alone instead of changing results."""
     import torch
 
-    prompts = [[(7 * i + 3 * j + 11) % vocab_size for j in range(n)] for i, n in enumerate((3, 6, 11))]
+    g = torch.Generator().manual_seed(0)
+    for weight in (decoder._qkv[0], decoder._down[0], decoder._lm):
+        x = torch.randn((MAX_ROWS + 40, weight.shape[1]), generator=g, dtype=weight.dtype)
+        with torch.inference_mode():
+            full = decoder._linear(weight, x)
+            for a, b in ((0, 1), (3, 5), (5, 5 + MIN_ROWS), (9, 46), (17, 17 + MAX_ROWS // 2), (2, 2 + MAX_ROWS)):
+                if not torch.equal(decoder._linear(weight, x[a:b]), full[a:b]):
+                    return (f"linear rows {a}..{b} depend on the rows computed with them "
+                            "on this machine (self-check)")
+    c = decoder.chunk
+    base = [(7 * j + 11) % vocab_size for j in range(2 * c + 7)]
+    prompts = [base[:3], base[:c], base[:c + 1], base, [(5 * j + 2) % vocab_size for j in range(c + 3)]]
 
-    def rows(copies: int) -> list[DecodeRow]:
-        return [DecodeRow(list(p), 4, True) for _ in range(copies) for p in prompts]
+    def rows(ps: list[list[int]]) -> list[DecodeRow]:
+        return [DecodeRow(list(p), 4, True) for p in ps]
 
-    alone = rows(1)
-    for r in alone:
-        decoder.decode([r], 1)
-    batched = rows(max(1, max_batch // len(prompts)))
-    decoder.decode(batched, max_batch)
-    for k, r in enumerate(batched):
-        ref = alone[k % len(prompts)]
-        same = r.tokens == ref.tokens and all(
-            torch.equal(a, b) for a, b in zip(r.logits, ref.logits, strict=True))
-        if not same:
-            return "batched kernels are not bitwise batch-invariant on this machine (self-check)"
+    budget = decoder.cache.max_bytes
+    try:
+        alone = []
+        for p in prompts:
+            decoder.cache = PrefixCache(c, budget)
+            (row,) = rows([p])
+            decoder.decode([row], 1)
+            alone.append(row)
+        decoder.cache = PrefixCache(c, budget)
+        copies = max(1, max_batch // len(prompts))
+        for _ in range(2):  # cold, then with the prompts' chunks cached
+            batched = rows(prompts * copies)
+            decoder.decode(batched, max_batch)
+            for k, r in enumerate(batched):
+                ref = alone[k % len(prompts)]
+                same = r.tokens == ref.tokens and all(
+                    torch.equal(a, b) for a, b in zip(r.logits, ref.logits, strict=True))
+                if not same:
+                    return "batched kernels are not bitwise batch-invariant on this machine (self-check)"
+    finally:
+        decoder.cache = PrefixCache(c, budget)
     return None

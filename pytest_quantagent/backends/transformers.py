@@ -16,12 +16,16 @@
   several tokens — ``get``, ``_``, ``user``, ... — and the decisive one is rarely the first).
 - **Batching.** Concurrent episodes' ``generate`` calls are queued for one worker thread
   that decodes them together (continuous batching: a request joins the running batch at the
-  next decode step, up to ``max_batch`` rows, and leaves it at its own stop token or
-  ``max_tokens``). Every row is decoded bit for bit as it would be alone, tokens and logits
+  next forward pass, up to ``max_batch`` rows, its prompt prefilled in that pass with the
+  other new rows' and the decoding rows' tokens, and leaves it at its own stop token or
+  ``max_tokens``). A conversation's next request reuses the keys and values of its previous
+  prompt from a prefix cache (``prefix_cache_mb``) and prefills only what is new. Every
+  row's tokens and logits are a function of its own prompt, bit for bit, whatever was
+  batched with it and whatever the cache held
   (:mod:`pytest_quantagent.backends.batched_decode` says how): an episode's record never
   depends on which other episodes were in flight. Sampled requests (``temperature > 0``),
   and models the batched path does not support (see ``batching_reason``), are decoded one
-  request at a time by ``generate``, so they too are batch-independent.
+  request at a time by ``model.generate``, so they too are batch-independent.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from pytest_quantagent.backends.base import (
     RawToolCall,
 )
 from pytest_quantagent.backends.batched_decode import (
+    CACHE_BYTES,
     BatchedDecoder,
     DecodeRow,
     self_check,
@@ -130,6 +135,7 @@ class TransformersBackend(Backend):
         max_new_tokens: int | None = None,
         threads: int = 1,
         quantization: str | None = None,
+        prefix_cache_mb: float = CACHE_BYTES / 2**20,
     ) -> None:
         _require_torch()
         import torch
@@ -148,6 +154,9 @@ class TransformersBackend(Backend):
         self._version: str | None = None
         self.device = device
         self.max_batch = max_batch
+        if not prefix_cache_mb >= 0:
+            raise ValueError(f"prefix_cache_mb must be a size in MiB >= 0, got {prefix_cache_mb!r}")
+        self.prefix_cache_bytes = int(prefix_cache_mb * 2**20)
         dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
         if compute_dtype not in dtypes:
             raise ValueError(
@@ -198,12 +207,16 @@ class TransformersBackend(Backend):
         return False
 
     def version(self) -> str:
-        """Backend version plus a fingerprint of the checkpoint's files (part of the episode
-        cache key: a model retrained or re-quantized in place gets new episodes)."""
+        """Decoding path plus a fingerprint of the checkpoint's files (part of the episode
+        cache key: a model retrained or re-quantized in place gets new episodes). ``2``: the
+        chunked batched decoder (greedy requests); ``1``: one ``model.generate`` per request
+        (unsupported models, or a machine that failed the self-check), whose logits differ
+        from the chunked path's in the last bits, so their episodes are not mixed."""
         from pytest_quantagent.quant.fingerprint import checkpoint_fingerprint
 
         if self._version is None:
-            self._version = f"1/{checkpoint_fingerprint(self.path)}"
+            path = 2 if self.batched_decoder() is not None else 1
+            self._version = f"{path}/{checkpoint_fingerprint(self.path)}"
         return self._version
 
     def describe(self) -> dict[str, Any]:
@@ -217,6 +230,7 @@ class TransformersBackend(Backend):
             "path": str(self.path),
             "compute_dtype": self.compute_dtype,
             "quantization": self.quantization,
+            "batching": self.batching_reason or "batched",
             "torch": torch.__version__,
             "transformers": transformers.__version__,
         }
@@ -292,14 +306,15 @@ class TransformersBackend(Backend):
 
     def batched_decoder(self) -> BatchedDecoder | None:
         """The batched decoder for the loaded model, or None (``batching_reason`` says why).
-        Built, and checked bitwise against decoding alone, on first use."""
+        Built, and checked bitwise (alone / batched / from the prefix cache), on first use."""
         if self._decoder_model != id(self.model):
             self._decoder_model = id(self.model)
             self._decoder = None
             self.batching_reason = unsupported_reason(self.model, self.device)
             if self.batching_reason is None:
                 try:
-                    decoder = BatchedDecoder(self.model, self.stop_ids, self.pad_id)
+                    decoder = BatchedDecoder(self.model, self.stop_ids, self.pad_id,
+                                             cache_bytes=self.prefix_cache_bytes)
                     vocab = int(self.model.config.vocab_size)
                     self.batching_reason = self_check(decoder, min(self.max_batch, 24), vocab)
                 except Exception as e:  # decoding alone is always available
@@ -483,17 +498,16 @@ class TransformersBackend(Backend):
                         _deliver(job, self._run([job.request], [job.prompt])[0])
                         continue
                     job.row = self._row(job.request, job.prompt)
-                    decoder.prefill(job.row)
-                    if job.row.done:
-                        _deliver(job, self._finish(job.request, job.row))
-                    else:
-                        active.append(job)
+                    decoder.prepare(job.row)  # its KV cache, from the prefix cache
+                    active.append(job)
                 except Exception as e:
                     _deliver(job, None, e)
             active = [j for j in active if not j.future.done()]  # drop cancelled episodes
             if not active or self._decoder is None:
                 continue
             try:
+                # New rows' prompts and decoding rows' tokens in one pass (rows beyond the
+                # pass's prefill budget wait for the next).
                 self._decoder.step([j.row for j in active if j.row is not None])
             except Exception as e:  # delivered to every row of the failed step
                 for j in active:
@@ -605,7 +619,9 @@ def create_backend(arm: ArmSpec, options: BackendOptions) -> TransformersBackend
 
     Arm options: ``compute_dtype`` (``float32`` default: bf16/int4 weights are exact in
     fp32, and fp32 matmuls are the fast path on CPU), ``device``, ``max_batch``,
-    ``max_new_tokens``, ``threads`` (default ``$QUANTAGENT_TORCH_THREADS`` or 1).
+    ``max_new_tokens``, ``threads`` (default ``$QUANTAGENT_TORCH_THREADS`` or 1),
+    ``prefix_cache_mb`` (the prefix cache's bound, default 128; 0 turns it off: same
+    results, more prefill).
     """
     opts = dict(arm.options)
     threads = int(opts.get("threads", os.environ.get("QUANTAGENT_TORCH_THREADS", 1)))
@@ -617,4 +633,5 @@ def create_backend(arm: ArmSpec, options: BackendOptions) -> TransformersBackend
         max_new_tokens=opts.get("max_new_tokens"),
         threads=threads,
         quantization=arm.quantization,
+        prefix_cache_mb=float(opts.get("prefix_cache_mb", CACHE_BYTES / 2**20)),
     )
