@@ -153,7 +153,9 @@ def _check_endpoint(spec: ArmSpec, base_url: str, key: Any, timeout_s: float
         return f"base_url {shown!r} is not an http:// or https:// URL with a host", None
     url = base_url.rstrip("/") + "/models"
     try:
-        with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+        # The run's route: the httpx client honours HTTP(S)_PROXY/NO_PROXY (httpx's
+        # trust_env), the native one (plain http:// endpoints by default) connects directly.
+        with httpx.Client(timeout=timeout_s, trust_env=_run_uses_httpx(spec)) as client:
             if key is not None:
                 _bearer(client, key)
             resp = client.get(url)
@@ -187,6 +189,18 @@ def _check_endpoint(spec: ArmSpec, base_url: str, key: Any, timeout_s: float
             root = m.get("root")
             return None, str(root) if isinstance(root, str) and root else spec.model
     return None, None
+
+
+def _run_uses_httpx(spec: ArmSpec) -> bool:
+    """Whether the run's backend for ``spec`` talks through httpx (the rule of
+    ``OpenAICompatBackend``: ``http_client = "httpx"``, or ``"auto"`` with any https://
+    endpoint)."""
+    from pytest_quantagent.backends.options import arm_endpoints
+
+    choice = spec.options.get("http_client", "auto")
+    if choice in ("httpx", "native"):
+        return choice == "httpx"
+    return not all(u.startswith("http://") for u, _ in arm_endpoints(spec.base_url, spec.options))
 
 
 def _bearer(client: Any, key: Any) -> None:

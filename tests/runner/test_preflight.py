@@ -118,3 +118,46 @@ def test_an_hf_id_not_loadable_offline_is_one_preflight_line(monkeypatch: pytest
     (tmp_path / "empty-cache" / "models--nobody-org--cached" / "refs" / "main").write_text("a" * 40)
     assert preflight({"arm 'int4'": ArmSpec(label="int4", backend="transformers",
                                             model="nobody-org/cached")}) == []
+
+
+@pytest.mark.parametrize("client", ["httpx", "native"])
+def test_preflight_takes_the_runs_network_route(client: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 36 item 3: with http_client = "httpx" the run goes through HTTP_PROXY; the
+    # pre-flight must too (it used to ignore the proxy and check the server directly). With
+    # the native client neither uses the proxy.
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    seen: list[str] = []
+
+    class Proxy(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            body = json.dumps({"data": [{"id": "m"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    proxy = HTTPServer(("127.0.0.1", 0), Proxy)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.server_port}")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        # An address only the proxy "reaches" (nothing listens on port 9 here).
+        spec = ArmSpec(label="int4", backend="openai", model="m", base_url="http://10.255.255.1:9/v1",
+                       options={"http_client": client, "timeout_s": 2})
+        problems = preflight({"arm 'int4'": spec}, timeout_s=1)
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    if client == "httpx":
+        assert problems == [] and seen == ["http://10.255.255.1:9/v1/models"]
+    else:
+        assert seen == [] and len(problems) == 1
