@@ -199,7 +199,7 @@ def _run_uses_httpx(spec: ArmSpec) -> bool:
 
     choice = spec.options.get("http_client", "auto")
     if choice in ("httpx", "native"):
-        return choice == "httpx"
+        return bool(choice == "httpx")
     return not all(u.startswith("http://") for u, _ in arm_endpoints(spec.base_url, spec.options))
 
 
