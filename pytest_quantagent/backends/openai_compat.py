@@ -193,37 +193,69 @@ MAX_RESPONSE_HEAD = 64 * 1024
 MAX_RESPONSE_BODY = 16 * 1024 * 1024
 
 
+#: Longest chunk-size line (hex size and extensions) of a chunked body.
+_MAX_CHUNK_LINE = 1024
+# Chunked-body parser states (``_HTTPConnection._left`` when not a byte count).
+_SIZE_LINE, _TRAILER, _CRLF = -1, -2, -3
+
+
 class _HTTPConnection(asyncio.Protocol):
     """One keep-alive HTTP/1.1 connection: writes a request, frames the response.
 
     A plain :class:`asyncio.Protocol` rather than streams: the response is parsed straight
     from the bytes the loop hands over (``Content-Length`` or chunked, or up to EOF when
     neither is given), which costs about half the CPU of ``StreamReader`` per request.
+
+    Parsing is incremental and linear: each piece the loop hands over is looked at once (the
+    end of the head is searched from where the last search stopped, a chunked body is
+    de-chunked as it arrives, its framing dropped), and memory is bounded by
+    :data:`MAX_RESPONSE_HEAD` and :data:`MAX_RESPONSE_BODY`: past either the request fails
+    (``ValueError``, which :meth:`NativeHTTPClient.post` makes a retryable
+    ``ConnectionError``) and the connection is closed.
     """
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
+        """Bytes received and not yet parsed: the head, then a chunked body's framing."""
+        self.body = bytearray()
+        """The response body so far (de-chunked)."""
         self.waiter: asyncio.Future[tuple[int, bool, bytes]] | None = None
         self.lost = False
         self.retry_after: str | None = None
         """The ``Retry-After`` header of the last response, if any."""
         self.location: str | None = None
         """The ``Location`` header of the last response, if any (a 3xx is refused with it)."""
-        self._head: tuple[int, int, bool, int | None, bool] | None = None
-        """(status, body start, keep-alive, content length, chunked) once the head is in."""
+        self._head: tuple[int, bool, int | None, bool] | None = None
+        """(status, keep-alive, content length, chunked) once the head is in."""
+        self._scan = 0
+        """Where the search for the end of the head resumes."""
+        self._left = _SIZE_LINE
+        """Chunked body: bytes of the current chunk still to come, or a parser state."""
+        self._trailer = 0
+        """Chunked body: bytes of trailer lines read."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport (uvloop's does not subclass asyncio.Transport).
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
-        self.buf += data
-        if self.waiter is not None and not self.waiter.done():
-            try:
-                self._complete(eof=False)
-            except ValueError as e:
-                self.waiter.set_exception(e)
+        w = self.waiter
+        if w is None or w.done():
+            # Bytes nobody asked for (after a complete response, or after a failure): the
+            # connection is out of step with the server; it is not used again.
+            self.lost = True
+            self.buf.clear()
+            self.body.clear()
+            if self.transport is not None:
+                self.transport.close()
+            return
+        try:
+            self._feed(data)
+        except ValueError as e:
+            w.set_exception(e)
+            self.buf.clear()
+            self.body.clear()
 
     def eof_received(self) -> bool | None:
         return None  # close the transport; connection_lost follows
@@ -232,12 +264,13 @@ class _HTTPConnection(asyncio.Protocol):
         self.lost = True
         w = self.waiter
         if w is not None and not w.done():
-            try:
-                if not self._complete(eof=True):
-                    w.set_exception(ConnectionError(
-                        f"connection closed before the response was complete ({exc or 'EOF'})"))
-            except ValueError as e:
-                w.set_exception(e)
+            head = self._head
+            if head is not None and head[2] is None and not head[3]:
+                # Neither Content-Length nor chunked: the body runs to EOF.
+                self._resolve(False)
+            else:
+                w.set_exception(ConnectionError(
+                    f"connection closed before the response was complete ({exc or 'EOF'})"))
 
     def usable(self) -> bool:
         return not self.lost and self.transport is not None and not self.transport.is_closing()
@@ -250,20 +283,57 @@ class _HTTPConnection(asyncio.Protocol):
         """Send ``payload``; the future resolves to (status, keep-alive, body)."""
         assert self.transport is not None
         self.buf.clear()
+        self.body = bytearray()
         self._head = None
+        self._scan = 0
+        self._left = _SIZE_LINE
+        self._trailer = 0
         self.retry_after = None
         self.location = None
         self.waiter = asyncio.get_running_loop().create_future()
         self.transport.write(payload)
         return self.waiter
 
-    def _parse_head(self) -> bool:
-        end = self.buf.find(b"\r\n\r\n")
-        if end < 0:
-            if len(self.buf) > MAX_RESPONSE_HEAD:
-                raise ValueError(f"response head over {MAX_RESPONSE_HEAD} bytes")
-            return False
-        lines = bytes(self.buf[:end]).decode("latin-1").split("\r\n")
+    def _resolve(self, keep: bool) -> None:
+        assert self._head is not None and self.waiter is not None
+        body, self.body = bytes(self.body), bytearray()
+        self.waiter.set_result((self._head[0], keep, body))
+
+    def _feed(self, data: bytes) -> None:
+        """Parse ``data``, the next bytes of the response; resolve the waiter when the
+        response is complete. ``ValueError``: a malformed response or one over a cap."""
+        if self._head is None:
+            buf = self.buf
+            buf += data
+            end = buf.find(b"\r\n\r\n", max(0, self._scan - 3))
+            if end < 0 or end > MAX_RESPONSE_HEAD:
+                if len(buf) > MAX_RESPONSE_HEAD:
+                    raise ValueError(f"response head over {MAX_RESPONSE_HEAD} bytes")
+                self._scan = len(buf)
+                return
+            self._parse_head(bytes(buf[:end]))
+            data = bytes(buf[end + 4:])
+            buf.clear()
+        assert self._head is not None
+        _, keep, length, chunked = self._head
+        if chunked:
+            if self._dechunk(data):
+                self._resolve(keep and not self.buf)
+            return
+        body = self.body
+        body += data
+        if length is None:
+            if len(body) > MAX_RESPONSE_BODY:
+                raise ValueError(f"response body over {MAX_RESPONSE_BODY} bytes")
+            return
+        if len(body) >= length:
+            extra = len(body) > length
+            if extra:
+                del body[length:]
+            self._resolve(keep and not extra)
+
+    def _parse_head(self, raw: bytes) -> None:
+        lines = raw.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ", 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
             raise ValueError(f"bad status line {lines[0][:80]!r}")
@@ -276,6 +346,11 @@ class _HTTPConnection(asyncio.Protocol):
             name = name.strip().lower()
             if name == "content-length":
                 length = int(value)
+                if length < 0:
+                    raise ValueError(f"bad Content-Length {value.strip()[:40]!r}")
+                if length > MAX_RESPONSE_BODY:
+                    raise ValueError(f"response body over {MAX_RESPONSE_BODY} bytes "
+                                     f"(Content-Length {length})")
             elif name == "transfer-encoding":
                 chunked = "chunked" in value.lower()
             elif name == "retry-after":
@@ -285,49 +360,84 @@ class _HTTPConnection(asyncio.Protocol):
             elif name == "connection":
                 v = value.strip().lower()
                 keep = v == "keep-alive" or (keep and v != "close")
-        self._head = (status, end + 4, keep, length, chunked)
-        return True
+        self._head = (status, keep, length, chunked)
 
-    def _complete(self, *, eof: bool) -> bool:
-        """Resolve the waiter if the whole response is in ``buf``; True if it was."""
-        if self._head is None and not self._parse_head():
-            return False
-        assert self._head is not None and self.waiter is not None
-        status, start, keep, length, chunked = self._head
-        if len(self.buf) - start > MAX_RESPONSE_BODY + (64 * 1024 if chunked else 0) or (
-                length is not None and length > MAX_RESPONSE_BODY):
-            raise ValueError(f"response body over {MAX_RESPONSE_BODY} bytes")
-        if chunked:
-            body = self._dechunk(start)
-            if body is None:
-                return False
-            self.waiter.set_result((status, keep, body))
-            return True
-        if length is None:
-            if not eof:
-                return False
-            self.waiter.set_result((status, False, bytes(self.buf[start:])))
-            return True
-        if len(self.buf) - start < length:
-            return False
-        self.waiter.set_result((status, keep, bytes(self.buf[start:start + length])))
-        return True
-
-    def _dechunk(self, pos: int) -> bytes | None:
-        chunks: list[bytes] = []
+    def _dechunk(self, data: bytes) -> bool:
+        """Append the data of the chunks in ``data`` (and what was left over) to the body;
+        True once the last chunk and the trailer are in. Framing is consumed as it is read,
+        so each byte is looked at once and ``buf`` holds at most one partial line."""
         buf = self.buf
-        while True:
-            eol = buf.find(b"\r\n", pos)
-            if eol < 0:
-                return None
-            size = int(bytes(buf[pos:eol]).split(b";")[0], 16)
-            pos = eol + 2
-            if size == 0:
-                return b"".join(chunks) if buf.find(b"\r\n", pos) >= 0 else None
-            if len(buf) < pos + size + 2:
-                return None
-            chunks.append(bytes(buf[pos:pos + size]))
-            pos += size + 2
+        buf += data
+        body = self.body
+        pos, n = 0, len(buf)
+        done = False
+        while pos < n:
+            left = self._left
+            if left > 0:
+                take = min(left, n - pos)
+                body += buf[pos:pos + take]
+                pos += take
+                self._left = left - take or _CRLF
+            elif left == _CRLF:
+                if n - pos < 2:
+                    break
+                if buf[pos:pos + 2] != b"\r\n":
+                    raise ValueError("bad chunked encoding (no CRLF after a chunk)")
+                pos += 2
+                self._left = _SIZE_LINE
+            else:
+                eol = buf.find(b"\r\n", pos)
+                limit = _MAX_CHUNK_LINE if left == _SIZE_LINE else MAX_RESPONSE_HEAD - self._trailer
+                if eol < 0 or eol - pos > limit:
+                    if n - pos > limit:
+                        raise ValueError("bad chunked encoding (a line over the limit)")
+                    break
+                if left == _TRAILER:
+                    empty = eol == pos
+                    self._trailer += eol - pos + 2
+                    pos = eol + 2
+                    if empty:  # the blank line that ends the trailer: the body is complete
+                        done = True
+                        break
+                    continue
+                size = int(bytes(buf[pos:eol]).split(b";")[0].strip() or b"x", 16)
+                if size < 0:
+                    raise ValueError("bad chunked encoding (negative chunk size)")
+                pos = eol + 2
+                if size == 0:
+                    self._left = _TRAILER
+                elif len(body) + size > MAX_RESPONSE_BODY:
+                    raise ValueError(f"response body over {MAX_RESPONSE_BODY} bytes")
+                else:
+                    self._left = size
+        del buf[:pos]
+        return done
+
+
+#: Responses at least this long are decoded in a worker thread, not on the event loop.
+PARSE_IN_THREAD_BYTES = 1 << 20
+
+
+async def httpx_request(client: httpx.AsyncClient, method: str, path: str, *,
+                        content: bytes | None = None, timeout_s: float | None = None,
+                        ) -> tuple[int, bytes, httpx.Headers]:
+    """``client.request`` with the native client's limits: the body is streamed and refused
+    past :data:`MAX_RESPONSE_BODY` bytes (decoded, so a compressed bomb stops there too) as a
+    retryable ``ConnectionError``; the head is bounded by h11's own limit (a
+    ``RemoteProtocolError``). Returns (status, body, headers)."""
+    kwargs: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}
+    async with client.stream(method, path, content=content, **kwargs) as resp:
+        length = resp.headers.get("content-length")
+        if length is not None and length.strip().isdigit() and int(length) > MAX_RESPONSE_BODY:
+            raise ConnectionError(f"response body over {MAX_RESPONSE_BODY} bytes "
+                                  f"(Content-Length {int(length)})")
+        body = bytearray()
+        async for piece in resp.aiter_bytes():
+            body += piece
+            if len(body) > MAX_RESPONSE_BODY:
+                body.clear()  # not kept alive by the traceback while the request is retried
+                raise ConnectionError(f"response body over {MAX_RESPONSE_BODY} bytes")
+        return resp.status_code, bytes(body), resp.headers
 
 
 def _expire(fut: asyncio.Future[Any], seconds: float) -> None:
@@ -579,7 +689,7 @@ class Endpoint:
             if isinstance(transport, NativeHTTPClient):
                 status, _, _ = await transport.post("/models", b"", method="GET", timeout_s=timeout_s)
             else:
-                status = (await transport.get("/models", timeout=timeout_s)).status_code
+                status = (await httpx_request(transport, "GET", "/models", timeout_s=timeout_s))[0]
         except HTTPRedirect:
             return True  # the server answers (the next request stops the run with the cause)
         except Exception:
@@ -838,14 +948,17 @@ class OpenAICompatBackend(Backend):
                 except HTTPRedirect as r:
                     self._raise_redirect(r.status, r.location, ep)
             else:
-                resp = await transport.post("/chat/completions", content=b"".join(parts))
-                status, content = resp.status_code, resp.content
-                retry_after = resp.headers.get("retry-after")
+                status, content, headers = await httpx_request(
+                    transport, "POST", "/chat/completions", content=b"".join(parts))
+                retry_after = headers.get("retry-after")
                 if 300 <= status < 400:
-                    self._raise_redirect(status, resp.headers.get("location"), ep)
+                    self._raise_redirect(status, headers.get("location"), ep)
             if status >= 400:
                 self._raise_for_status(status, content, retry_after, ep)
-            gen = self._parse(content, ep)
+            if len(content) < PARSE_IN_THREAD_BYTES:
+                gen = self._parse(content, ep)
+            else:  # a large body is decoded off the event loop (it would stall every arm)
+                gen = await asyncio.to_thread(self._parse, content, ep)
         except Exception as exc:
             ep.inflight -= 1
             if self.is_retryable(exc):

@@ -153,7 +153,9 @@ def _check_endpoint(spec: ArmSpec, base_url: str, key: Any, timeout_s: float
         return f"base_url {shown!r} is not an http:// or https:// URL with a host", None
     url = base_url.rstrip("/") + "/models"
     try:
-        with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+        # The run's route: the httpx client honours HTTP(S)_PROXY/NO_PROXY (httpx's
+        # trust_env), the native one (plain http:// endpoints by default) connects directly.
+        with httpx.Client(timeout=timeout_s, trust_env=_run_uses_httpx(spec)) as client:
             if key is not None:
                 _bearer(client, key)
             resp = client.get(url)
@@ -189,6 +191,18 @@ def _check_endpoint(spec: ArmSpec, base_url: str, key: Any, timeout_s: float
     return None, None
 
 
+def _run_uses_httpx(spec: ArmSpec) -> bool:
+    """Whether the run's backend for ``spec`` talks through httpx (the rule of
+    ``OpenAICompatBackend``: ``http_client = "httpx"``, or ``"auto"`` with any https://
+    endpoint)."""
+    from pytest_quantagent.backends.options import arm_endpoints
+
+    choice = spec.options.get("http_client", "auto")
+    if choice in ("httpx", "native"):
+        return bool(choice == "httpx")
+    return not all(u.startswith("http://") for u, _ in arm_endpoints(spec.base_url, spec.options))
+
+
 def _bearer(client: Any, key: Any) -> None:
     client.headers["Authorization"] = "Bearer " + key.get_secret_value()
 
@@ -201,9 +215,50 @@ def _engine_check(modules: Sequence[str], extra: str) -> BackendCheck:
                     f"pip install 'pytest-quantagent[{extra}]'")
         if spec.path and not Path(spec.path).expanduser().exists():
             return f"checkpoint {spec.path!r} does not exist"
+        if not spec.path and spec.model:
+            return _check_hf_id(spec.model, timeout_s)
         return None
 
     return check
+
+
+def _offline() -> bool:
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _check_hf_id(model: str, timeout_s: float) -> str | None:
+    """An HF id ``ORG/NAME`` is loadable: its ``config.json`` is in the local cache, or
+    (online) the Hub answers for it. Offline and not cached, gated, or unknown: one line,
+    before the engine's own traceback (issue 36 item 7)."""
+    from pytest_quantagent.quant.checkpoint import checkpoint_kind
+
+    if checkpoint_kind(model) != "hf":
+        return None
+    try:
+        import huggingface_hub as hub
+    except ImportError:
+        return None  # the engine check above names the missing extra
+    try:
+        cached = hub.try_to_load_from_cache(model, "config.json")
+    except Exception:  # a malformed id: the Hub call below says what is wrong
+        cached = None
+    if isinstance(cached, str):
+        return None
+    if _offline():
+        return (f"Hugging Face model {model!r} is not in the local cache and offline mode is on "
+                "(HF_HUB_OFFLINE/TRANSFORMERS_OFFLINE): download it first "
+                f"(huggingface-cli download {model}) or give a local checkpoint folder")
+    try:
+        hub.HfApi().model_info(model, timeout=timeout_s)
+    except Exception as e:
+        from pytest_quantagent.backends.secrets import redact
+
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        return (f"Hugging Face model {model!r} cannot be loaded: {type(e).__name__}: "
+                f"{redact(first)[:200]} (not in the local cache; gated models need "
+                "HF_TOKEN and accepted terms)")
+    return None
 
 
 _CHECKS["transformers"] = _engine_check(("torch", "transformers"), "transformers")

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_quantagent.errors import QuantAgentError
+from pytest_quantagent.errors import DataFileError, QuantAgentError
 from pytest_quantagent.tau2.reader import Tau2Run, default_label, read_results
 from pytest_quantagent.tau2.version import Provenance, accounting_conflict
 
@@ -74,6 +74,9 @@ def read_comparison(
     groups: dict[str, DomainGroup] = {}
     for p, name in zip(paths, names, strict=True):
         run = read_results(p, label=name)
+        if not run.records:
+            raise DataFileError(run.path, "simulations",
+                                "the file holds no simulations: there is nothing to compare")
         if run.domain not in groups:
             groups[run.domain] = DomainGroup(run.domain, run)
         else:

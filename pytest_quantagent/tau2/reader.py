@@ -59,6 +59,8 @@ _KNOWN_TERMINATIONS = sorted({t.value for t in TerminationReason} | set(_EXTRA_T
 SUCCESS_REWARD = 1.0 - 1e-6
 #: Longest error text kept per failed call (malformed-turn texts repeat the whole turn).
 MAX_DETAIL_CHARS = 4000
+#: Longest task id accepted (τ²-bench's longest, telecom's compound ids, are under 300).
+MAX_TASK_ID_CHARS = 1024
 
 # τ²-bench's malformed-turn text repeats the rejected message, tool calls included.
 _MALFORMED_NAME = re.compile(r"\nname: ([A-Za-z_][\w.-]*)")
@@ -304,7 +306,14 @@ class _Context:
         task_id = sim.get("task_id")
         if task_id is None:
             raise DataFileError(self.path, f"{loc}.task_id", "missing")
+        if isinstance(task_id, bool) or not isinstance(task_id, (str, int)):
+            raise DataFileError(self.path, f"{loc}.task_id",
+                                f"expected a string, got {type(task_id).__name__}")
         task_id = str(task_id)
+        if len(task_id) > MAX_TASK_ID_CHARS:
+            raise DataFileError(self.path, f"{loc}.task_id",
+                                f"{len(task_id)} characters: task ids are at most "
+                                f"{MAX_TASK_ID_CHARS} characters")
         raw_term = sim.get("termination_reason")
         if raw_term not in _KNOWN_TERMINATIONS:
             raise DataFileError(
@@ -424,6 +433,10 @@ class _Context:
                         )
                     req = as_requestor(tc.get("requestor"), requestor)
                     args = tc.get("arguments")
+                    if args is not None and not isinstance(args, (dict, str)):
+                        raise DataFileError(
+                            self.path, f"{loc}.messages[{idx}].tool_calls[{j}].arguments",
+                            f"expected an object, got {type(args).__name__}")
                     pending.append(
                         _PendingCall(
                             idx,
@@ -438,6 +451,9 @@ class _Context:
                     self.flags.trimmed = True
                 call = _take(pending, m.get("id"))
                 content = m.get("content")
+                if content is not None and not isinstance(content, str):
+                    raise DataFileError(self.path, f"{loc}.messages[{idx}].content",
+                                        f"expected a string, got {type(content).__name__}")
                 content = content if isinstance(content, str) else json.dumps(content)
                 error = bool(m["error"]) if "error" in m else is_error_text(content)
                 if call is None:

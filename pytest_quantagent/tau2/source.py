@@ -11,7 +11,9 @@ Every failure is a :class:`DataFileError` naming the file and the JSON location.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
@@ -19,6 +21,15 @@ from pytest_quantagent.errors import DataFileError, MissingDependencyError
 
 SIMULATIONS_DIR = "simulations"
 RESULTS_FILE = "results.json"
+
+#: Deepest nesting (objects and arrays) accepted in a results file. A τ²-bench file's own
+#: structure is 6-8 levels deep; the rest is room for tool arguments and results. Deeper
+#: files are refused before they are parsed (ijson's memory grows with the square of the
+#: depth: 10⁶ levels took 7.7 GB).
+MAX_RESULTS_DEPTH = 256
+_SCAN_BLOCK = 1 << 18
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_STRUCTURAL = b'"[]{}:,'
 
 Format = Literal["json", "dir"]
 
@@ -36,10 +47,129 @@ def open_results(p: Path) -> tuple[Format, Path, dict[str, Any], Simulations]:
         raise DataFileError(p, "", "no such file or directory")
     fmt, meta_path, sims_dir = _layout(p)
     if fmt == "json":
+        shape = check_shape(meta_path)
+        if shape.top_keys:
+            dup = sorted({k for k in shape.top_keys if shape.top_keys.count(k) > 1})
+            if dup:
+                raise DataFileError(
+                    meta_path, dup[0],
+                    f"top-level key {dup[0]!r} appears {shape.top_keys.count(dup[0])} times; "
+                    "json and tau2-bench would keep only the last, a streaming reader would "
+                    "see them all: refused (write the file with one of each key)")
+            kind = shape.value_kinds.get("simulations")
+            if kind is not None and kind != "list":
+                raise DataFileError(meta_path, "simulations",
+                                    f"expected a list of simulations, got {kind}")
         return fmt, meta_path, _stream_info(meta_path), _stream_simulations(meta_path)
     meta = _load_json(meta_path)
     info = _require_info(meta_path, meta)
     return fmt, meta_path, info, _dir_simulations(meta_path, meta, sims_dir)
+
+
+@dataclass
+class Shape:
+    """What a pass over a JSON file's structural bytes found: the top-level object's keys
+    (in order, as written with their escape sequences dropped, at most 200 bytes each;
+    empty when the top level is not an object) and the kind of each key's value
+    (``list``, ``object``, ``string``, or ``null or a number or boolean``)."""
+
+    top_keys: list[str] = field(default_factory=list)
+    value_kinds: dict[str, str] = field(default_factory=dict)
+
+
+_KINDS = {ord("["): "list", ord("{"): "object", ord('"'): "string"}
+_SCALAR = "null, a number or a boolean"
+
+
+def check_shape(path: Path, max_depth: int = MAX_RESULTS_DEPTH) -> Shape:
+    """Refuse a file nested deeper than ``max_depth`` (:class:`DataFileError`, one line)
+    and return its top-level :class:`Shape`, in one streaming pass at C speed: escape pairs
+    are dropped (``re``), only the bytes ``"[]{}:,`` kept (``bytes.translate``), and the
+    depth outside strings is a cumulative sum over those (numpy). Memory: one block.
+    Invalid JSON is not diagnosed here (the parser does that, with its location)."""
+    import numpy as np
+
+    table = np.zeros(256, dtype=bool)
+    table[list(_STRUCTURAL)] = True
+    depth, in_string, carry, offset = 0, 0, b"", 0
+    shape = Shape()
+    # The top level's tokens, read by a small state machine across blocks.
+    expect, key, key_parts, in_value_string, start = "start", "", bytearray(), False, 0
+    with path.open("rb") as f:
+        while True:
+            block = f.read(_SCAN_BLOCK)
+            if not block:
+                break
+            data = _ESCAPE.sub(b"", carry + block)
+            carry = b""
+            if data.endswith(b"\\"):  # an escape pair cut by the block's end
+                data, carry = data[:-1], b"\\"
+            arr = np.frombuffer(data, dtype=np.uint8)
+            pos = np.flatnonzero(table[arr])
+            if not len(pos):
+                if expect == "key_text" and len(key_parts) < 200:
+                    key_parts += data[start:][:200]
+                start = 0
+                offset += len(block)
+                continue
+            k = arr[pos]
+            quote = k == 34
+            inside = (np.cumsum(quote) + in_string) & 1  # the string state after each byte
+            outside = ~quote & (inside == 0)
+            delta = np.zeros(len(k), dtype=np.int64)
+            delta[outside & ((k == 91) | (k == 123))] = 1
+            delta[outside & ((k == 93) | (k == 125))] = -1
+            after = depth + np.cumsum(delta)
+            if int(after.max()) > max_depth:
+                at = int(np.argmax(after > max_depth))
+                raise DataFileError(path, f"near byte {offset + int(pos[at])}",
+                                    f"JSON nested deeper than {max_depth} levels: refused "
+                                    "(no tau2-bench results file nests like that)")
+            before = after - delta
+            # Top-level tokens: quotes at depth 1 and structural bytes outside strings at
+            # depth 1 (or the top level's own braces).
+            top = np.flatnonzero((quote & (after == 1)) | (outside & ((before <= 1) & (after <= 1)
+                                                                     | (before == 1))))
+            for i in top.tolist():
+                c = int(k[i])
+                if expect == "start":
+                    if c != 123:
+                        expect = "done"  # not an object: the reader says so
+                        break
+                    expect = "key"
+                elif expect == "key":
+                    if c == 34:
+                        expect, key_parts, start = "key_text", bytearray(), int(pos[i]) + 1
+                    elif c == 125:
+                        expect = "done"
+                elif expect == "key_text":
+                    if c == 34:
+                        key_parts += data[start:int(pos[i])][:200]
+                        key = key_parts.decode("utf-8", "replace")
+                        shape.top_keys.append(key)
+                        expect = "colon"
+                elif expect == "colon":
+                    expect = "value" if c == 58 else "key"
+                elif expect == "value":
+                    shape.value_kinds.setdefault(key, _KINDS.get(c, _SCALAR))
+                    expect, in_value_string = "after", c == 34
+                    if c == 44:
+                        expect = "key"
+                    elif c == 125:
+                        expect = "done"
+                elif expect == "after":
+                    if c == 34:
+                        in_value_string = not in_value_string
+                    elif c == 44 and not in_value_string:
+                        expect = "key"
+                    elif c == 125 and not in_value_string:
+                        expect = "done"
+            if expect == "key_text" and len(key_parts) < 200:
+                key_parts += data[start:][:200]  # the rest of the key is in the next block
+            start = 0
+            depth, in_string = int(after[-1]), int(inside[-1])
+            offset += len(block)
+    return shape
 
 
 def _layout(p: Path) -> tuple[Format, Path, Path]:
@@ -232,8 +362,11 @@ def _load_json(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise DataFileError(path, "", f"cannot read: {e}") from None
+    check_shape(path)  # nesting bounded before json recurses
     try:
         return json.loads(text)
+    except RecursionError:
+        raise DataFileError(path, "", f"JSON nested deeper than {MAX_RESULTS_DEPTH} levels") from None
     except json.JSONDecodeError as e:
         # json reports a cut-off file either at its last character or, inside a string,
         # as an unterminated string.

@@ -16,7 +16,23 @@ def test_arm(quant_arm, reference_arm):
 """
 
 
-def test_hf_id_resolves_to_transformers_arms_made_on_load(pytester: pytest.Pytester) -> None:
+def _cached_hf_model(monkeypatch: pytest.MonkeyPatch, cache: Path, repo: str) -> None:
+    """A Hugging Face cache holding ``repo``'s config.json, so the pre-flight (which refuses
+    an id that cannot be loaded) passes offline."""
+    import huggingface_hub.constants as hc
+
+    folder = cache / ("models--" + repo.replace("/", "--"))
+    snap = folder / "snapshots" / ("a" * 40)
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text("{}")
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text("a" * 40)
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(cache))
+
+
+def test_hf_id_resolves_to_transformers_arms_made_on_load(pytester: pytest.Pytester,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    _cached_hf_model(monkeypatch, pytester.path / "hf-cache", "Qwen/Qwen3-8B")
     pytester.makepyfile(ARM_TEST)
     result = pytester.runpytest("--quant-model=Qwen/Qwen3-8B", "--quant=int4,fp8",
                                 "--domain=telecom", "-s")

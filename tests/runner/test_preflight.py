@@ -90,3 +90,74 @@ def test_a_misspelt_backend_is_named_with_the_closest_name_replay_included() -> 
     assert "mock, openai, replay, transformers, vllm" in p.cause
     [p] = preflight({"arm 'bf16'": ArmSpec(label="bf16", backend="zzz", model="m")})
     assert "did you mean" not in p.cause and "replay" in p.cause
+
+
+def test_an_hf_id_not_loadable_offline_is_one_preflight_line(monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: Path) -> None:
+    # Issue 36 item 7: an HF id that is not cached, with offline mode on, used to surface
+    # as 1,241 lines of traceback from the engine; now one problem before any work.
+    pytest.importorskip("huggingface_hub")
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())  # engines "installed"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    import huggingface_hub.constants as hc
+
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    spec = ArmSpec(label="int4", backend="transformers", model="nobody-org/no-such-model")
+    [problem] = preflight({"arm 'int4'": spec})
+    text = str(problem)
+    assert "\n" not in text
+    assert "'nobody-org/no-such-model' is not in the local cache" in text and "HF_HUB_OFFLINE" in text
+    # A cached id passes without the network.
+    snap = tmp_path / "empty-cache" / "models--nobody-org--cached" / "snapshots" / ("a" * 40)
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text("{}")
+    (tmp_path / "empty-cache" / "models--nobody-org--cached" / "refs").mkdir()
+    (tmp_path / "empty-cache" / "models--nobody-org--cached" / "refs" / "main").write_text("a" * 40)
+    assert preflight({"arm 'int4'": ArmSpec(label="int4", backend="transformers",
+                                            model="nobody-org/cached")}) == []
+
+
+@pytest.mark.parametrize("client", ["httpx", "native"])
+def test_preflight_takes_the_runs_network_route(client: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 36 item 3: with http_client = "httpx" the run goes through HTTP_PROXY; the
+    # pre-flight must too (it used to ignore the proxy and check the server directly). With
+    # the native client neither uses the proxy.
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    seen: list[str] = []
+
+    class Proxy(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            body = json.dumps({"data": [{"id": "m"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    proxy = HTTPServer(("127.0.0.1", 0), Proxy)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.server_port}")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        # An address only the proxy "reaches" (nothing listens on port 9 here).
+        spec = ArmSpec(label="int4", backend="openai", model="m", base_url="http://10.255.255.1:9/v1",
+                       options={"http_client": client, "timeout_s": 2})
+        problems = preflight({"arm 'int4'": spec}, timeout_s=1)
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    if client == "httpx":
+        assert problems == [] and seen == ["http://10.255.255.1:9/v1/models"]
+    else:
+        assert seen == [] and len(problems) == 1

@@ -203,3 +203,137 @@ def test_bad_scalars_name_file_and_location(
     e = _refused(write_json(tmp_path / "r.json", data))
     assert e.location == location
     assert repr(value)[:20] in e.problem
+
+
+# Issue 36 item 6: hostile results files, each refused with one line naming the place.
+
+
+def _hostile(tmp_path: Path, edit: Any) -> Path:
+    text = json.dumps(_good())
+    p = tmp_path / "hostile.json"
+    p.write_text(edit(text))
+    return p
+
+
+def test_deep_nesting_is_refused_before_parsing(tmp_path: Path) -> None:
+    # 10⁶ levels once took ijson to 7.7 GB; the shape pass refuses it at constant memory.
+    import tracemalloc
+
+    deep = "[" * 1_000_000 + "]" * 1_000_000
+    p = _hostile(tmp_path, lambda t: t.replace('"hello"', deep, 1))
+    tracemalloc.start()
+    try:
+        e = _refused(p)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "nested deeper than 256 levels" in e.problem and "near byte" in e.location
+    assert "\n" not in str(e)
+    assert peak < 20_000_000
+
+
+def test_deep_nesting_in_a_directory_format_file_is_refused(tmp_path: Path) -> None:
+    folder = write_dir(tmp_path / "run", _good())
+    sim = next((folder / "simulations").glob("*.json"))
+    sim.write_text(sim.read_text().replace('"hello"', "[" * 5000 + "]" * 5000, 1))
+    e = _refused(folder)
+    assert "nested deeper than" in e.problem
+
+
+def test_shape_pass_agrees_with_json_on_random_documents(tmp_path: Path) -> None:
+    # Independent reference: json.loads and a recursive depth, on documents whose strings
+    # hold brackets, quotes, backslashes and colons, read in blocks as small as one byte.
+    import random
+    import re
+
+    from pytest_quantagent.tau2 import source
+
+    rng = random.Random(3)
+
+    def value(d: int) -> Any:
+        r = rng.random()
+        if d > 6 or r < 0.3:
+            return rng.choice([None, 1, 2.5, True, "a]b", '"[{', "\\", "x:,y", "}"])
+        if r < 0.65:
+            return [value(d + 1) for _ in range(rng.randint(0, 3))]
+        return {rng.choice(["k", "]", '"', "\\n", "a:b"]) + str(i): value(d + 1)
+                for i in range(rng.randint(0, 3))}
+
+    def depth(v: Any) -> int:
+        if isinstance(v, dict):
+            return 1 + max(map(depth, v.values()), default=0)
+        if isinstance(v, list):
+            return 1 + max(map(depth, v), default=0)
+        return 0
+
+    for trial in range(60):
+        doc = {f"key{i}" + rng.choice(["", "]", "\\"]): value(1) for i in range(rng.randint(1, 4))}
+        p = tmp_path / f"d{trial}.json"
+        p.write_text(json.dumps(doc))
+        d = depth(doc)
+        for block in (1, 3, 64, 1 << 18):
+            orig = source._SCAN_BLOCK
+            source._SCAN_BLOCK = block
+            try:
+                shape = source.check_shape(p, max_depth=d)
+                # Keys as written, escape sequences dropped (documented in Shape).
+                assert shape.top_keys == [re.sub(r"\\.", "", json.dumps(k)[1:-1]) for k in doc], (trial, block)
+                kinds = {k: {list: "list", dict: "object", str: "string"}.get(type(v), source._SCALAR)
+                         for k, v in doc.items()}
+                assert list(shape.value_kinds.values()) == list(kinds.values()), (trial, block)
+                with pytest.raises(DataFileError, match="nested deeper"):
+                    source.check_shape(p, max_depth=d - 1)
+            finally:
+                source._SCAN_BLOCK = orig
+
+
+def test_huge_task_id_is_refused_with_the_limit(tmp_path: Path) -> None:
+    p = _hostile(tmp_path, lambda t: t.replace('"task_id": "1"', '"task_id": "' + "x" * 5_000_000 + '"', 1))
+    e = _refused(p)
+    assert e.location == "simulations[0].task_id"
+    assert "5000000 characters" in e.problem and "at most 1024" in e.problem
+
+
+def test_simulations_null_is_refused(tmp_path: Path) -> None:
+    data = _good()
+    data["simulations"] = None
+    e = _refused(write_json(tmp_path / "null.json", data))
+    assert e.location == "simulations" and "expected a list of simulations, got null" in e.problem
+
+
+def test_an_empty_candidate_is_refused_in_a_comparison(tmp_path: Path) -> None:
+    from pytest_quantagent.tau2.compare import read_comparison
+
+    ref = write_json(tmp_path / "ref.json", _good())
+    data = _good()
+    data["simulations"] = []
+    cand = write_json(tmp_path / "cand.json", data)
+    with pytest.raises(DataFileError, match="nothing to compare") as exc:
+        read_comparison([ref, cand])
+    assert str(cand) in str(exc.value)
+
+
+def test_duplicated_simulations_keys_are_refused(tmp_path: Path) -> None:
+    # json.loads and tau2-bench keep the last, ijson streams both: refused, never a guess.
+    text = json.dumps(_good())
+    sims = text[text.index('"simulations"'):-1]
+    p = tmp_path / "dup.json"
+    p.write_text(text[:-1] + ", " + sims + "}")
+    assert list(json.loads(p.read_text())) == ["timestamp", "info", "tasks", "simulations"]
+    e = _refused(p)
+    assert e.location == "simulations" and "appears 2 times" in e.problem
+
+
+def test_object_content_and_list_arguments_are_refused_with_the_path(tmp_path: Path) -> None:
+    data = _good()
+    tool = next(i for i, m in enumerate(data["simulations"][0]["messages"]) if m["role"] == "tool")
+    data["simulations"][0]["messages"][tool]["content"] = {"ok": True}
+    e = _refused(write_json(tmp_path / "content.json", data))
+    assert e.location == f"simulations[0].messages[{tool}].content"
+    assert "expected a string, got dict" in e.problem
+    data = _good()
+    call = next(i for i, m in enumerate(data["simulations"][0]["messages"]) if m.get("tool_calls"))
+    data["simulations"][0]["messages"][call]["tool_calls"][0]["arguments"] = [1, 2]
+    e = _refused(write_json(tmp_path / "args.json", data))
+    assert e.location == f"simulations[0].messages[{call}].tool_calls[0].arguments"
+    assert "expected an object, got list" in e.problem
