@@ -53,6 +53,20 @@ def quantized_copy(model: Any, scheme: str, folder: str) -> Any:
     return m2
 
 
+#: Lower edges of the signed bf16 margin bins (negative: bf16 already wrong; the narrow bins
+#: on each side of 0 are the decisions a small rounding can flip, and which way).
+SIGNED_EDGES: tuple[float, ...] = (-float("inf"), -0.5, -0.25, 0.0, 0.25, 0.5)
+
+
+def margin_bins(margins: list[float]) -> list[int]:
+    """How many margins fall in each bin of :data:`SIGNED_EDGES` (the last one open above)."""
+    counts = [0] * len(SIGNED_EDGES)
+    for m in margins:
+        i = max(k for k, lo in enumerate(SIGNED_EDGES) if m >= lo)
+        counts[i] += 1
+    return counts
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -115,6 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     narrow = sum(1 for d in by_arm["bf16"] if d.kind == "call_or_text" and abs(d.margin) < 0.5)
     print(f"{args.model} · {args.domain} · {len(transcripts)} episodes · call_or_text {n_cot} "
           f"({narrow} below 0.5 logit) · names {n_name}")
+    bins = {kind: margin_bins([d.margin for d in by_arm["bf16"] if d.kind == kind])
+            for kind in ("call_or_text", "tool_name")}
+    edges = " ".join(f"{lo:+.2f}" for lo in SIGNED_EDGES)
+    for kind, counts in bins.items():
+        print(f"bf16 {kind} margins (bins from {edges}): {counts}")
     print(f"{'scheme':<14} {'c/t wrong':>9} {'r→w':>4} {'w→r':>4}  {'names wrong':>11} {'r→w':>4} {'w→r':>4} "
           f"{'args wrong':>10}  novel names")
     for r in rows:
@@ -123,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"model": args.model, "domain": args.domain, "episodes": len(transcripts),
-                       "fresh": args.fresh, "fresh_seed": args.fresh_seed, "rows": rows}, f, indent=1)
+                       "fresh": args.fresh, "fresh_seed": args.fresh_seed, "rows": rows,
+                       "bf16_margin_bins": {"edges": list(SIGNED_EDGES), **bins}}, f, indent=1)
     return 0
 
 

@@ -31,6 +31,7 @@ seeded; one torch thread.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -93,8 +94,11 @@ def cmd_corpus(args: argparse.Namespace) -> None:
             t0 = time.time()
             n = args.episodes if variant == "mixed" else args.episodes_ft
             i = DOMAINS.index(dom)
+            noise = NOISE_CONFIGS[variant]
+            if variant == "prone" and args.prone_primed:
+                noise = dataclasses.replace(noise, p_primed_by_kind=_kind_rates(args.prone_primed))
             tx, stats, dpool = build_corpus(
-                dom, NOISE_CONFIGS[variant], n_episodes=n,
+                dom, noise, n_episodes=n,
                 seed=args.seed + 1000 * i + {"mixed": 0, "robust": 1, "prone": 2}[variant],
                 repeats=args.repeats, log=log, restate_ids=args.restate_ids, confirm_args=args.confirm_args,
                 email_first=args.email_first,
@@ -107,7 +111,26 @@ def cmd_corpus(args: argparse.Namespace) -> None:
                 {"kept": stats.kept, "episodes": stats.episodes, "tempted_calls": stats.tempted_calls,
                  "tool_calls": stats.tool_calls, "channels": stats.channels, "seconds": round(time.time() - t0),
                  "restate_ids": args.restate_ids, "confirm_args": args.confirm_args,
-                 "email_first": args.email_first}))
+                 "email_first": args.email_first,
+                 "p_primed_by_kind": dict(noise.p_primed_by_kind)}))
+
+
+def _kind_rates(text: str) -> tuple[tuple[str, float], ...]:
+    """``cross_role=0.42,name=0.45`` → ((kind, chance), ...), checked."""
+    kinds = ("name", "id", "enum", "cross_role")
+    out = []
+    for part in text.split(","):
+        kind, _, value = part.partition("=")
+        if kind not in kinds:
+            raise SystemExit(f"--prone-primed: unknown temptation kind {kind!r}; allowed: {', '.join(kinds)}")
+        try:
+            p = float(value)
+        except ValueError:
+            p = -1.0
+        if not 0.0 <= p <= 1.0:
+            raise SystemExit(f"--prone-primed {kind}: chance {value!r} is not a number in [0, 1]")
+        out.append((kind, p))
+    return tuple(out)
 
 
 def _texts(work: Path, variant: str) -> list[str]:
@@ -352,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="the expert shows each write call's JSON in its confirmation question")
     c.add_argument("--email-first", action="store_true",
                    help="the expert asks for the email before name and zip (retail)")
+    c.add_argument("--prone-primed", default="", metavar="KIND=P,...",
+                   help="prone variant: chance of these temptation kinds (name, id, enum, cross_role) on "
+                        "primed pairs instead of 0.5 (below 0.5: the right call wins by a narrow margin)")
     v = sub.add_parser("vocab")
     v.add_argument("--work", required=True)
     v.add_argument("--min-word-count", type=int, default=10)

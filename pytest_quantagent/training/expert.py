@@ -77,6 +77,10 @@ class NoiseConfig:
     """Also tempt the agent to call a user-side (device) tool itself, at the rates above,
     before it asks the user (τ²-bench telecom's cross-role failure). Off: no random draw,
     so the other variants' corpora are unchanged."""
+    p_primed_by_kind: tuple[tuple[str, float], ...] = ()
+    """Per temptation kind (``name``, ``id``, ``enum``, ``cross_role``), a chance on primed
+    pairs other than ``p_primed``: below 0.5 the right call stays the more likely one at a
+    primed pair, by a small margin (the narrow-margin decisions of the paper's mechanism)."""
 
 
 ROBUST = NoiseConfig(name="robust", p_base=0.02, p_primed=0.02, primed_share=0.0)
@@ -154,7 +158,9 @@ class Temptations:
     def _p(self, tool: str, what: str) -> float:
         kind = task_kind(self.task)
         primed = _stable_unit(self.domain.name, tool, kind, what) < self.noise.primed_share
-        return self.noise.p_primed if primed else self.noise.p_base
+        if not primed:
+            return self.noise.p_base
+        return dict(self.noise.p_primed_by_kind).get(what, self.noise.p_primed)
 
     def _draw(self, step: int, what: str, tool: str) -> bool:
         """Whether the ``what`` temptation is drawn at ``step`` (one draw per step and kind)."""

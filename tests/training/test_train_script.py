@@ -93,3 +93,17 @@ def test_the_bundled_tokenizer_numbers_the_kinds_its_readme_lists() -> None:
     assert cfg["vocab_size"] == tok.vocab_size == 1595
     # the recipe's vocab --short-nums: one-digit numbers (units, option values) are aliases too
     assert next(k for k in tok.aliases if k.name == "num").pattern == "[0-9]{1,4}"
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("cross_roles=0.4", "unknown temptation kind 'cross_roles'; allowed: name, id, enum, cross_role"),
+    ("cross_role=1.5", "--prone-primed cross_role: chance '1.5' is not a number in \\[0, 1\\]"),
+    ("name=x", "--prone-primed name: chance 'x' is not a number in \\[0, 1\\]"),
+])
+def test_corpus_refuses_a_bad_prone_primed_rate(script, value: str, message: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SystemExit, match=message):
+        script._kind_rates(value)
+
+
+def test_corpus_reads_prone_primed_rates(script) -> None:  # type: ignore[no-untyped-def]
+    assert script._kind_rates("cross_role=0.44,name=0.45") == (("cross_role", 0.44), ("name", 0.45))

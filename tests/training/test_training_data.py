@@ -153,3 +153,25 @@ def test_enum_arguments_add_the_values_a_domain_checks_inside_its_tools() -> Non
     assert retail.checked_values == {("cancel_pending_order", "reason"): ("no longer needed", "ordered by mistake")}
     assert enum_arguments(retail)[("cancel_pending_order", "reason")] == ["no longer needed", "ordered by mistake"]
     assert telecom.checked_values == {}
+
+
+def test_a_per_kind_primed_rate_changes_that_kind_on_primed_pairs_only() -> None:
+    import dataclasses
+    import random
+
+    from pytest_quantagent.training.expert import PRONE, Temptations, _stable_unit, task_kind
+
+    domain = get_domain("telecom")
+    task = next(domain.task(t) for t in domain.splits["train"])
+    noise = dataclasses.replace(PRONE, p_primed_by_kind=(("cross_role", 0.42),))
+    t = Temptations(domain, task, noise, random.Random(0))
+    kind = task_kind(task)
+    tools = sorted({a.name for a in domain.tasks[0].gold_actions} | set(domain.agent_tool_names))
+    seen = {"primed": 0, "unprimed": 0}
+    for tool in tools:
+        for what in ("cross_role", "name"):
+            primed = _stable_unit(domain.name, tool, kind, what) < PRONE.primed_share
+            seen["primed" if primed else "unprimed"] += 1
+            want = (0.42 if what == "cross_role" else PRONE.p_primed) if primed else PRONE.p_base
+            assert t._p(tool, what) == want
+    assert seen["primed"] > 0 and seen["unprimed"] > 0
