@@ -545,7 +545,7 @@ _SENT_REQUEST = re.compile(r"\b(?:i(?:'ve| have)? (?:just )?sent|request (?:that
 _NO_REQUEST = "No payment request"
 # An offer to change the line's plan ("would you like me to upgrade you to Unlimited?").
 _PLAN_CHANGE = re.compile(
-    r"\b(?:upgrade|change|switch|move|migrate)\b(?:\s+\S+){0,6}?\s+(?:plan|unlimited|premium)\b|"
+    r"\b(?:upgrad|chang|switch|mov|migrat)\w*\b(?:\s+\S+){0,6}?\s+(?:plan|unlimited|premium)\b|"
     r"\bnew plan\b|\bplan (?:change|upgrade)\b", re.I
 )
 
@@ -555,6 +555,9 @@ _UNWANTED_LINE_CHANGES = (
                 r"\btemporary suspension\b", re.I), r"\bsuspend"),
     (re.compile(r"\bcancel(?:l?ing|l?ed)? (?:your|the|this) (?:line|account|service|contract)\b", re.I),
      r"\bcancel"),
+    (re.compile(r"\bextend(?:ing)?\b[^.?!]{0,30}\bsuspension\b", re.I), r"\bextend"),
+    (re.compile(r"\bautomatic (?:payments?|billing)\b|\bauto[- ]?payments?\b", re.I),
+     r"\bautomatic|\bauto[- ]?pay"),
     (re.compile(r"\b(?:autopay|auto-pay|paperless billing|insurance|device protection|protection plan|"
                 r"add-on)\b", re.I), r"\b(?:autopay|auto-pay|paperless|insurance|protection|add-on)\b"),
     (re.compile(r"\bport(?:ing)? (?:your|the) number\b|\bnew (?:line|sim)\b", re.I), r"\bnew (?:line|sim)\b"),
@@ -563,6 +566,19 @@ _ROAMING_ON = re.compile(
     r"\b(?:enable|turn on|activate|add|switch on|set up)\b[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming on\b",
     re.I,
 )
+# "Would you like to keep it enabled?" said of roaming: roaming left on.
+_KEEP_ON = re.compile(r"\bkeep(?:ing)? (?:it|roaming|data roaming|international roaming)\b[^.?!]{0,10}"
+                      r"\b(?:on|enabled|active)\b", re.I)
+# An amount of data the agent would add ("I'll add 5 GB", "refuel 1 GB").
+_DATA_OFFERED = re.compile(
+    r"\b(?:add|adding|refuel|refuelling|refueling|top(?:ping)? up(?: with)?|give you|purchase|buy)\s+"
+    r"(?:you\s+)?(?:an?\s+)?(?:extra\s+|additional\s+|another\s+)?(\d+(?:\.\d+)?)\s*GB\b", re.I)
+_GB = re.compile(r"(\d+(?:\.\d+)?)\s*GB\b", re.I)
+_LINE_NUMBER = re.compile(r"\b\d{3}-\d{4}\b")
+_WANTS_HUMAN = re.compile(r"\b(?:human|real person|representative|live agent|talk to a person)\b", re.I)
+# An offer that names nothing itself ("Shall I go ahead?", "Would you like that?", "Okay?").
+_BARE_OFFER = re.compile(r"\b(?:that|this|it)\b|\b(?:go ahead|proceed|okay|ok|alright|sound good)\b", re.I)
+_TRANSFER_WORDS = re.compile(r"\btransfer|\bconnect you\b|\bput you through\b|\bescalat", re.I)
 _ROAMING_OFF = re.compile(
     r"\b(?:disable|turn off|deactivate|remove|switch off)\b[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming off\b",
     re.I,
@@ -730,9 +746,37 @@ class TelecomUser(ScriptedUser):
         said = self.speed_answer(seg.text)
         if said is not None:
             return said  # "Would you be okay with a fair speed for now?"
-        if not self.offer_wanted(seg.text):
+        if (self.script.end == "transfer" and _WANTS_HUMAN.search(" ".join(self.script.requests))
+                and not _TRANSFER_WORDS.search(seg.text)):
+            # The customer asked for a human: it wants that, not the agent's own help.
+            return "No, thank you. I'd like to talk to a human agent, please."
+        whole = dialogue.strip_markdown(self._message)
+        bare = bool(_BARE_OFFER.search(seg.text))
+        if not self.offer_wanted(seg.text) or (bare and not self.offer_wanted(whole)):
+            # ("... switching to our Premium plan. Shall I make that change?": what the
+            # message proposes.)
             return self.script.refusal
+        fix = self.correction(seg.text) or (self.correction(whole) if bare else None)
+        if fix is not None:
+            return fix
         return super().answer_offer(seg)
+
+    def correction(self, text: str) -> str | None:
+        """What is wrong in an offer or confirmation, as the customer says it: a line number
+        that is not its own, an amount of data that is not the one it wants (None when
+        nothing is)."""
+        mine = set(_LINE_NUMBER.findall(" ".join([*self.script.requests, *self.script.identity.values(),
+                                                  *self.script.facts.values()])))
+        said = set(_LINE_NUMBER.findall(text))
+        if mine and said and not said & mine:
+            return f"No, that's not my line. My number is {sorted(mine)[0]}."
+        offered = {float(n) for n in _DATA_OFFERED.findall(text)}
+        if offered:
+            for reply in self.script.answers:
+                want = {float(n) for n in _GB.findall(reply.say)}
+                if want and not offered & want:
+                    return f"No, {reply.say[0].lower()}{reply.say[1:]}"
+        return None
 
     def offer_wanted(self, text: str) -> bool:
         """False for an offer of a change the scenario does not ask for (see
@@ -743,12 +787,13 @@ class TelecomUser(ScriptedUser):
         for pattern, word in _UNWANTED_LINE_CHANGES:
             if pattern.search(text) and not re.search(word, requests, re.I):
                 return False
-        if _ROAMING_ON.search(text) or _ROAMING_OFF.search(text):
+        keep_on = bool(_KEEP_ON.search(text)) and "roaming" in text.lower()
+        if _ROAMING_ON.search(text) or _ROAMING_OFF.search(text) or keep_on:
             location = " ".join(
                 [self.script.facts.get("location", ""), requests]
             )
             abroad = bool(_ABROAD.search(location)) and not _AT_HOME.search(location)
-            if _ROAMING_ON.search(text) and not abroad and not _FUTURE_TRIP.search(requests):
+            if (_ROAMING_ON.search(text) or keep_on) and not abroad and not _FUTURE_TRIP.search(requests):
                 return False
             if _ROAMING_OFF.search(text) and abroad:
                 return False
