@@ -130,6 +130,8 @@ _FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("payment", re.compile(r"\b(?:pay|payment method|payment)\b", re.I)),
     ("transfer", re.compile(r"\btransfer|\bhuman\b|\blive agent\b|\bspecialist\b|"
                             r"\brepresentative\b", re.I)),
+    ("reship", re.compile(r"\bre-?ship|\bre-?send|\bsend (?:you )?(?:a )?(?:new|replacement)\b|"
+                          r"\breplacement (?:order|item|unit)\b", re.I)),
     ("extra", re.compile(r"\bupgrade|\bexpress\b|\bexpedite|\bwarranty\b|\bprotection plan\b|"
                          r"\bstore credit\b|\badd (?:more )?(?:funds|money|credit|balance)\b|\breload\b|"
                          r"\brewards? program\b|"
@@ -167,6 +169,8 @@ _PREFERENCE = re.compile(
     r"\bdoes \w+(?: \w+)? matter to you\b|\bdo you (?:care|mind) (?:about|if)\b",
     re.I,
 )
+# The state of a US address ("Boise, ID 83760").
+_STATE_ZIP = re.compile(r",\s*([A-Z]{2})\s+\d{5}\b")
 _ZIP5 = re.compile(r"(?<![\d-])\d{5}(?![\d-])")
 _PAY_KINDS = (
     ("gift card", re.compile(r"\bgift ?card", re.I)),
@@ -232,6 +236,10 @@ class RetailUser(ScriptedUser):
         """False when the offer proposes an action the customer did not come for."""
         goal = self._goal()
         offered = families(text)
+        if not offered and self._message:
+            # "I can reship it right away. Would you like that?": what the message proposes.
+            # (A refund or payment the message mentions comes with the action, not as one.)
+            offered = families(self._message) - {"refund", "payment"}
         if offered - {"refund", "payment"} and _MORE_THAN_ASKED.search(text):
             # "Would you like me to return the other items as well?"
             return False
@@ -269,6 +277,11 @@ class RetailUser(ScriptedUser):
             said_zips = set(_ZIP5.findall(text)) - set(self.script.identity.values())
             if zips and said_zips and not said_zips & zips:
                 return f"No, that's not quite right. {address}"
+        state = _STATE_ZIP.search(address)
+        said_state = _STATE_ZIP.search(dialogue.strip_markdown(text))
+        if state and said_state and said_state.group(1) != state.group(1):
+            # "Boise, IA 83760" when the scenario's address is in ID.
+            return f"No, that's not quite right. {address}"
         street = re.search(r"\d+ ([A-Z][a-z]+)", address)
         if street and street.group(1) in text and not _PLACEHOLDER.search(text):
             # (A placeholder such as "<num8>", which the bundled models write for a number
@@ -351,6 +364,9 @@ class RetailUser(ScriptedUser):
         """Yes only to what the customer came for, with the scenario's details: an offer of
         another action is declined, a confirmation with a wrong detail corrected."""
         if not self.offer_wanted(seg.text):
+            if self.script.end == "transfer":
+                # The customer came for a human: it says so when it declines.
+                return "No, thank you. I'd like to speak to a human agent, please."
             return "No, thank you. That's not what I want."
         fix = self.correction(self._message, seg.text)
         if fix is not None:
@@ -418,10 +434,15 @@ class RetailUser(ScriptedUser):
         if not self._opened or self.transferred(parts) or any(p.act == Act.GREETING for p in parts):
             return super().respond_text(text)
         asks = [p for p in parts if p.asks and not p.negated]
-        if self.expect_refusal and _REFUSAL.search(text) and not any(
-            p.act == Act.OFFER for p in asks
-        ):
-            return f"I understand. {self.script.closing} {STOP_TOKEN}"
+        if self.expect_refusal and _REFUSAL.search(text):
+            if not any(p.act == Act.OFFER for p in asks):
+                return f"I understand. {self.script.closing} {STOP_TOKEN}"
+            if not any(self.offer_wanted(p.text) and families(p.text) & self._goal() - {"payment"}
+                       for p in asks if p.act == Act.OFFER) or any(_REFUSAL.search(p.text) for p in parts
+                                                                  if not p.asks):
+                # "It can't be cancelled. Would you like to start a return instead?": the
+                # scenario says to accept the refusal and end; what else is offered is declined.
+                return f"No, thank you. I understand. {self.script.closing} {STOP_TOKEN}"
         said = self.answers(parts)
         if said:
             self._fallbacks = 0

@@ -499,6 +499,8 @@ def _condition_state(cond: str) -> bool | None:
     want = wanted_state(low)
     if want is None and _CONNECTED.search(low):
         want = True
+    if want is None and re.search(r"\b(?:icon|symbol)\b", low):
+        want = True  # "if you see an airplane icon": the state it shows is on
     if want is not None and _NOT.search(low):
         want = not want
     return want
@@ -545,7 +547,7 @@ _SENT_REQUEST = re.compile(r"\b(?:i(?:'ve| have)? (?:just )?sent|request (?:that
 _NO_REQUEST = "No payment request"
 # An offer to change the line's plan ("would you like me to upgrade you to Unlimited?").
 _PLAN_CHANGE = re.compile(
-    r"\b(?:upgrade|change|switch|move|migrate)\b(?:\s+\S+){0,6}?\s+(?:plan|unlimited|premium)\b|"
+    r"\b(?:upgrad|chang|switch|mov|migrat)\w*\b(?:\s+\S+){0,6}?\s+(?:plan|unlimited|premium)\b|"
     r"\bnew plan\b|\bplan (?:change|upgrade)\b", re.I
 )
 
@@ -555,6 +557,9 @@ _UNWANTED_LINE_CHANGES = (
                 r"\btemporary suspension\b", re.I), r"\bsuspend"),
     (re.compile(r"\bcancel(?:l?ing|l?ed)? (?:your|the|this) (?:line|account|service|contract)\b", re.I),
      r"\bcancel"),
+    (re.compile(r"\bextend(?:ing)?\b[^.?!]{0,30}\bsuspension\b", re.I), r"\bextend"),
+    (re.compile(r"\bautomatic (?:payments?|billing)\b|\bauto[- ]?payments?\b", re.I),
+     r"\bautomatic|\bauto[- ]?pay"),
     (re.compile(r"\b(?:autopay|auto-pay|paperless billing|insurance|device protection|protection plan|"
                 r"add-on)\b", re.I), r"\b(?:autopay|auto-pay|paperless|insurance|protection|add-on)\b"),
     (re.compile(r"\bport(?:ing)? (?:your|the) number\b|\bnew (?:line|sim)\b", re.I), r"\bnew (?:line|sim)\b"),
@@ -563,6 +568,35 @@ _ROAMING_ON = re.compile(
     r"\b(?:enable|turn on|activate|add|switch on|set up)\b[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming on\b",
     re.I,
 )
+# "Would you like to keep it enabled?" said of roaming: roaming left on.
+_KEEP_ON = re.compile(r"\bkeep(?:ing)? (?:it|roaming|data roaming|international roaming)\b[^.?!]{0,10}"
+                      r"\b(?:on|enabled|active)\b", re.I)
+# An amount of data the agent would add ("I'll add 5 GB", "refuel 1 GB").
+_DATA_OFFERED = re.compile(
+    r"\b(?:add|adding|refuel|refuelling|refueling|top(?:ping)? up(?: with)?|give you|purchase|buy)\s+"
+    r"(?:you\s+)?(?:an?\s+)?(?:extra\s+|additional\s+|another\s+)?(\d+(?:\.\d+)?)\s*GB\b", re.I)
+_GB = re.compile(r"(\d+(?:\.\d+)?)\s*GB\b", re.I)
+_LINE_NUMBER = re.compile(r"\b\d{3}-\d{4}\b")
+_WANTS_HUMAN = re.compile(r"\b(?:human|real person|representative|live agent|talk to a person)\b", re.I)
+# An offer that names nothing itself ("Shall I go ahead?", "Would you like that?", "Okay?").
+_BARE_OFFER = re.compile(r"\b(?:that|this|it)\b|\b(?:go ahead|proceed|okay|ok|alright|sound good)\b", re.I)
+# "if you see it", "if it's there": the payment request the phone shows.
+_SEE_IT = re.compile(r"^(?:you (?:can )?(?:see|got|received|have|find) (?:it|one|the (?:payment )?request)|"
+                     r"it(?:'s| is) there|it (?:shows|appears|arrived|came through))\b", re.I)
+# A condition on an app permission ("if Storage isn't allowed") or the APN name.
+_PERMISSION_COND = re.compile(r"\b(storage|sms|phone|network)\b(?: permission)?[^,]*?\b(?:allowed|granted|"
+                              r"enabled|permitted|given|on|off|missing|denied)\b|\b(?:no|without|lacks?|missing)\b "
+                              r"(storage|sms|phone|network) permission\b")
+_APN_COND = re.compile(r"\bapn(?: name)?\b[^,]*?\b(?:is|isn't|is not|shows|says|other than|not)\s+"
+                       r"[\"'*]*(internet|broken|mms)\b")
+# A condition on where the customer is ("if you're outside the US", "if you're abroad").
+_LOCATION_COND = re.compile(
+    r"^(?:and |but |so |also |then )?(?:if|since)\s+(?:you(?:'re| are)\s+)?(?:currently\s+|now\s+|still\s+)?"
+    r"(outside (?:of )?(?:the (?:us|u\.s\.?|united states)|the country|your home country)|abroad|overseas|"
+    r"travell?ing(?: abroad| internationally)?|out of the country|in another country|"
+    r"in the (?:us|u\.s\.?|united states)|at home|inside the (?:us|u\.s\.?|united states))\b[^,]*,\s*(.+)$",
+    re.I | re.S)
+_TRANSFER_WORDS = re.compile(r"\btransfer|\bconnect you\b|\bput you through\b|\bescalat", re.I)
 _ROAMING_OFF = re.compile(
     r"\b(?:disable|turn off|deactivate|remove|switch off)\b[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming off\b",
     re.I,
@@ -730,9 +764,37 @@ class TelecomUser(ScriptedUser):
         said = self.speed_answer(seg.text)
         if said is not None:
             return said  # "Would you be okay with a fair speed for now?"
-        if not self.offer_wanted(seg.text):
+        if (self.script.end == "transfer" and _WANTS_HUMAN.search(" ".join(self.script.requests))
+                and not _TRANSFER_WORDS.search(seg.text)):
+            # The customer asked for a human: it wants that, not the agent's own help.
+            return "No, thank you. I'd like to talk to a human agent, please."
+        whole = dialogue.strip_markdown(self._message)
+        bare = bool(_BARE_OFFER.search(seg.text))
+        if not self.offer_wanted(seg.text) or (bare and not self.offer_wanted(whole)):
+            # ("... switching to our Premium plan. Shall I make that change?": what the
+            # message proposes.)
             return self.script.refusal
+        fix = self.correction(seg.text) or (self.correction(whole) if bare else None)
+        if fix is not None:
+            return fix
         return super().answer_offer(seg)
+
+    def correction(self, text: str) -> str | None:
+        """What is wrong in an offer or confirmation, as the customer says it: a line number
+        that is not its own, an amount of data that is not the one it wants (None when
+        nothing is)."""
+        mine = set(_LINE_NUMBER.findall(" ".join([*self.script.requests, *self.script.identity.values(),
+                                                  *self.script.facts.values()])))
+        said = set(_LINE_NUMBER.findall(text))
+        if mine and said and not said & mine:
+            return f"No, that's not my line. My number is {sorted(mine)[0]}."
+        offered = {float(n) for n in _DATA_OFFERED.findall(text)}
+        if offered:
+            for reply in self.script.answers:
+                want = {float(n) for n in _GB.findall(reply.say)}
+                if want and not offered & want:
+                    return f"No, {reply.say[0].lower()}{reply.say[1:]}"
+        return None
 
     def offer_wanted(self, text: str) -> bool:
         """False for an offer of a change the scenario does not ask for (see
@@ -743,12 +805,13 @@ class TelecomUser(ScriptedUser):
         for pattern, word in _UNWANTED_LINE_CHANGES:
             if pattern.search(text) and not re.search(word, requests, re.I):
                 return False
-        if _ROAMING_ON.search(text) or _ROAMING_OFF.search(text):
+        keep_on = bool(_KEEP_ON.search(text)) and "roaming" in text.lower()
+        if _ROAMING_ON.search(text) or _ROAMING_OFF.search(text) or keep_on:
             location = " ".join(
                 [self.script.facts.get("location", ""), requests]
             )
             abroad = bool(_ABROAD.search(location)) and not _AT_HOME.search(location)
-            if _ROAMING_ON.search(text) and not abroad and not _FUTURE_TRIP.search(requests):
+            if (_ROAMING_ON.search(text) or keep_on) and not abroad and not _FUTURE_TRIP.search(requests):
                 return False
             if _ROAMING_OFF.search(text) and abroad:
                 return False
@@ -889,12 +952,23 @@ class TelecomUser(ScriptedUser):
         about), read from the phone as this message's earlier actions leave it, or the
         completion of an action this message asks for ("once that's set, run a speed test").
         Any other condition (the user's situation, an outcome to come) is not acted on."""
+        where = _LOCATION_COND.match(seg.text.strip())
+        if where is not None:
+            # "If you're outside the US, turn on data roaming": judged on where the
+            # scenario's customer is.
+            home = bool(re.search(r"^(?:in the|inside|at home)", where.group(1), re.I))
+            if self._abroad() == home:
+                return [], []
+            return self._sentence_calls(where.group(2)), []
         parts = dialogue.condition(seg.text)
         if parts is None:
             return [], []
         word, cond, then = parts
         noun = _noun_of(cond) or last_noun
         said: list[str] = []
+        judged = self._judge_condition(cond, then)
+        if judged is not None:
+            return judged
         if acted and word in dialogue.SEQUENCE_WORDS:
             holds = True
         elif (_LOOKS_RIGHT.search(cond) or _AMOUNT_SAID.search(cond)) and (
@@ -906,6 +980,10 @@ class TelecomUser(ScriptedUser):
             holds = True
             if m := _AMOUNT_SAID.search(cond):
                 self._pay_if_amount = float(m.group(1).replace(",", ""))
+        elif _SEE_IT.search(cond.strip()) and (noun == "the payment request" or _PAYMENT_WORDS.search(then)):
+            # "check your phone for it and, if you see it, pay": the check goes first and
+            # the payment is dropped when the phone shows no request.
+            holds = True
         else:
             subject = cond if _noun_of(cond) else f"{noun or ''} {cond}"
             mode = _extract_mode(cond).get("mode")
@@ -950,7 +1028,50 @@ class TelecomUser(ScriptedUser):
             return [], said
         if noun and _PRONOUN.search(then):
             then = _PRONOUN.sub(noun, then, count=1)
-        return self._sentence_calls(then), said
+        calls = self._sentence_calls(then)
+        if not calls and noun == "the payment request" and re.search(r"\bpay\b", then, re.I):
+            calls = self._sentence_calls("pay the payment request")  # "..., go ahead and pay."
+        return calls, said
+
+    def _judge_condition(
+        self, cond: str, then: str
+    ) -> tuple[list[tuple[str, dict[str, Any]]], list[str]] | None:
+        """A condition on an app permission ("if Storage isn't allowed, grant it") or on
+        the APN name ("if the APN name isn't internet, reset it"), read from the phone;
+        None for any other condition."""
+        if self.phone is None:
+            return None
+        device = self.phone.db.device
+        low = cond.lower()
+        negated = bool(_NOT.search(low)) or bool(re.search(r"\bother than\b|\bmissing\b|\bdenied\b|\boff\b", low))
+        perm = _PERMISSION_COND.search(low)
+        if perm is not None:
+            app = next((a for a in device.app_statuses if a in f"{low} {then.lower()} {self._message.lower()}"), None)
+            if app is None:
+                return None
+            name = perm.group(1) or perm.group(2)
+            has = bool(getattr(device.app_statuses[app].permissions, name, False))
+            if has == (not negated):
+                if re.search(r"\b(?:grant|allow|enable|give|turn on)\b", then, re.I) and not has:
+                    return [("grant_app_permission", {"app_name": app, "permission": name})], []
+                return self._sentence_calls(then), []
+            state = "has" if has else "does not have"
+            return [], [f"The {app} app {state} the {name} permission on my phone."]
+        apn = _APN_COND.search(low)
+        if apn is not None:
+            current = str(getattr(device.active_apn_settings.apn_name, "value", device.active_apn_settings.apn_name))
+            if (current.lower() == apn.group(1)) != negated:
+                if _PRONOUN.search(then):
+                    then = _PRONOUN.sub("the APN settings", then, count=1)
+                return self._sentence_calls(then), []
+            return [], [f"My APN name is {current}."]
+        return None
+
+    def _abroad(self) -> bool:
+        """Whether the scenario's customer is abroad now."""
+        requests = " ".join(self.script.requests)
+        location = " ".join([self.script.facts.get("location", ""), requests])
+        return bool(_ABROAD.search(location)) and not _AT_HOME.search(location)
 
     def _tool_call(self, name: str, args: dict[str, Any]) -> ToolCall:
         self._n_calls += 1

@@ -139,6 +139,10 @@ def strip_keep(text: str) -> str:
         return text
     out = _KEEP.sub(" ", text)
     out = re.sub(r"[ \t]{2,}", " ", out).strip()
+    # What is left of "Please keep roaming on on your phone, turn off Data Saver": the
+    # place the kept state is in, dangling before the next request.
+    out = re.sub(r"(^|[.!?:]\s+)(?:on|in) (?:your|the) (?:phone|device|line|account)\b,?\s*(?:and\s+)?(\w)",
+                 lambda m: m.group(1) + m.group(2).upper(), out)
     # What is left of "Please leave X on and restart": "and restart" starts a sentence.
     out = re.sub(r"(^|[.!?:]\s+)and\s+(\w)", lambda m: m.group(1) + m.group(2).upper(), out)
     out = re.sub(r"\s+and\s*(?=[.!?]|$)", "", out)
@@ -158,6 +162,7 @@ def last_sentence(line: str) -> str:
     return parts[-1] if parts else line
 
 
+_EMOJI_AFTER_END = re.compile(r"(?<=[.!?])[ \t]*[\u2600-\u27bf\U0001f300-\U0001faff\ufe0f\u200d]+(?=[ \t]|$)")
 _BARE_HEADER = re.compile(r"[A-Za-z][\w'’ /&-]{0,40}", re.IGNORECASE)
 
 
@@ -170,6 +175,8 @@ def segments(text: str) -> list[tuple[str, str]]:
     """
     out: list[tuple[str, str]] = []
     header = ""
+    # An emoji after a sentence's end ("resumed. ✅ Please restart") does not join the next one.
+    text = _EMOJI_AFTER_END.sub(" ", text)
     for raw_line in strip_markdown(strip_reasoning(text)).splitlines():
         line = strip_keep(raw_line.strip())
         if not line:
@@ -224,6 +231,7 @@ def _rx(*alternatives: str) -> re.Pattern[str]:
 _TRANSFER = _rx(
     r"(?<!can )(?<!could )(?<!may )(?<!might )(?<!able to )(?<!happy to )(?<!option to )\btransfer(?:ring)? (?:you|your (?:call|case|chat)|this)\b",
     r"\b(?:being|been|get|be) transferred\b", r"\btransferred your (?:case|call|chat)\b",
+    r"^i(?:'ve| have) (?:just |now )?transferred you\b",
     r"\b(?:be|being|get) connected (?:with|to) (?:\w+ ){0,3}?(?:human|live|real|specialist|agent|representative)",
     r"\bconnect(?:ing)? you (?:with|to) (?:\w+ ){0,3}?(?:human|live|real|specialist|technical)",
     r"\bget(?:ting)? you (?:over |through )?to (?:a |an |our |one of our )?(?:human|live|real|specialist)",
@@ -287,6 +295,7 @@ _OFFER = _rx(
     r"order details|details|above|request)\b",
     r"\b(?:does|do) (?:that|this|everything|these details) (?:look|sound|seem) (?:right|correct|good|ok|okay)\b",
     r"\bis (?:everything|all of this|all that) (?:correct|right)\b", r"^sound good\b",
+    r"^(?:does|would|will) (?:that|this) (?:work|be ok|be okay|be alright|be fine)(?: for you)?\?$",
     # "Just to confirm: you'd like roaming disabled on 555-0119, correct?"
     r"\b(?:you(?:'d| would)? (?:like|want|wish|prefer)|(?:i|we)(?:'ll| will| should| am going to|'m going to))"
     r"\b[^?]*,\s*(?:correct|right|is that (?:right|correct))\?$",
