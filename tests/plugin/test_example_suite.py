@@ -47,6 +47,12 @@ def test_example_suite_on_mock_arms(suite: pytest.Pytester, monkeypatch: pytest.
     summary = suite.path / "step_summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     suite.makefile(".toml", arms=MOCK_ARMS)
+    # the suite's settings, on a fixed design of 40 tasks (its run-until-decided waves are
+    # tested with the bundled model below and in tests/runner/test_until_decided.py)
+    ini = suite.path / "pytest.ini"
+    ini.write_text("".join(line for line in ini.read_text().splitlines(keepends=True)
+                           if not line.startswith(("quant_until_decided", "quant_max_episodes",
+                                                   "quant_tasks"))) + "quant_tasks = 40\n")
     result = suite.runpytest("--quant-config=arms.toml", "--quant=int4", "--domain=telecom")
     # test_fails_in_the_same_ways skips: 40 failures against none cannot be judged; so does
     # test_agent_does_not_call_device_tools: 0 vs 0 cross-role calls over too few agent calls
@@ -86,11 +92,12 @@ def test_the_suite_runs_int4_and_the_positive_control_by_default(suite: pytest.P
 
 
 @pytest.mark.slow
-def test_example_suite_on_the_bundled_model_within_three_minutes(
+def test_example_suite_on_the_bundled_model_decides_the_positive_control(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The README's first command: int4 and the int2-rtn positive control on 40 telecom
-    # test-split tasks. The positive control must fail its gate, with the numbers.
+    # The README's first command: int4 and the int2-rtn positive control on fresh telecom
+    # tasks, run until decided (at most 320 episodes per arm). The positive control must be
+    # decided as damage and fail its gate, with the numbers.
     repo = str(EXAMPLE.parent)  # the subprocess imports this checkout's plugin
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         p for p in (repo, os.environ.get("PYTHONPATH", "")) if p))
@@ -103,12 +110,15 @@ def test_example_suite_on_the_bundled_model_within_three_minutes(
     report = read_report(suite.path / "quantagent-report.json")
     validate_report(report)
     cells = {c["arm"]: c for c in report["cells"]}
-    # The positive control fails its score gate, with the numbers; its 18 unknown-tool calls
-    # come from two stuck episodes, so amplification is not claimed (README).
-    assert cells["int2-rtn"]["verdict"] in ("INCONCLUSIVE", "MASKED_DAMAGE", "DEGRADED")
+    # The positive control is decided: its unknown-tool calls amplified on the episodes the
+    # simulated user did not misread, at an equivalent score there (README)
+    control = cells["int2-rtn"]
+    assert control["verdict"] == "MASKED_DAMAGE", control["reasons"]
+    assert control["sequential"]["stopped"] == "decided"
+    assert control["episodes"] <= 320 and cells["int4"]["episodes"] <= 320
     failed = {t["nodeid"].split("::")[1] for t in report["tests"] if t["outcome"] == "failed"}
-    assert "test_final_score_is_equivalent[telecom-int2-rtn]" in failed
-    assert not any("telecom-int4" in t for t in failed)
+    assert "test_no_failure_channel_is_amplified[telecom-int2-rtn]" in failed
+    assert "test_final_score_is_equivalent[telecom-int4]" not in failed
     result.stdout.fnmatch_lines(["*telecom-int2-rtn at error budget K=10: success *% (int2-rtn) vs *% (bf16)*"])
     # The README quotes the wall time; report it rather than fail on a busy machine.
     print(f"example suite took {elapsed:.0f} s on this machine")
