@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_quantagent.session import CellKey, QuantAgentSession, QuantCell
+from pytest_quantagent.quant_cell import CellKey, QuantCell
+from pytest_quantagent.session import QuantAgentSession
 
 if TYPE_CHECKING:
     from pytest_quantagent.env.environment import Environment
