@@ -201,7 +201,7 @@ class QuantAgentSession:
                 InfrastructureError,
                 RunStoppedError,
             )
-            from pytest_quantagent.runner.faults import check_not_all_infrastructure, infra_counts
+            from pytest_quantagent.metrics.faults import check_not_all_infrastructure, infra_counts
 
             try:
                 got = self.config.hook.pytest_quantagent_run_cell(config=self.config, cell=key)
@@ -251,7 +251,6 @@ class QuantAgentSession:
     def pytest_quantagent_run_cell(self, config: pytest.Config, cell: CellKey) -> CellEpisodes:
         from contextlib import closing
 
-        from pytest_quantagent.report.pytest_terminal import cell_progress
         from pytest_quantagent.runner.service import run_arms
 
         if self.qc.until_decided:
@@ -273,7 +272,6 @@ class QuantAgentSession:
             DEFAULT_MAX_EPISODES,
             run_arms_until_decided,
         )
-        from pytest_quantagent.report.pytest_terminal import cell_progress
 
         arms = self.setup.arms()
         by_label = {s.label: s for s in arms}
@@ -477,3 +475,36 @@ class QuantAgentSession:
             terminalreporter.write_line(
                 f"quant gate (--quant-require={self.qc.require}): {cell} {verdict}: "
                 "the run fails", red=True, bold=True)
+
+
+def cell_progress(config: Any, name: str) -> Any:
+    """Live progress of one cell's episodes (a ``runner.progress.CellProgress``; None under
+    ``-q``): a rich live display on a terminal, else a line every
+    ``$QUANTAGENT_PROGRESS_SECONDS`` (default 30) seconds; an xdist worker writes its lines,
+    prefixed with its id, to stderr (which reaches the controller's terminal). Episodes run
+    inside a test, so every write suspends pytest's capture (``config`` is pytest's)."""
+    import os
+    from contextlib import nullcontext
+
+    from pytest_quantagent.report.pytest_terminal import StderrFile, TerminalFile
+    from pytest_quantagent.runner.progress import CellProgress
+
+    if config.get_verbosity() < 0:
+        return None
+    raw = os.environ.get("QUANTAGENT_PROGRESS_SECONDS", "30")
+    try:
+        interval = float(raw)
+    except ValueError:
+        interval = 30.0
+    capman = config.pluginmanager.getplugin("capturemanager")
+    guard = nullcontext if capman is None else capman.global_and_fixture_disabled
+    if hasattr(config, "workerinput"):
+        wid = os.environ.get("PYTEST_XDIST_WORKER", "worker")
+        return CellProgress(name, StderrFile(), live=False,  # type: ignore[arg-type]
+                            interval_s=interval, prefix=f"[{wid}] quantagent ", guard=guard)
+    tr = config.pluginmanager.getplugin("terminalreporter")
+    if tr is None:
+        return None
+    tw = config.get_terminal_writer()
+    return CellProgress(name, TerminalFile(tw), live=bool(tr.isatty),  # type: ignore[arg-type]
+                        interval_s=interval, guard=guard, width=tw.fullwidth)

@@ -26,9 +26,9 @@ def analyze_cells(cells: Sequence[CellRecords], config: AnalysisConfig,
     domain's pool holds (the design advice's cap). ``sequential``: per (domain, arm) of a
     run-until-decided cell, its block; the cell is judged at its last look's α."""
     seq = sequential or {}
+    from pytest_quantagent.metrics.faults import infra_counts
+    from pytest_quantagent.metrics.nl_assertions import nl_basis_summary
     from pytest_quantagent.report.model import CellInput, analyze
-    from pytest_quantagent.runner.faults import infra_counts
-    from pytest_quantagent.runner.judge import nl_basis_summary
 
     inputs = [
         CellInput(domain=domain, arm=arm, reference=reference, arm_records=arm_records,

@@ -405,35 +405,6 @@ async def judge_record(judge: JudgeRuntime, task: Task, record: EpisodeRecord) -
     })
 
 
-def nl_basis_summary(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
-    """How the NL_ASSERTION part of the reward basis was scored over ``records``: episodes
-    with assertions to decide (a basis listing NL_ASSERTION without any scores 1 on it and is
-    not counted), judged ones (and by which judge), ones not evaluated (no judge), and
-    judge errors (episodes with an assertion the judge could not decide, scored not met)."""
-    nl = judged = not_eval = errors = 0
-    judges: set[str] = set()
-    for r in records:
-        ri = r.reward_info or {}
-        basis = ri.get("reward_basis") or []
-        if RewardType.NL_ASSERTION.value not in basis:
-            continue
-        if ri.get("judge"):
-            nl += 1
-            judged += 1
-            judges.add(str(ri["judge"]))
-            if any(isinstance(v, dict) and v.get("met") is None for v in ri.get("nl_assertions") or []):
-                errors += 1
-        elif RewardType.NL_ASSERTION.value in (ri.get("not_evaluated") or []):
-            nl += 1
-            not_eval += 1
-    out: dict[str, Any] = {"episodes": nl, "judged": judged, "not_evaluated": not_eval,
-                           "judge_errors": errors, "judges": sorted(judges)}
-    if not_eval:
-        out["note"] = (f"NL_ASSERTION not evaluated in {not_eval} episode(s) (no judge): their "
-                       "reward uses the rest of the basis, so success is not τ²-bench's")
-    return out
-
-
 def judge_identity(judge_model: str | None, config_path: str | Path | None = None) -> str | None:
     """The identity of the judge these settings name (None: no judge)."""
     cfg = resolve_judge(judge_model, config_path)
