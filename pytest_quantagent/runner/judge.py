@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_quantagent.backends.base import Backend, BackendOptions, GenerateRequest
-from pytest_quantagent.backends.registry import create_backend
 from pytest_quantagent.backends.wrapper import ModelClient, RetryPolicy
 from pytest_quantagent.env.evaluate import RewardInfo, apply_nl_verdicts, needs_judge
 from pytest_quantagent.env.tasks import RewardType, Task
 from pytest_quantagent.errors import ConfigurationError, QuantAgentError
 from pytest_quantagent.quant.arms import ArmSpec, UserModelConfig
+from pytest_quantagent.quant.loading import create_arm_backend
 from pytest_quantagent.store.jsonl import append_line_locked, read_appended_rows
 from pytest_quantagent.store.records import EpisodeRecord
 from pytest_quantagent.vocab.channels import SCORABLE_TERMINATIONS
@@ -337,8 +337,8 @@ def build_judge(
     """Create the judge's backend and client and its verdict cache (``cache_path``, usually
     ``<store>/judge_verdicts.jsonl``; None = memory only)."""
     spec = JudgeSpec.from_config(config)
-    backend = create_backend(config.arm, BackendOptions(concurrency=concurrency,
-                                                        request_timeout_s=request_timeout_s))
+    backend = create_arm_backend(config.arm, BackendOptions(concurrency=concurrency,
+                                                            request_timeout_s=request_timeout_s))
     return JudgeRuntime(
         spec=spec, arm=config.arm, backend=backend,
         client=ModelClient(backend, concurrency=concurrency, retry=retry, role="judge"),

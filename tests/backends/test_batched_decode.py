@@ -22,6 +22,7 @@ from pytest_quantagent.backends.transformers import BUNDLED_DIR, TransformersBac
 from pytest_quantagent.bundled.model import ModelSize, make_model  # noqa: E402
 from pytest_quantagent.bundled.tokenizer import DomainTokenizer  # noqa: E402
 from pytest_quantagent.quant.arms import resolve_arm  # noqa: E402
+from pytest_quantagent.quant.loading import backend_spec  # noqa: E402
 from pytest_quantagent.training.train import save_model  # noqa: E402
 
 BUNDLED = BUNDLED_DIR / "tiny-agent-prone"
@@ -95,7 +96,7 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @needs_bundled
 @pytest.mark.parametrize("arm", ["bf16", "int4"])
 def test_bundled_arm_decodes_the_same_alone_and_in_any_batch(arm: str) -> None:
-    backend = create_backend(resolve_arm(arm, "tiny-agent-prone"), BackendOptions())
+    backend = create_backend(backend_spec(resolve_arm(arm, "tiny-agent-prone")), BackendOptions())
     reqs = _requests(8)
     alone = _alone(backend, reqs)
     assert backend.batched_decoder() is not None, backend.batching_reason
@@ -119,7 +120,7 @@ def test_bundled_arm_decodes_the_same_alone_and_in_any_batch(arm: str) -> None:
 
 @needs_bundled
 def test_bundled_rows_logits_are_bitwise_those_of_generate_alone() -> None:
-    backend = create_backend(resolve_arm("bf16", "tiny-agent-prone"), BackendOptions())
+    backend = create_backend(backend_spec(resolve_arm("bf16", "tiny-agent-prone")), BackendOptions())
     decoder = backend.batched_decoder()
     assert decoder is not None, backend.batching_reason
     prompts = [backend.prompt_ids(r) for r in _requests(5)]
