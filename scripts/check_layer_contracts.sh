@@ -61,4 +61,17 @@ for c in "${checks[@]}"; do
   cp "$tmp/bak" "$f"
   if [ -z "$broken" ]; then fail=1; echo "NOT CAUGHT  $f + $imp"; else echo "caught      $f + $imp: $broken"; fi
 done
+# Issue 37: quant/ reads only public names of backends/ (import-linter sees modules, not
+# names; it was backends.vllm._ALLOWED_OPTIONS, now backends.options.VLLM_OPTIONS).
+private="$(cd "$here" && python3 - <<'PY'
+import ast, pathlib
+for f in sorted(pathlib.Path("pytest_quantagent/quant").rglob("*.py")):
+    for n in ast.walk(ast.parse(f.read_text())):
+        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("pytest_quantagent.backends"):
+            for a in n.names:
+                if a.name.startswith("_"):
+                    print(f"{f}:{n.lineno}: {n.module}.{a.name}")
+PY
+)"
+if [ -n "$private" ]; then fail=1; echo "PRIVATE     $private"; else echo "ok          quant/ imports no private name of backends/"; fi
 exit "$fail"
