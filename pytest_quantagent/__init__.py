@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from pytest_quantagent.version import __version__
 
 #: Public name → module that defines it.
 _EXPORTS: dict[str, str] = {
@@ -24,9 +24,9 @@ _EXPORTS: dict[str, str] = {
     "ScoreEquivalence": "pytest_quantagent.assertions",
     "BudgetRobustness": "pytest_quantagent.assertions",
     # what fixtures return, and the hooks' data
-    "QuantCell": "pytest_quantagent.session",
-    "CellKey": "pytest_quantagent.session",
-    "CellEpisodes": "pytest_quantagent.session",
+    "QuantCell": "pytest_quantagent.quant_cell",
+    "CellKey": "pytest_quantagent.quant_cell",
+    "CellEpisodes": "pytest_quantagent.quant_cell",
     "QuantAgentConfig": "pytest_quantagent.config",
     "TaskSelection": "pytest_quantagent.runner.selection",
     # arms
@@ -104,6 +104,7 @@ if TYPE_CHECKING:
     )
     from pytest_quantagent.config import QuantAgentConfig
     from pytest_quantagent.quant.arms import ArmSpec, load_arms_config, resolve_arm
+    from pytest_quantagent.quant_cell import CellEpisodes, CellKey, QuantCell
     from pytest_quantagent.report.html import render_html
     from pytest_quantagent.report.json_io import (
         read_report,
@@ -113,6 +114,5 @@ if TYPE_CHECKING:
     )
     from pytest_quantagent.report.model import AnalysisConfig, CellInput, analyze
     from pytest_quantagent.runner.selection import TaskSelection
-    from pytest_quantagent.session import CellEpisodes, CellKey, QuantCell
     from pytest_quantagent.store.records import CallRecord, EpisodeRecord
     from pytest_quantagent.vocab.channels import Channel, TerminationReason

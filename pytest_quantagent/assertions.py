@@ -34,7 +34,7 @@ from pytest_quantagent.verdict import shown_not_amplified
 from pytest_quantagent.vocab.channels import ALL_CHANNELS, NAMED_CHANNELS
 
 if TYPE_CHECKING:
-    from pytest_quantagent.session import QuantCell
+    from pytest_quantagent.quant_cell import QuantCell
     from pytest_quantagent.stats.results import DiffResult, TostResult
     from pytest_quantagent.store.records import EpisodeRecord
 

@@ -53,7 +53,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Catch what quantization does to LLM agents: tau2-style episodes, "
         "per-channel failure rates, error-budget counterfactuals and paired statistics.",
     )
-    from pytest_quantagent import __version__
+    from pytest_quantagent.version import __version__
 
     parser.add_argument("--version", action="version", version=f"quantagent {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

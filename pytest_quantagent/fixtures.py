@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_quantagent.session import CellKey, QuantAgentSession, QuantCell
+from pytest_quantagent.quant_cell import CellKey, QuantCell
+from pytest_quantagent.session import QuantAgentSession
 
 if TYPE_CHECKING:
     from pytest_quantagent.env.environment import Environment
@@ -71,7 +72,7 @@ def precision_model(quant_arm: ArmSpec) -> Iterator[Any]:
 
     Closed after the test.
     """
-    from pytest_quantagent.backends.registry import create_backend
+    from pytest_quantagent.quant.loading import create_arm_backend
     from pytest_quantagent.runner.service import run_sync
 
     if quant_arm.source == "results":
@@ -79,7 +80,7 @@ def precision_model(quant_arm: ArmSpec) -> Iterator[Any]:
                     "\"replay\"): its episodes are read from τ²-bench results files and it has "
                     "no model to generate with; use quant_cell/episodes, or a live arm",
                     pytrace=False)
-    backend = create_backend(quant_arm)
+    backend = create_arm_backend(quant_arm)
     yield backend
     run_sync(backend.aclose())
 

@@ -12,7 +12,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_quantagent.quant.arms import ArmSpec
-    from pytest_quantagent.session import CellEpisodes, CellKey
+    from pytest_quantagent.quant_cell import CellEpisodes, CellKey
 
 
 @pytest.hookspec(firstresult=True)
@@ -40,7 +40,7 @@ def pytest_quantagent_run_cell(config: pytest.Config, cell: CellKey) -> CellEpis
     runner and the episode store under ``--quant-cache-dir`` (xdist workers share it: the
     first to claim a cell runs it, the others load it). To analyze episodes produced elsewhere::
 
-        from pytest_quantagent.session import CellEpisodes
+        from pytest_quantagent.quant_cell import CellEpisodes
         from pytest_quantagent.store.records import EpisodeRecord
 
         def pytest_quantagent_run_cell(config, cell):

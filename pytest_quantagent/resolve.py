@@ -161,9 +161,9 @@ class RunSetup:
         (the package's and Python's added)."""
         import platform
 
-        from pytest_quantagent import __version__
         from pytest_quantagent.backends.secrets import without_userinfo
         from pytest_quantagent.runner.judge import judge_identity
+        from pytest_quantagent.version import __version__
 
         info = self.qc.run_dict()
         info["judge"] = judge_identity(self.qc.judge_model, self.qc.config_path)

@@ -26,7 +26,8 @@ import pytest
 
 from pytest_quantagent.fixtures import get_session
 from pytest_quantagent.markers import MarkerError
-from pytest_quantagent.session import GRID_FIXTURES, CellKey
+from pytest_quantagent.quant_cell import CellKey
+from pytest_quantagent.session import GRID_FIXTURES
 
 if TYPE_CHECKING:
     from pytest_quantagent.report.screen import ScreenReport

@@ -19,7 +19,6 @@ How cells are shared:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,11 +26,15 @@ import pytest
 
 from pytest_quantagent.config import QuantAgentConfig, known_domains
 from pytest_quantagent.markers import MarkerArgs, MarkerError, parse_markers
+from pytest_quantagent.quant_cell import (  # QuantCell: still importable from here
+    CellEpisodes,
+    CellKey,
+    QuantCell,  # noqa: F401
+)
 from pytest_quantagent.resolve import RunSetup, default_arm
 
 if TYPE_CHECKING:
     from pytest_quantagent.quant.arms import ArmSpec
-    from pytest_quantagent.store.records import EpisodeRecord
     from pytest_quantagent.verdict import AnalysisConfig
 
 
@@ -42,86 +45,6 @@ CELL_PROPERTY = "quantagent_cell"
 GRID_FIXTURES: frozenset[str] = frozenset(
     {"quant_cell", "quant_arm", "precision_model", "tau_env", "episodes", "reference_episodes"}
 )
-
-
-@dataclass(frozen=True, order=True)
-class CellKey:
-    """One (domain, candidate arm) cell, compared with the reference arm."""
-
-    domain: str
-    arm: str
-    reference: str
-
-    @property
-    def id(self) -> str:
-        """The test id part, e.g. ``telecom-int4``."""
-        return f"{self.domain}-{self.arm}"
-
-
-@dataclass(frozen=True)
-class CellEpisodes:
-    """Both arms' episode records of one cell (same tasks, trials and seeds)."""
-
-    arm: list[EpisodeRecord]
-    reference: list[EpisodeRecord]
-    sequential: dict[str, Any] | None = None
-    """With ``--quant-until-decided``: the cell's run-until-decided block (its records are
-    those of its last look, judged at that look's ``alphas[looks_taken - 1]``)."""
-
-
-@dataclass
-class QuantCell:
-    """What a test gets from the ``quant_cell`` fixture.
-
-    Episodes are produced on first access and shared by every test on the same cell.
-    ``budget`` is the error budget the assertions judge at: the run's ``--error-budget``, or
-    the test's ``@pytest.mark.error_budget(K)``.
-    """
-
-    key: CellKey
-    budget: int
-    run_budget: int
-    trials: int
-    _session: QuantAgentSession = field(repr=False)
-
-    @property
-    def domain(self) -> str:
-        return self.key.domain
-
-    @property
-    def arm(self) -> str:
-        return self.key.arm
-
-    @property
-    def reference(self) -> str:
-        return self.key.reference
-
-    @property
-    def id(self) -> str:
-        return self.key.id
-
-    @property
-    def episodes(self) -> list[EpisodeRecord]:
-        """The candidate arm's episode records."""
-        return self._session.episodes(self.key).arm
-
-    @property
-    def reference_episodes(self) -> list[EpisodeRecord]:
-        """The reference arm's episode records."""
-        return self._session.episodes(self.key).reference
-
-    def analysis(self) -> dict[str, Any]:
-        """This cell's entry of the report JSON (DESIGN.md schema), analyzed on its own."""
-        return self._session.cell_analysis(self.key)
-
-    def at_budget(self, k: int) -> QuantCell:
-        """The same cell judged at error budget ``k`` (0 <= k <= the run's budget)."""
-        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= self.run_budget:
-            raise ValueError(
-                f"budget k={k!r} is not allowed; k must be an integer from 0 to the run's "
-                f"error budget {self.run_budget}"
-            )
-        return QuantCell(self.key, k, self.run_budget, self.trials, self._session)
 
 
 class QuantAgentSession:
@@ -282,7 +205,7 @@ class QuantAgentSession:
                 InfrastructureError,
                 RunStoppedError,
             )
-            from pytest_quantagent.runner.faults import check_not_all_infrastructure, infra_counts
+            from pytest_quantagent.metrics.faults import check_not_all_infrastructure, infra_counts
 
             try:
                 got = self.config.hook.pytest_quantagent_run_cell(config=self.config, cell=key)
@@ -332,7 +255,6 @@ class QuantAgentSession:
     def pytest_quantagent_run_cell(self, config: pytest.Config, cell: CellKey) -> CellEpisodes:
         from contextlib import closing
 
-        from pytest_quantagent.report.pytest_terminal import cell_progress
         from pytest_quantagent.runner.service import run_arms
 
         if self.qc.until_decided:
@@ -354,7 +276,6 @@ class QuantAgentSession:
             DEFAULT_MAX_EPISODES,
             run_arms_until_decided,
         )
-        from pytest_quantagent.report.pytest_terminal import cell_progress
 
         arms = self.setup.arms()
         by_label = {s.label: s for s in arms}
@@ -560,3 +481,36 @@ class QuantAgentSession:
             terminalreporter.write_line(
                 f"quant gate (--quant-require={self.qc.require}): {cell} {verdict}: "
                 "the run fails", red=True, bold=True)
+
+
+def cell_progress(config: Any, name: str) -> Any:
+    """Live progress of one cell's episodes (a ``runner.progress.CellProgress``; None under
+    ``-q``): a rich live display on a terminal, else a line every
+    ``$QUANTAGENT_PROGRESS_SECONDS`` (default 30) seconds; an xdist worker writes its lines,
+    prefixed with its id, to stderr (which reaches the controller's terminal). Episodes run
+    inside a test, so every write suspends pytest's capture (``config`` is pytest's)."""
+    import os
+    from contextlib import nullcontext
+
+    from pytest_quantagent.report.pytest_terminal import StderrFile, TerminalFile
+    from pytest_quantagent.runner.progress import CellProgress
+
+    if config.get_verbosity() < 0:
+        return None
+    raw = os.environ.get("QUANTAGENT_PROGRESS_SECONDS", "30")
+    try:
+        interval = float(raw)
+    except ValueError:
+        interval = 30.0
+    capman = config.pluginmanager.getplugin("capturemanager")
+    guard = nullcontext if capman is None else capman.global_and_fixture_disabled
+    if hasattr(config, "workerinput"):
+        wid = os.environ.get("PYTEST_XDIST_WORKER", "worker")
+        return CellProgress(name, StderrFile(), live=False,  # type: ignore[arg-type]
+                            interval_s=interval, prefix=f"[{wid}] quantagent ", guard=guard)
+    tr = config.pluginmanager.getplugin("terminalreporter")
+    if tr is None:
+        return None
+    tw = config.get_terminal_writer()
+    return CellProgress(name, TerminalFile(tw), live=bool(tr.isatty),  # type: ignore[arg-type]
+                        interval_s=interval, guard=guard, width=tw.fullwidth)

@@ -21,6 +21,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 from pytest_quantagent.backends.transformers import TransformersBackend
 from pytest_quantagent.backends.wrapper import ModelClient
 from pytest_quantagent.env.registry import get_domain
+from pytest_quantagent.quant.loading import on_load_quantizer
 from pytest_quantagent.runner.agent import LLMAgent
 from pytest_quantagent.runner.build import agent_system_prompt
 from pytest_quantagent.runner.episode import run_episode
@@ -39,7 +40,8 @@ def main() -> int:
     args = p.parse_args()
     domain = get_domain(args.domain)
     ids = domain.splits[args.split][: args.tasks]
-    backend = TransformersBackend(args.model, quantization=args.quantization)
+    backend = TransformersBackend(args.model, quantization=args.quantization,
+                                  prepare_model=on_load_quantizer(args.quantization))
     client = ModelClient(backend, concurrency=64)
     prompt = agent_system_prompt(domain.policy)
     tools = domain.agent_tool_schemas()

@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     from pytest_quantagent.backends.transformers import create_backend
     from pytest_quantagent.env.registry import get_domain
     from pytest_quantagent.quant.arms import resolve_arm
+    from pytest_quantagent.quant.loading import backend_spec
     from pytest_quantagent.training.decisions import analyze_arm, summarize, trained_expert_policy
 
     torch.set_num_threads(1)
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     transcripts = gold_transcripts_of(args.domain, tasks, **policy)
     print(f"{len(transcripts)} gold transcripts of {len(tasks)} tasks in {time.monotonic() - t0:.1f}s",
           file=sys.stderr)
-    backend = create_backend(ref, BackendOptions())
+    backend = create_backend(backend_spec(ref), BackendOptions())
     assert backend.dtok is not None
     base = backend.model
     schemes = ["bf16", *[s for s in args.schemes.split(",") if s and s != "bf16"]]

@@ -42,7 +42,7 @@ from pytest_quantagent.backends.base import (
     RawToolCall,
     nearest_rank_ms,
 )
-from pytest_quantagent.quant.arms import ArmSpec
+from pytest_quantagent.backends.spec import BackendSpec
 
 MockRule = Callable[[GenerateRequest], "Generation | Mapping[str, Any] | str"]
 
@@ -130,15 +130,15 @@ def _load_rule(target: str) -> MockRule:
     return rule
 
 
-def create_backend(arm: ArmSpec, options: BackendOptions) -> MockBackend:
+def create_backend(spec: BackendSpec, options: BackendOptions) -> MockBackend:
     """Factory for ``backend = "mock"``; options: ``responses``, ``rule``, ``cycle``,
     ``latency_s``."""
-    opts = dict(arm.options)
+    opts = dict(spec.options)
     allowed = {"responses", "rule", "cycle", "latency_s"}
     unknown = set(opts) - allowed
     if unknown:
         raise ValueError(
-            f"arm {arm.label!r}: unknown mock option(s) {', '.join(sorted(unknown))}; "
+            f"arm {spec.label!r}: unknown mock option(s) {', '.join(sorted(unknown))}; "
             f"allowed: {', '.join(sorted(allowed))}"
         )
     rule = opts.get("rule")

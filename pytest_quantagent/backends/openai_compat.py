@@ -43,9 +43,9 @@ from pytest_quantagent.backends.base import (
     nearest_rank_ms,
 )
 from pytest_quantagent.backends.secrets import redact, without_userinfo
+from pytest_quantagent.backends.spec import BackendSpec
 from pytest_quantagent.backends.wrapper import Slots, with_timeout
 from pytest_quantagent.errors import ConfigurationError, ContextOverflowError
-from pytest_quantagent.quant.arms import ArmSpec
 from pytest_quantagent.vocab.limits import MAX_JSON_DEPTH, JSONDepthError, depth_exceeds
 from pytest_quantagent.vocab.messages import Decision
 
@@ -1244,7 +1244,7 @@ def tool_name_decisions(tokens: list[dict[str, Any]], names: list[str]) -> list[
     return out
 
 
-def create_backend(arm: ArmSpec, options: BackendOptions) -> OpenAICompatBackend:
+def create_backend(arm: BackendSpec, options: BackendOptions) -> OpenAICompatBackend:
     """Factory for ``backend = "openai"``; needs ``base_url`` and ``model``. Options are
     validated by :class:`~pytest_quantagent.backends.options.OpenAIOptions`."""
     from pytest_quantagent.backends.options import OpenAIOptions, arm_endpoints, validate_options

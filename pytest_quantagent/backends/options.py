@@ -143,6 +143,35 @@ class TransformersOptions(_Options):
     threads: StrictInt | None = Field(default=None, ge=1)
 
 
+#: vLLM engine arguments an arm's table may set directly (``backend = "vllm"``) (passed to ``vllm.LLM``);
+#: any other engine argument goes in an ``engine_args`` table, checked against
+#: ``vllm.EngineArgs`` when the engine is built. All of them are in the arm's cache key
+#: (a parallel layout can change the numerics, hence greedy outputs).
+ENGINE_ARGS = frozenset(
+    {
+        "max_model_len",
+        "gpu_memory_utilization",
+        "dtype",
+        "enforce_eager",
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "data_parallel_size",
+        "distributed_executor_backend",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "enable_prefix_caching",
+        "enable_chunked_prefill",
+        "kv_cache_dtype",
+        "swap_space",
+        "cpu_offload_gb",
+        "trust_remote_code",
+        "enable_expert_parallel",
+    }
+)
+#: Every option of a ``vllm`` arm: the engine arguments above, ``max_tokens``,
+#: ``chat_template_kwargs`` and the ``engine_args`` table.
+VLLM_OPTIONS = ENGINE_ARGS | {"max_tokens", "chat_template_kwargs", "engine_args"}
+
 #: Backend name → the model of its options (the vLLM backend checks its own engine
 #: arguments, which follow vLLM's version; its names are listed for "did you mean").
 OPTION_MODELS: dict[str, type[_Options]] = {

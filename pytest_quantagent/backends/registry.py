@@ -1,6 +1,8 @@
 """Registry of backend factories, loaded lazily.
 
-A factory is ``(arm: ArmSpec, options: BackendOptions) -> Backend``. Factories import their
+A factory is ``(spec: BackendSpec, options: BackendOptions) -> Backend``
+(:class:`~pytest_quantagent.backends.spec.BackendSpec`: the model, where it lives and the
+backend's own options; built from an arm by ``quant/loading.py``). Factories import their
 heavy dependencies only when called and raise
 :class:`~pytest_quantagent.errors.MissingDependencyError` (with the exact pip line) when an
 optional extra is missing, so looking a name up never imports torch or vLLM.
@@ -27,13 +29,13 @@ from pytest_quantagent.errors import UnknownNameError
 
 if TYPE_CHECKING:
     from pytest_quantagent.backends.base import Backend, BackendOptions
-    from pytest_quantagent.quant.arms import ArmSpec
+    from pytest_quantagent.backends.spec import BackendSpec
 
-BackendFactory = Callable[["ArmSpec", "BackendOptions"], "Backend"]
+BackendFactory = Callable[["BackendSpec", "BackendOptions"], "Backend"]
 ENTRY_POINT_GROUP = "pytest_quantagent.backends"
 
 #: Built-in backends: name → "module:factory". Each module defines
-#: ``create_backend(arm, options) -> Backend`` and checks its own optional dependencies.
+#: ``create_backend(spec, options) -> Backend`` and checks its own optional dependencies.
 _BUILTIN: dict[str, str] = {
     "mock": "pytest_quantagent.backends.mock:create_backend",
     "openai": "pytest_quantagent.backends.openai_compat:create_backend",
@@ -51,7 +53,7 @@ def register_backend(name: str) -> Callable[[F], F]:
     """Decorator registering ``factory`` under ``name`` (replaces an earlier registration)::
 
         @register_backend("echo")
-        def _echo(arm: ArmSpec, options: BackendOptions) -> Backend:
+        def _echo(spec: BackendSpec, options: BackendOptions) -> Backend:
             return EchoBackend()
     """
 
@@ -103,8 +105,9 @@ def get_backend_factory(name: str) -> BackendFactory:
     raise UnknownNameError("backend", name, list_backends())
 
 
-def create_backend(arm: ArmSpec, options: BackendOptions | None = None) -> Backend:
-    """Build the backend of ``arm`` through its registered factory."""
+def create_backend(spec: BackendSpec, options: BackendOptions | None = None) -> Backend:
+    """Build the backend ``spec`` names through its registered factory (an arm's backend:
+    ``quant.loading.create_arm_backend``, which also hands over its on-load quantizer)."""
     from pytest_quantagent.backends.base import BackendOptions
 
-    return get_backend_factory(arm.backend)(arm, options or BackendOptions())
+    return get_backend_factory(spec.backend)(spec, options or BackendOptions())

@@ -60,7 +60,7 @@ from pytest_quantagent.vocab.messages import Decision
 if TYPE_CHECKING:
     import torch
 
-    from pytest_quantagent.quant.arms import ArmSpec
+    from pytest_quantagent.backends.spec import BackendSpec, ModelHook
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "bundled" / "models"
 _NAME_RE = re.compile(rb'"name"\s*:\s*"([^"]*)"')
@@ -136,6 +136,7 @@ class TransformersBackend(Backend):
         threads: int = 1,
         quantization: str | None = None,
         prefix_cache_mb: float = CACHE_BYTES / 2**20,
+        prepare_model: ModelHook | None = None,
     ) -> None:
         _require_torch()
         import torch
@@ -180,7 +181,8 @@ class TransformersBackend(Backend):
             self.stop_ids = [self.hf_tok.eos_token_id]
         self.model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtypes[compute_dtype], **local_only)
         self.quantization = quantization
-        self.quant_report = apply_on_load_quantization(self.model, quantization)
+        # quantizing on load is the arm side's (quant/loading.py); `quantization` is a label
+        self.quant_report = None if prepare_model is None else prepare_model(self.model)
         self.model.to(device)  # type: ignore[arg-type]
         self.model.eval()  # type: ignore[no-untyped-call]
         if max_new_tokens is None:
@@ -212,7 +214,7 @@ class TransformersBackend(Backend):
         chunked batched decoder (greedy requests); ``1``: one ``model.generate`` per request
         (unsupported models, or a machine that failed the self-check), whose logits differ
         from the chunked path's in the last bits, so their episodes are not mixed."""
-        from pytest_quantagent.quant.fingerprint import checkpoint_fingerprint
+        from pytest_quantagent.backends.fingerprint import checkpoint_fingerprint
 
         if self._version is None:
             path = 2 if self.batched_decoder() is not None else 1
@@ -557,42 +559,6 @@ def _deliver(job: _Job, result: Generation | None, exc: BaseException | None = N
         pass
 
 
-#: Schemes applied to the loaded weights by this backend (bundled arms; no files needed).
-ON_LOAD_SCHEMES: tuple[str, ...] = (
-    "bf16", "int<2-8>-rtn-g<N>", "w4a16-rtn-g<N>", "fp8-cast-<none|tensor|channel>")
-#: Schemes that describe a checkpoint already quantized on disk (loaded as is).
-ON_DISK_SCHEMES: tuple[str, ...] = ("awq-w4a16-g128", "fp8-dynamic", "w4a16-g128")
-
-
-def apply_on_load_quantization(model: Any, scheme: str | None) -> dict[str, Any] | None:
-    """Fake-quantize ``model`` in place for an on-load scheme; None/on-disk schemes: no-op."""
-    if scheme is None or scheme in ON_DISK_SCHEMES:
-        return None
-    import torch
-
-    from pytest_quantagent.quant.rtn import fake_quantize_model
-
-    if scheme == "bf16":
-        with torch.no_grad():
-            for p in model.parameters():
-                p.data.copy_(p.data.to(torch.bfloat16).to(p.dtype))
-        return {"scheme": "bf16"}
-    m = re.fullmatch(r"(?:int([2-8])-rtn|w4a16-rtn)-g(-?\d+)", scheme)
-    if m:
-        # lm_head stays full precision, as in llm-compressor's W4A16 recipes and vLLM.
-        rep = fake_quantize_model(model, "int4-rtn", bits=int(m.group(1) or 4),
-                                  group_size=int(m.group(2)), include_lm_head=False)
-        return {"scheme": scheme, "mean_rel_error": rep.mean_rel_error, "layers": len(rep.layers)}
-    m = re.fullmatch(r"fp8-cast-(none|tensor|channel)", scheme)
-    if m:
-        rep = fake_quantize_model(model, "fp8-cast", fp8_scale=m.group(1), include_lm_head=False)  # type: ignore[arg-type]
-        return {"scheme": scheme, "mean_rel_error": rep.mean_rel_error, "layers": len(rep.layers)}
-    raise ValueError(
-        f"quantization {scheme!r} is not understood by the transformers backend; on-load schemes: "
-        f"{', '.join(ON_LOAD_SCHEMES)}; on-disk: {', '.join(ON_DISK_SCHEMES)}"
-    )
-
-
 def _hf_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """OpenAI messages with tool-call arguments as objects (HF chat templates expect dicts)."""
     out: list[dict[str, Any]] = []
@@ -614,8 +580,9 @@ def _hf_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def create_backend(arm: ArmSpec, options: BackendOptions) -> TransformersBackend:
-    """Factory for ``backend = "transformers"``: ``path`` (or ``model``) names the weights.
+def create_backend(arm: BackendSpec, options: BackendOptions) -> TransformersBackend:
+    """Factory for ``backend = "transformers"``: ``path`` (or ``model``) names the weights;
+    ``prepare_model`` (an on-load quantizer, from ``quant/loading.py``) is applied once loaded.
 
     Arm options: ``compute_dtype`` (``float32`` default: bf16/int4 weights are exact in
     fp32, and fp32 matmuls are the fast path on CPU), ``device``, ``max_batch``,
@@ -634,4 +601,5 @@ def create_backend(arm: ArmSpec, options: BackendOptions) -> TransformersBackend
         threads=threads,
         quantization=arm.quantization,
         prefix_cache_mb=float(opts.get("prefix_cache_mb", CACHE_BYTES / 2**20)),
+        prepare_model=arm.prepare_model,
     )

@@ -37,46 +37,21 @@ from pytest_quantagent.backends.base import (
     RawToolCall,
 )
 from pytest_quantagent.backends.openai_compat import tool_name_decisions
+from pytest_quantagent.backends.options import ENGINE_ARGS, VLLM_OPTIONS
 from pytest_quantagent.errors import MissingDependencyError
 
 if TYPE_CHECKING:
-    from pytest_quantagent.quant.arms import ArmSpec
+    from pytest_quantagent.backends.spec import BackendSpec
 
-#: ArmSpec.quantization values → what vLLM's ``quantization=`` gets (None: from checkpoint).
+#: BackendSpec.quantization values → what vLLM's ``quantization=`` gets (None: from checkpoint).
 _VLLM_QUANTIZATION: dict[str, str | None] = {
     "fp8-dynamic": "fp8",
     "fp8": "fp8",
 }
 
-#: vLLM engine arguments an arm's table may set directly (passed to ``vllm.LLM``);
-#: any other engine argument goes in an ``engine_args`` table, checked against
-#: ``vllm.EngineArgs`` when the engine is built. All of them are in the arm's cache key
-#: (a parallel layout can change the numerics, hence greedy outputs).
-ENGINE_ARGS = frozenset(
-    {
-        "max_model_len",
-        "gpu_memory_utilization",
-        "dtype",
-        "enforce_eager",
-        "tensor_parallel_size",
-        "pipeline_parallel_size",
-        "data_parallel_size",
-        "distributed_executor_backend",
-        "max_num_seqs",
-        "max_num_batched_tokens",
-        "enable_prefix_caching",
-        "enable_chunked_prefill",
-        "kv_cache_dtype",
-        "swap_space",
-        "cpu_offload_gb",
-        "trust_remote_code",
-        "enable_expert_parallel",
-    }
-)
 _INT_ARGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
              "max_num_seqs", "max_num_batched_tokens", "max_model_len")
 
-_ALLOWED_OPTIONS = ENGINE_ARGS | {"max_tokens", "chat_template_kwargs", "engine_args"}
 
 
 def _import_vllm() -> Any:
@@ -205,7 +180,7 @@ class VLLMBackend(Backend):
         }
 
     def version(self) -> str:
-        from pytest_quantagent.quant.fingerprint import checkpoint_fingerprint
+        from pytest_quantagent.backends.fingerprint import checkpoint_fingerprint
 
         return f"1/vllm-{getattr(self._vllm, '__version__', '?')}/{checkpoint_fingerprint(self.model)}"
 
@@ -314,26 +289,26 @@ def _set_exception(fut: asyncio.Future[Generation], exc: BaseException) -> None:
         fut.set_exception(exc)
 
 
-def engine_kwargs(arm: ArmSpec) -> dict[str, Any]:
-    """The keyword arguments of ``vllm.LLM`` for ``arm`` (its engine arguments and the
+def engine_kwargs(spec: BackendSpec) -> dict[str, Any]:
+    """The keyword arguments of ``vllm.LLM`` for ``spec`` (its engine arguments and the
     ``engine_args`` table merged; ``chat_template_kwargs`` kept for the backend), checked for
     types that vLLM would only refuse after loading: sizes are integers >= 1, tables are
     tables, and a key is not given twice. No vLLM import."""
-    opts = {k: v for k, v in arm.options.items() if k not in ("max_tokens", "engine_args")}
-    table = arm.options.get("engine_args", {})
+    opts = {k: v for k, v in spec.options.items() if k not in ("max_tokens", "engine_args")}
+    table = spec.options.get("engine_args", {})
     if not isinstance(table, dict):
-        raise ValueError(f"arm {arm.label!r}: engine_args must be a table, got {table!r}")
+        raise ValueError(f"arm {spec.label!r}: engine_args must be a table, got {table!r}")
     twice = sorted(set(table) & set(opts))
     if twice:
-        raise ValueError(f"arm {arm.label!r}: {twice[0]!r} is given both in the arm's table and in engine_args")
+        raise ValueError(f"arm {spec.label!r}: {twice[0]!r} is given both in the arm's table and in engine_args")
     opts.update(table)
     for k in _INT_ARGS:
         v = opts.get(k)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise ValueError(f"arm {arm.label!r}: {k} ({v!r}) must be an integer >= 1")
+            raise ValueError(f"arm {spec.label!r}: {k} ({v!r}) must be an integer >= 1")
     ctk = opts.get("chat_template_kwargs")
     if ctk is not None and not isinstance(ctk, dict):
-        raise ValueError(f"arm {arm.label!r}: chat_template_kwargs must be a table, got {ctk!r}")
+        raise ValueError(f"arm {spec.label!r}: chat_template_kwargs must be a table, got {ctk!r}")
     return opts
 
 
@@ -346,15 +321,15 @@ def _engine_arg_names(vllm: Any) -> set[str]:
     return {f.name for f in dataclasses.fields(cls)}
 
 
-def create_backend(arm: ArmSpec, options: BackendOptions) -> VLLMBackend:
+def create_backend(spec: BackendSpec, options: BackendOptions) -> VLLMBackend:
     """Factory for ``backend = "vllm"``: ``path`` (or ``model``) is the checkpoint."""
-    unknown = set(arm.options) - _ALLOWED_OPTIONS
+    unknown = set(spec.options) - VLLM_OPTIONS
     if unknown:
         raise ValueError(
-            f"arm {arm.label!r}: unknown vllm option(s) {', '.join(sorted(unknown))}; "
-            f"allowed: {', '.join(sorted(_ALLOWED_OPTIONS))}"
+            f"arm {spec.label!r}: unknown vllm option(s) {', '.join(sorted(unknown))}; "
+            f"allowed: {', '.join(sorted(VLLM_OPTIONS))}"
         )
-    opts = engine_kwargs(arm)
+    opts = engine_kwargs(spec)
     vllm = _import_vllm()  # fail with the install line before anything else
     extra = set(opts) - ENGINE_ARGS - {"chat_template_kwargs"}
     known = _engine_arg_names(vllm)
@@ -363,13 +338,13 @@ def create_backend(arm: ArmSpec, options: BackendOptions) -> VLLMBackend:
 
         bad = sorted(extra - known)
         if bad:
-            raise ValueError(f"arm {arm.label!r}: engine_args: {bad[0]!r} is not a vLLM engine "
+            raise ValueError(f"arm {spec.label!r}: engine_args: {bad[0]!r} is not a vLLM engine "
                              f"argument{did_you_mean(bad[0], known)}")
     ctk = opts.pop("chat_template_kwargs", None)
     return VLLMBackend(
-        arm.path or arm.model,
-        quantization=vllm_quantization(arm.quantization),
-        revision=arm.revision,
+        spec.path or spec.model,
+        quantization=vllm_quantization(spec.quantization),
+        revision=spec.revision,
         chat_template_kwargs=ctk,
         **opts,
     )

@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from pytest_quantagent.backends.base import BackendOptions
     from pytest_quantagent.backends.transformers import create_backend
     from pytest_quantagent.quant.arms import DEFAULT_MODEL_SPEC, parse_arm_labels, resolve_arm
+    from pytest_quantagent.quant.loading import backend_spec
     from pytest_quantagent.training.decisions import (
         analyze_arm,
         gold_transcripts,
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     by_arm = {}
     for label, arm in zip(labels, arms, strict=True):
         t = time.monotonic()
-        backend = create_backend(arm, BackendOptions())
+        backend = create_backend(backend_spec(arm), BackendOptions())
         if backend.dtok is None:
             raise SystemExit(f"arm {label!r} ({arm.path}) has no domain tokenizer; open-loop analysis "
                              "needs a model trained on the bundled chat format")

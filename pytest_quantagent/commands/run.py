@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_quantagent.env.tasksets import tau2_data_arg
 from pytest_quantagent.errors import QuantAgentError
-from pytest_quantagent.runner import endpoints as _endpoints
 
 if TYPE_CHECKING:
     from pytest_quantagent.runner.service import ArmsRun
@@ -131,7 +130,7 @@ def add_parser(subparsers: Any) -> None:
 def _run_info(args: argparse.Namespace, specs: list[Any], run: ArmsRun) -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
 
-    from pytest_quantagent.runner.judge import nl_basis_summary
+    from pytest_quantagent.metrics.nl_assertions import nl_basis_summary
 
     try:
         ours = version("pytest-quantagent")
@@ -353,7 +352,7 @@ def _group_inputs(args: argparse.Namespace, specs: list[Any], cfg: Any,
                       comparability=comparable[s.label])
             for s in specs[1:]
         ]
-    from pytest_quantagent.runner.faults import check_not_all_infrastructure, infra_counts
+    from pytest_quantagent.metrics.faults import check_not_all_infrastructure, infra_counts
 
     counts = {label: infra_counts(recs) for label, recs in result.items()}
     for label, c in counts.items():
@@ -397,8 +396,8 @@ def _num(x: Any) -> str:
 
 
 def _summary(report: dict[str, Any]) -> str:
+    from pytest_quantagent.report.notes import endpoint_lines, summary_lines
     from pytest_quantagent.report.terminal import plain_text
-    from pytest_quantagent.runner.faults import summary_lines
 
     lines = [f"user simulator: {report.get('run', {}).get('user_sim', 'scripted')}"]
     for c in report.get("cells", []):
@@ -414,7 +413,7 @@ def _summary(report: dict[str, Any]) -> str:
     faults = report.get("run", {}).get("faults") or {}
     lines += summary_lines(faults)
     lines.extend(_nl_lines(report.get("run", {})))
-    lines += _endpoints.endpoint_lines(report.get("run", {}).get("endpoints") or {})
+    lines += endpoint_lines(report.get("run", {}).get("endpoints") or {})
     return plain_text("\n".join(lines))
 
 

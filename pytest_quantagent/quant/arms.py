@@ -247,9 +247,9 @@ def _option_names(backend: str) -> list[str] | None:
     if model is not None:
         return sorted(model.model_fields)
     if backend == "vllm":
-        from pytest_quantagent.backends.vllm import _ALLOWED_OPTIONS
+        from pytest_quantagent.backends.options import VLLM_OPTIONS
 
-        return sorted(_ALLOWED_OPTIONS)
+        return sorted(VLLM_OPTIONS)
     return None
 
 

@@ -18,9 +18,9 @@ arm              what it loads
 ``int3-rtn``     RTN at 3 bits g128, ``int2-rtn`` at 2 bits g128 (positive controls)
 ===============  ==================================================================================
 
-The "on load" arms are applied by the transformers backend (``quantization`` of the
-:class:`ArmSpec`); they are deterministic, take milliseconds for this model, and need no
-files. Checkpoints written by ``quantagent quantize`` load the same way as any HF folder.
+The "on load" arms (``quantization`` of the :class:`ArmSpec`) are applied to the weights the
+transformers backend loaded, by the quantizer ``quant/loading.py`` hands it; they are
+deterministic, take milliseconds for this model, and need no files. Checkpoints written by ``quantagent quantize`` load the same way as any HF folder.
 """
 
 from __future__ import annotations

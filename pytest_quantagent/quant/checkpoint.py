@@ -14,8 +14,8 @@ arm           what it loads
 ``fp8``       e4m3 cast with per-channel scales on load (``fp8-cast-channel``)
 ============  ===================================================================
 
-The quantized arms are fake-quantized in place by the transformers backend
-(:func:`pytest_quantagent.backends.transformers.apply_on_load_quantization`): fine for a
+The quantized arms are fake-quantized in place once the transformers backend has loaded the
+checkpoint (:func:`pytest_quantagent.quant.loading.apply_on_load_quantization`): fine for a
 model that fits a CPU or one GPU, and comparable to what a served RTN checkpoint does. For
 llm-compressor or served checkpoints, write an arms TOML (``--quant-config``).
 """

@@ -29,9 +29,9 @@ def analyze_cells(cells: Sequence[CellRecords], config: AnalysisConfig,
     ``comparability``: per candidate arm, how it and the reference are served (a setting
     that ``differs`` makes the cell INCONCLUSIVE "not comparable")."""
     seq = sequential or {}
+    from pytest_quantagent.metrics.faults import infra_counts
+    from pytest_quantagent.metrics.nl_assertions import nl_basis_summary
     from pytest_quantagent.report.model import CellInput, analyze
-    from pytest_quantagent.runner.faults import infra_counts
-    from pytest_quantagent.runner.judge import nl_basis_summary
 
     inputs = [
         CellInput(domain=domain, arm=arm, reference=reference, arm_records=arm_records,

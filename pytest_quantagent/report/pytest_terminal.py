@@ -1,5 +1,6 @@
 """What the plugin writes to pytest's terminal: the end-of-run summary, the files the live
-progress display writes to, and why a test failed or was skipped.
+progress display writes to, and why a test failed or was skipped. (Which progress display a
+cell gets is the session's ``cell_progress``: it builds the runner's ``CellProgress``.)
 
 Duck-typed on pytest's objects (the terminal reporter's ``write_sep``/``write_line``/
 ``write``, its terminal writer, a test report's ``longrepr``): nothing here imports pytest.
@@ -34,9 +35,8 @@ def write_summary(tr: Any, report: dict[str, Any] | None, error: str | None, *,
 
     from rich.console import Console
 
+    from pytest_quantagent.report.notes import endpoint_lines, summary_lines
     from pytest_quantagent.report.terminal import plain_text, render_terminal
-    from pytest_quantagent.runner.endpoints import endpoint_lines
-    from pytest_quantagent.runner.faults import summary_lines
 
     markup = bool(tr.hasmarkup)
     if not markup:
@@ -130,35 +130,3 @@ class StderrFile:
 
     def isatty(self) -> bool:
         return False
-
-
-def cell_progress(config: Any, name: str) -> Any:
-    """Live progress of one cell's episodes (a ``runner.progress.CellProgress``; None under
-    ``-q``): a rich live display on a terminal, else a line every
-    ``$QUANTAGENT_PROGRESS_SECONDS`` (default 30) seconds; an xdist worker writes its lines,
-    prefixed with its id, to stderr (which reaches the controller's terminal). Episodes run
-    inside a test, so every write suspends pytest's capture (``config`` is pytest's)."""
-    import os
-    from contextlib import nullcontext
-
-    from pytest_quantagent.runner.progress import CellProgress
-
-    if config.get_verbosity() < 0:
-        return None
-    raw = os.environ.get("QUANTAGENT_PROGRESS_SECONDS", "30")
-    try:
-        interval = float(raw)
-    except ValueError:
-        interval = 30.0
-    capman = config.pluginmanager.getplugin("capturemanager")
-    guard = nullcontext if capman is None else capman.global_and_fixture_disabled
-    if hasattr(config, "workerinput"):
-        wid = os.environ.get("PYTEST_XDIST_WORKER", "worker")
-        return CellProgress(name, StderrFile(), live=False,  # type: ignore[arg-type]
-                            interval_s=interval, prefix=f"[{wid}] quantagent ", guard=guard)
-    tr = config.pluginmanager.getplugin("terminalreporter")
-    if tr is None:
-        return None
-    tw = config.get_terminal_writer()
-    return CellProgress(name, TerminalFile(tw), live=bool(tr.isatty),  # type: ignore[arg-type]
-                        interval_s=interval, guard=guard, width=tw.fullwidth)

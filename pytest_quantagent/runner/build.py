@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_quantagent.backends.base import Backend, BackendOptions
-from pytest_quantagent.backends.registry import create_backend
 from pytest_quantagent.backends.wrapper import ModelClient, RetryPolicy
 from pytest_quantagent.quant.arms import (
     ArmSpec,
@@ -24,6 +23,7 @@ from pytest_quantagent.quant.arms import (
     parse_user_model,
     resolve_arm,
 )
+from pytest_quantagent.quant.loading import create_arm_backend
 from pytest_quantagent.runner.agent import LLMAgent
 from pytest_quantagent.runner.llm_user import LLMUser, LLMUserSpec, UserTurnCache
 from pytest_quantagent.runner.repair import make_repair
@@ -87,8 +87,9 @@ def build_arm(
     request_timeout_s: float = 120.0,
     retry: RetryPolicy | None = None,
 ) -> ArmRuntime:
-    """Create the arm's backend through the registry and wrap it in a :class:`ModelClient`."""
-    backend = create_backend(arm, BackendOptions(concurrency=concurrency, request_timeout_s=request_timeout_s))
+    """Create the arm's backend through the registry (``quant.loading.create_arm_backend``:
+    an on-load quantizer goes with it) and wrap it in a :class:`ModelClient`."""
+    backend = create_arm_backend(arm, BackendOptions(concurrency=concurrency, request_timeout_s=request_timeout_s))
     return ArmRuntime(arm=arm, backend=backend, client=ModelClient(backend, concurrency=concurrency, retry=retry))
 
 
@@ -167,8 +168,8 @@ def build_user(
 ) -> UserRuntime:
     """Create the user's backend and client (inside the event loop that uses it) and its
     turn cache (``cache_path``, usually ``<store>/user_turns.jsonl``; None = memory only)."""
-    backend = create_backend(config.arm, BackendOptions(concurrency=concurrency,
-                                                        request_timeout_s=request_timeout_s))
+    backend = create_arm_backend(config.arm, BackendOptions(concurrency=concurrency,
+                                                            request_timeout_s=request_timeout_s))
     return UserRuntime(
         spec=LLMUserSpec.from_config(config), arm=config.arm, backend=backend,
         client=ModelClient(backend, concurrency=concurrency, retry=retry, role="user model"),

@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_quantagent.backends.base import Backend, BackendOptions, GenerateRequest
-from pytest_quantagent.backends.registry import create_backend
 from pytest_quantagent.backends.wrapper import ModelClient, RetryPolicy
 from pytest_quantagent.env.evaluate import RewardInfo, apply_nl_verdicts, needs_judge
 from pytest_quantagent.env.tasks import RewardType, Task
 from pytest_quantagent.errors import ConfigurationError, QuantAgentError
 from pytest_quantagent.quant.arms import ArmSpec, UserModelConfig
+from pytest_quantagent.quant.loading import create_arm_backend
 from pytest_quantagent.store.jsonl import append_line_locked, read_appended_rows
 from pytest_quantagent.store.records import EpisodeRecord
 from pytest_quantagent.vocab.channels import SCORABLE_TERMINATIONS
@@ -337,8 +337,8 @@ def build_judge(
     """Create the judge's backend and client and its verdict cache (``cache_path``, usually
     ``<store>/judge_verdicts.jsonl``; None = memory only)."""
     spec = JudgeSpec.from_config(config)
-    backend = create_backend(config.arm, BackendOptions(concurrency=concurrency,
-                                                        request_timeout_s=request_timeout_s))
+    backend = create_arm_backend(config.arm, BackendOptions(concurrency=concurrency,
+                                                            request_timeout_s=request_timeout_s))
     return JudgeRuntime(
         spec=spec, arm=config.arm, backend=backend,
         client=ModelClient(backend, concurrency=concurrency, retry=retry, role="judge"),
@@ -403,35 +403,6 @@ async def judge_record(judge: JudgeRuntime, task: Task, record: EpisodeRecord) -
         "reward": new.reward, "reward_info": new.model_dump(mode="json"),
         "success": new.reward >= 1.0 - 1e-6 and record.termination in SCORABLE_TERMINATIONS,
     })
-
-
-def nl_basis_summary(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
-    """How the NL_ASSERTION part of the reward basis was scored over ``records``: episodes
-    with assertions to decide (a basis listing NL_ASSERTION without any scores 1 on it and is
-    not counted), judged ones (and by which judge), ones not evaluated (no judge), and
-    judge errors (episodes with an assertion the judge could not decide, scored not met)."""
-    nl = judged = not_eval = errors = 0
-    judges: set[str] = set()
-    for r in records:
-        ri = r.reward_info or {}
-        basis = ri.get("reward_basis") or []
-        if RewardType.NL_ASSERTION.value not in basis:
-            continue
-        if ri.get("judge"):
-            nl += 1
-            judged += 1
-            judges.add(str(ri["judge"]))
-            if any(isinstance(v, dict) and v.get("met") is None for v in ri.get("nl_assertions") or []):
-                errors += 1
-        elif RewardType.NL_ASSERTION.value in (ri.get("not_evaluated") or []):
-            nl += 1
-            not_eval += 1
-    out: dict[str, Any] = {"episodes": nl, "judged": judged, "not_evaluated": not_eval,
-                           "judge_errors": errors, "judges": sorted(judges)}
-    if not_eval:
-        out["note"] = (f"NL_ASSERTION not evaluated in {not_eval} episode(s) (no judge): their "
-                       "reward uses the rest of the basis, so success is not τ²-bench's")
-    return out
 
 
 def judge_identity(judge_model: str | None, config_path: str | Path | None = None) -> str | None:

@@ -28,6 +28,7 @@ from pytest_quantagent.backends.transformers import BUNDLED_DIR, TransformersBac
 from pytest_quantagent.bundled.model import ModelSize, make_model  # noqa: E402
 from pytest_quantagent.bundled.tokenizer import DomainTokenizer  # noqa: E402
 from pytest_quantagent.quant.arms import resolve_arm  # noqa: E402
+from pytest_quantagent.quant.loading import backend_spec  # noqa: E402
 from pytest_quantagent.training.train import save_model  # noqa: E402
 
 BUNDLED = BUNDLED_DIR / "tiny-agent-prone"
@@ -113,7 +114,7 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @needs_bundled
 @pytest.mark.parametrize("arm", ["bf16", "int4"])
 def test_bundled_arm_decodes_the_same_alone_and_in_any_batch(arm: str) -> None:
-    backend = create_backend(resolve_arm(arm, "tiny-agent-prone"), BackendOptions())
+    backend = create_backend(backend_spec(resolve_arm(arm, "tiny-agent-prone")), BackendOptions())
     reqs = _requests(8)
     alone = _alone(backend, reqs)
     assert backend.batched_decoder() is not None, backend.batching_reason
@@ -140,7 +141,7 @@ def test_bundled_rows_agree_with_generate_to_float_rounding() -> None:
     # The chunked computation is the model's: model.generate's greedy tokens, and logits
     # within float32 rounding of a full-prompt forward pass (measured max |diff| 1.1e-5 on
     # logits of magnitude ~10; 1e-4 leaves room for other CPUs' kernels).
-    backend = create_backend(resolve_arm("bf16", "tiny-agent-prone"), BackendOptions())
+    backend = create_backend(backend_spec(resolve_arm("bf16", "tiny-agent-prone")), BackendOptions())
     decoder = backend.batched_decoder()
     assert decoder is not None, backend.batching_reason
     prompts = [backend.prompt_ids(r) for r in _requests(5)]
@@ -293,7 +294,7 @@ def _next_turn(backend: TransformersBackend, request: GenerateRequest, answer: G
 
 @needs_bundled
 def test_a_conversation_decodes_the_same_from_the_prefix_cache_and_without_it() -> None:
-    backend = create_backend(resolve_arm("bf16", "tiny-agent-prone"), BackendOptions())
+    backend = create_backend(backend_spec(resolve_arm("bf16", "tiny-agent-prone")), BackendOptions())
     decoder = backend.batched_decoder()
     assert decoder is not None, backend.batching_reason
     first = _requests(6)
@@ -303,7 +304,7 @@ def test_a_conversation_decodes_the_same_from_the_prefix_cache_and_without_it() 
     warm = [_view(g) for g in backend.generate_batch(second)]  # first turns' chunks cached
     assert decoder.cache.reused - before >= 6 * decoder.chunk  # the cache did serve them
     assert warm == _alone(backend, second)  # each from an empty cache
-    off = create_backend(resolve_arm("bf16", "tiny-agent-prone"), BackendOptions())
+    off = create_backend(backend_spec(resolve_arm("bf16", "tiny-agent-prone")), BackendOptions())
     off.prefix_cache_bytes = 0
     off_decoder = off.batched_decoder()
     assert off_decoder is not None and off_decoder.cache.max_bytes == 0

@@ -11,6 +11,7 @@ from pytest_quantagent.backends import registry
 from pytest_quantagent.backends.base import Backend, BackendOptions, GenerateRequest, Generation
 from pytest_quantagent.backends.mock import MockBackend
 from pytest_quantagent.backends.mock import create_backend as create_mock
+from pytest_quantagent.backends.spec import BackendSpec
 from pytest_quantagent.errors import DataFileError, UnknownNameError
 from pytest_quantagent.quant import arms
 from pytest_quantagent.quant.arms import ArmSpec, load_arms_config, parse_arm_labels, resolve_arm
@@ -46,11 +47,11 @@ def test_register_backend_decorator_and_create(monkeypatch: pytest.MonkeyPatch) 
             return Generation(content=request.messages[-1]["content"])
 
     @registry.register_backend("echo")
-    def _factory(arm: ArmSpec, options: BackendOptions) -> Backend:
+    def _factory(spec: BackendSpec, options: BackendOptions) -> Backend:
         return Echo()
 
     assert "echo" in registry.list_backends()
-    b = registry.create_backend(ArmSpec(label="bf16", backend="echo", model="x"))
+    b = registry.create_backend(BackendSpec(backend="echo", model="x"))
     assert asyncio.run(b.generate(_req(0))).content == "hi"
 
 

@@ -15,7 +15,6 @@ from pytest_quantagent.backends.base import BackendOptions, GenerateRequest  # n
 from pytest_quantagent.backends.transformers import (  # noqa: E402
     BUNDLED_DIR,
     TransformersBackend,
-    apply_on_load_quantization,
     create_backend,
     resolve_model_path,
 )
@@ -23,6 +22,7 @@ from pytest_quantagent.bundled.model import ModelSize, make_model  # noqa: E402
 from pytest_quantagent.bundled.tokenizer import CALL, DomainTokenizer  # noqa: E402
 from pytest_quantagent.errors import UnknownNameError  # noqa: E402
 from pytest_quantagent.quant.arms import resolve_arm  # noqa: E402
+from pytest_quantagent.quant.loading import backend_spec  # noqa: E402
 from pytest_quantagent.training.train import save_model  # noqa: E402
 
 TOOLS = [{"type": "function", "function": {"name": "get_user", "parameters": {"type": "object"}}}]
@@ -90,21 +90,6 @@ def test_name_decision_is_the_tightest_name_token(tiny_dir: Path) -> None:
     assert d.top1 == pieces[tight]
 
 
-def test_on_load_quantization_schemes(tiny_dir: Path) -> None:
-    base = TransformersBackend(tiny_dir).model
-    rtn = TransformersBackend(tiny_dir, quantization="int4-rtn-g32")
-    bf = TransformersBackend(tiny_dir, quantization="bf16")
-    w0 = base.model.layers[0].mlp.up_proj.weight
-    w_rtn = rtn.model.model.layers[0].mlp.up_proj.weight
-    assert not torch.equal(w0, w_rtn)
-    assert torch.unique(w_rtn[0, :32]).numel() <= 16
-    assert torch.equal(bf.model.model.layers[0].mlp.up_proj.weight, w0.to(torch.bfloat16).float())
-    # lm_head stays full precision, as in the llm-compressor recipes.
-    assert torch.equal(rtn.model.lm_head.weight, base.lm_head.weight)
-    with pytest.raises(ValueError, match="'int3' is not understood"):
-        apply_on_load_quantization(base, "int3")
-
-
 def test_model_resolution_errors(tmp_path: Path) -> None:
     with pytest.raises(UnknownNameError, match="unknown model 'no-such-model'"):
         resolve_model_path("no-such-model")
@@ -125,27 +110,12 @@ def test_bundled_arm_resolution() -> None:
         resolve_arm("int2", "tiny-agent")
 
 
-@pytest.mark.skipif(not (BUNDLED_DIR / "tiny-agent-prone" / "config.json").is_file(),
-                    reason="bundled model not built")
-@pytest.mark.parametrize("model", ["tiny-agent", "tiny-agent-prone"])
-def test_per_channel_rtn_arm_quantizes_whole_rows(model: str) -> None:
-    # int4-rtn-pc (the pair search's arm): one scale and zero point per output row, so a
-    # row of the MLP down-projection (384 inputs) holds at most 16 values; g128 allows 48.
-    arm = resolve_arm("int4-rtn-pc", model)
-    assert arm.quantization == "int4-rtn-g-1" and Path(arm.path or "").name == model
-    pc = create_backend(arm, BackendOptions()).model.model.layers[0].mlp.down_proj.weight
-    g128 = create_backend(resolve_arm("int4-rtn", model), BackendOptions()).model.model.layers[0].mlp.down_proj.weight
-    assert pc.shape[1] == 384
-    assert max(torch.unique(row).numel() for row in pc) <= 16
-    assert max(torch.unique(row).numel() for row in g128) > 16
-
-
 BUNDLED = BUNDLED_DIR / "tiny-agent"
 
 
 @pytest.mark.skipif(not (BUNDLED / "config.json").is_file(), reason="bundled model not built")
 def test_bundled_model_asks_for_identification_or_calls_a_retail_tool() -> None:
-    backend = create_backend(resolve_arm("bf16", "tiny-agent"), BackendOptions())
+    backend = create_backend(backend_spec(resolve_arm("bf16", "tiny-agent")), BackendOptions())
     req = GenerateRequest(
         messages=[{"role": "system", "content": "retail policy"},
                   {"role": "assistant", "content": "Hi! How can I help you today?"},

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import pytest
 
 from pytest_quantagent.backends import vllm as vllm_backend
-from pytest_quantagent.backends.registry import create_backend
 from pytest_quantagent.errors import MissingDependencyError
 from pytest_quantagent.quant.arms import ArmSpec
+from pytest_quantagent.quant.loading import create_arm_backend
 
 needs_no_vllm = pytest.mark.skipif(
     importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here"
@@ -22,7 +22,7 @@ needs_no_vllm = pytest.mark.skipif(
 def test_missing_vllm_gives_the_exact_pip_line() -> None:
     arm = ArmSpec(label="int4", backend="vllm", model="some/model")
     with pytest.raises(MissingDependencyError) as ei:
-        create_backend(arm)
+        create_arm_backend(arm)
     assert "pip install 'pytest-quantagent[vllm]'" in str(ei.value)
     assert "vLLM backend" in str(ei.value)
 
@@ -30,7 +30,7 @@ def test_missing_vllm_gives_the_exact_pip_line() -> None:
 def test_unknown_option_is_refused_with_allowed_list() -> None:
     arm = ArmSpec(label="int4", backend="vllm", model="m", options={"gpu_mem": 0.5})
     with pytest.raises(ValueError, match=r"unknown vllm option.*gpu_mem.*allowed: .*gpu_memory_utilization"):
-        create_backend(arm)
+        create_arm_backend(arm)
 
 
 def test_quantization_mapping() -> None:

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from pytest_quantagent.backends.registry import create_backend
 from pytest_quantagent.backends.vllm import engine_kwargs
 from pytest_quantagent.errors import DataFileError
 from pytest_quantagent.quant.arms import ArmSpec, load_arms_config
+from pytest_quantagent.quant.loading import backend_spec, create_arm_backend
 
 
 @pytest.fixture
@@ -48,8 +48,8 @@ def _arm(**options: Any) -> ArmSpec:
 
 
 def test_parallel_sizes_and_engine_args_pass_through(fake_vllm: list[dict[str, Any]]) -> None:
-    b = create_backend(_arm(tensor_parallel_size=4, data_parallel_size=2, max_num_seqs=128,
-                            engine_args={"num_scheduler_steps": 8}))
+    b = create_arm_backend(_arm(tensor_parallel_size=4, data_parallel_size=2, max_num_seqs=128,
+                                engine_args={"num_scheduler_steps": 8}))
     [kw] = fake_vllm
     assert (kw["model"], kw["tensor_parallel_size"], kw["data_parallel_size"]) == ("org/m", 4, 2)
     assert kw["max_num_seqs"] == 128 and kw["num_scheduler_steps"] == 8
@@ -61,7 +61,7 @@ def test_parallel_sizes_and_engine_args_pass_through(fake_vllm: list[dict[str, A
 def test_unknown_engine_argument_is_named_with_a_suggestion(fake_vllm: list[dict[str, Any]]) -> None:
     with pytest.raises(ValueError, match=r"'num_scheduler_step' is not a vLLM engine argument; "
                                          r"did you mean 'num_scheduler_steps'"):
-        create_backend(_arm(engine_args={"num_scheduler_step": 8}))
+        create_arm_backend(_arm(engine_args={"num_scheduler_step": 8}))
     assert fake_vllm == []  # refused before any engine was built
 
 
@@ -73,7 +73,7 @@ def test_unknown_engine_argument_is_named_with_a_suggestion(fake_vllm: list[dict
 ])
 def test_bad_engine_arguments_are_refused(options: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        engine_kwargs(_arm(**options))
+        engine_kwargs(backend_spec(_arm(**options)))
 
 
 def test_arms_config_takes_engine_arguments(tmp_path: Path) -> None:
@@ -81,7 +81,7 @@ def test_arms_config_takes_engine_arguments(tmp_path: Path) -> None:
     p.write_text('[arms.bf16]\nbackend = "vllm"\nmodel = "org/m"\ntensor_parallel_size = 2\n'
                  'data_parallel_size = 4\n[arms.bf16.engine_args]\nnum_scheduler_steps = 8\n')
     arm = load_arms_config(p)["bf16"]
-    assert engine_kwargs(arm) == {"tensor_parallel_size": 2, "data_parallel_size": 4,
+    assert engine_kwargs(backend_spec(arm)) == {"tensor_parallel_size": 2, "data_parallel_size": 4,
                                   "num_scheduler_steps": 8}
     assert arm.cache_fields()["options"]["tensor_parallel_size"] == 2  # a layout is in the key
     p.write_text('[arms.bf16]\nbackend = "vllm"\nmodel = "org/m"\ntensor_paralel_size = 2\n')

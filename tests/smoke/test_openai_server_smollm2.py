@@ -25,9 +25,9 @@ import pytest
 
 from pytest_quantagent.backends.base import BackendOptions, GenerateRequest, Generation
 from pytest_quantagent.backends.openai_compat import OpenAICompatBackend
-from pytest_quantagent.backends.registry import create_backend
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.quant.arms import ArmSpec
+from pytest_quantagent.quant.loading import create_arm_backend
 from pytest_quantagent.runner.agent import generation_to_message
 from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_arm
 from pytest_quantagent.runner.build import AgentPrompt, build_arm
@@ -146,7 +146,7 @@ def _arm(base_url: str) -> ArmSpec:
 def test_tool_request_round_trip(vllm_server: str) -> None:
     domain = get_domain("retail")
     prompt = AgentPrompt.for_domain(domain)
-    backend = create_backend(_arm(vllm_server), BackendOptions(concurrency=1))
+    backend = create_arm_backend(_arm(vllm_server), BackendOptions(concurrency=1))
     assert isinstance(backend, OpenAICompatBackend)
     request = GenerateRequest(
         messages=[
@@ -193,7 +193,7 @@ def test_cut_off_call_through_server(vllm_server: str) -> None:
         base_url=arm.base_url,
         options={"extra_body": {"max_tokens": 6}},
     )
-    backend = create_backend(arm, BackendOptions(concurrency=1))
+    backend = create_arm_backend(arm, BackendOptions(concurrency=1))
     request = GenerateRequest(
         messages=[
             {"role": "system", "content": prompt.system_prompt},

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from pytest_quantagent.backends.base import BackendOptions, GenerateRequest, Generation
-from pytest_quantagent.backends.registry import create_backend
 from pytest_quantagent.backends.transformers import TransformersBackend
 from pytest_quantagent.backends.wrapper import ModelClient
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.quant.arms import ArmSpec
+from pytest_quantagent.quant.loading import create_arm_backend
 from pytest_quantagent.runner.agent import generation_to_message
 from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_arm
 from pytest_quantagent.runner.build import AgentPrompt, ArmRuntime
@@ -61,7 +61,7 @@ def arm(smollm2_dir: Path) -> ArmSpec:
 @pytest.fixture(scope="module")
 def backend(arm: ArmSpec) -> TransformersBackend:
     # Built through the registry, exactly as `quantagent run` / the plugin build an arm.
-    b = create_backend(arm, BackendOptions(concurrency=1))
+    b = create_arm_backend(arm, BackendOptions(concurrency=1))
     assert isinstance(b, TransformersBackend)
     return b
 

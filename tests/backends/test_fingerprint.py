@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_quantagent.quant.fingerprint import checkpoint_fingerprint
+from pytest_quantagent.backends.fingerprint import checkpoint_fingerprint
 
 
 def _ckpt(d: Path, weights: bytes) -> Path:

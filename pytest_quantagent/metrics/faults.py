@@ -1,4 +1,5 @@
-"""What went wrong outside the model in a run: per-arm counts for every report and summary.
+"""What went wrong outside the model in a run: per-arm counts for every report and summary
+(pure over the records; the lines that put them in words are ``report/notes.py``).
 
 Issue 28's taxonomy, as the records carry it: infrastructure (requests retried, episodes
 lost after every retry), task errors (an episode's setup failed), context overflows and
@@ -44,28 +45,6 @@ def infra_counts(records: Iterable[EpisodeRecord]) -> dict[str, Any]:
             out["agent_error"] += 1
     out["task_error_ids"] = sorted(set(out["task_error_ids"]))
     return out
-
-
-def summary_lines(counts: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """One line per arm with anything to say (for the CLI and pytest summaries)."""
-    lines = []
-    for label, c in counts.items():
-        parts = []
-        if c["retried_requests"]:
-            parts.append(f"{c['retried_requests']} request(s) retried (server faults)")
-        if c["infrastructure_errors"]:
-            parts.append(f"{c['infrastructure_errors']} episode(s) lost to infrastructure "
-                         "failures after retries (not scored)")
-        if c["task_errors"]:
-            ids = ", ".join(c["task_error_ids"][:5]) + (" ..." if len(c["task_error_ids"]) > 5 else "")
-            parts.append(f"{c['task_errors']} task error(s) (not scored): {ids}")
-        if c["context_overflow"]:
-            parts.append(f"{c['context_overflow']} context overflow(s) (scored, counted apart)")
-        if c["agent_error"]:
-            parts.append(f"{c['agent_error']} agent_error episode(s) (scored; see error_message)")
-        if parts:
-            lines.append(f"{label}: " + "; ".join(parts))
-    return lines
 
 
 def check_not_all_infrastructure(label: str, counts: Mapping[str, Any]) -> None:
