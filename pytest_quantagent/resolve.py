@@ -115,14 +115,15 @@ class RunSetup:
         return models
 
     def comparability(self, label: str) -> dict[str, Any]:
-        """How arm ``label`` and the reference are served, compared once per run (the
+        """How arm ``label`` and its reference are served, compared once per run (the
         pre-flight asks before any episode; see
         :func:`pytest_quantagent.runner.preflight.compare_serving`)."""
         if label not in self._comparability:
             from pytest_quantagent.runner.preflight import compare_serving
 
             self._comparability[label] = compare_serving(
-                self.arm(self.qc.reference), self.arm(label), accept=self.qc.accept_difference)
+                self.arm(self.reference_of(label)), self.arm(label),
+                accept=self.qc.accept_difference)
         return self._comparability[label]
 
     def request(self) -> RunRequest:

@@ -88,6 +88,9 @@ def test_channels(quant_cell):
         "int4": "bf16", "int4@tiny-agent-prone": "bf16@tiny-agent-prone"}
     assert cells["int4@tiny-agent-prone"]["verdict"] == "MASKED_DAMAGE"
     assert cells["int4"]["verdict"] != "MASKED_DAMAGE"
+    # each cell's serving settings are compared with its own reference's
+    assert cells["int4@tiny-agent-prone"]["comparability"]["reference"] == "bf16@tiny-agent-prone"
+    assert cells["int4"]["comparability"]["reference"] == "bf16"
     specs = report["run"]["arm_specs"]
     assert specs["bf16@tiny-agent-prone"]["model"] == "tiny-agent-prone"
     assert specs["bf16"]["model"] == "tiny-agent"
