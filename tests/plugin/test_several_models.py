@@ -8,45 +8,16 @@ import json
 
 import pytest
 
-# Per (arm label): success pattern and unknown_tool calls per third episode; the cell's
-# reference label is recorded so the test sees which reference each cell was paired with.
-MODELS_CONFTEST = '''
-from pytest_quantagent.session import CellEpisodes
-from pytest_quantagent.store.records import CallRecord, EpisodeRecord
+from tests.plugin.fakes import FAKE_CONFTEST
 
-PROFILES = {
-    "bf16": {"fail_every": 5, "unknown": 1},
-    "int4": {"fail_every": 5, "unknown": 1},
+# The plugin tests' fake records (tests/plugin/fakes.py), with the prone model's arms added:
+# its int4 calls unknown tools 4x as often as its own bf16.
+MODELS_CONFTEST = FAKE_CONFTEST + """
+PROFILES.update({
     "bf16@tiny-agent-prone": {"fail_every": 5, "unknown": 1},
     "int4@tiny-agent-prone": {"fail_every": 5, "unknown": 4},
-}
-PAIRED = []
-
-
-def _episodes(domain, arm, budget):
-    prof = PROFILES[arm]
-    out = []
-    for t in range(60):
-        ok = t % prof["fail_every"] != 0
-        n_unknown = prof["unknown"] if t % 3 == 0 else 0
-        calls = [CallRecord(step=i + 1, requestor="assistant", name=f"get_thing_{i % 2}",
-                            error=True, channel="unknown_tool", entity=f"get_thing_{i % 2}")
-                 for i in range(n_unknown)]
-        calls += [CallRecord(step=10 + i, requestor="assistant", name="get_details", error=False)
-                  for i in range(8)]
-        out.append(EpisodeRecord(
-            key=f"{domain}-{arm}-{t}", model="fake", arm=arm, backend="fake", domain=domain,
-            task_id=str(t), trial=0, seed=t, max_errors=budget, max_steps=200,
-            termination="user_stop", reward=1.0 if ok else 0.0, success=ok,
-            n_errors=n_unknown, steps=20, calls=calls))
-    return out
-
-
-def pytest_quantagent_run_cell(config, cell):
-    PAIRED.append((cell.arm, cell.reference))
-    return CellEpisodes(arm=_episodes(cell.domain, cell.arm, 10),
-                        reference=_episodes(cell.domain, cell.reference, 10))
-'''
+})
+"""
 
 ARMS_TEST = """
 def test_arm(quant_arm, quant_cell):
@@ -68,7 +39,9 @@ def test_each_model_is_paired_with_its_own_reference(pytester: pytest.Pytester) 
     ])
 
 
-def test_the_report_has_one_cell_per_model_each_against_its_reference(pytester: pytest.Pytester) -> None:
+def test_the_report_has_one_cell_per_model_each_against_its_reference(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_INT4_UNKNOWN", "1")  # the default model's int4 behaves as its bf16
     pytester.makeconftest(MODELS_CONFTEST)
     pytester.makepyfile("""
 from pytest_quantagent.assertions import assert_no_channel_amplification
