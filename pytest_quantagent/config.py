@@ -190,11 +190,13 @@ def check_contradictions(qc: QuantAgentConfig) -> None:
             f"--quant lists the reference arm {qc.reference!r}: a candidate cannot be compared "
             f"with itself; {fix}, or choose another reference with --quant-reference"
         )
-    own = [a for a in qc.arms if "@" in a and a.partition("@")[0] == qc.reference.partition("@")[0]]
+    from pytest_quantagent.quant.arms import reference_for, split_model
+
+    own = [a for a in qc.arms if reference_for(a, qc.reference) == a]
     if own:
         raise pytest.UsageError(
-            f"--quant lists {own[0]!r}, the reference arm of model {own[0].partition('@')[2]!r}: "
-            f"a candidate ARM@MODEL is compared with {qc.reference.partition('@')[0]}@MODEL; "
+            f"--quant lists {own[0]!r}, the reference arm of model {split_model(own[0])[1]!r}: "
+            f"a candidate ARM@MODEL is compared with {split_model(qc.reference)[0]}@MODEL; "
             "list only candidates")
     if qc.user_model is not None and qc.user != "llm":
         raise pytest.UsageError(

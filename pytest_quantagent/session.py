@@ -119,8 +119,10 @@ class QuantAgentSession:
     def cells_for(self, args: MarkerArgs) -> list[CellKey]:
         """Grid cells of a test, narrowed by its markers (domain-major order)."""
         domains = [d for d in self.domains() if args.domains is None or d in args.domains]
+        from pytest_quantagent.quant.arms import split_model
+
         arms = [a for a in self.qc.arms if args.precisions is None or a in args.precisions
-                or a.partition("@")[0] in args.precisions]
+                or split_model(a)[0] in args.precisions]
         return [CellKey(d, a, self.setup.reference_of(a)) for d in domains for a in arms]
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
