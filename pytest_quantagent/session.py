@@ -291,7 +291,7 @@ class QuantAgentSession:
             cell.domain, order, self.setup.request(), self.qc.cache_dir,
             self.analysis_config().within_pool(self.pool_tasks(cell.domain)),
             max_episodes=self.qc.max_episodes or DEFAULT_MAX_EPISODES, cells=[cell.arm],
-            progress=progress)
+            progress=progress, comparability={cell.arm: self.setup.comparability(cell.arm)})
         for label, stats in seq.run.endpoints.items():
             self._endpoint_stats[f"{cell.domain}-{label}"] = stats
         cs = seq.cells[cell.arm]

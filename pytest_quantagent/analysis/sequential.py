@@ -10,7 +10,9 @@ fresh cap, ``N`` up to its split) and then the trials, and the last look is the 
 store resumes: a wave runs only the episodes the previous looks did not, and a killed run
 restarts where it stopped (the same looks, the same levels, the same verdicts).
 
-A cell stops when its verdict is not INCONCLUSIVE at its look's level, when the next look
+A cell stops when its verdict is not INCONCLUSIVE at its look's level, when its arms are not
+comparable (a serving setting differs that the user did not accept: no number of episodes
+can decide it, so it stops after its first look), when the next look
 would exceed the cap, when the pool holds no more tasks and more trials would only repeat
 the first (every repeated trial of both arms identical to the task's first: deterministic
 decoding with a user that does not vary), or at the last planned look. The report's
@@ -97,8 +99,8 @@ class CellSequence:
     arm: str
     looks: list[Look] = field(default_factory=list)
     stopped: str = ""
-    """``decided``, ``cap`` (the last planned look) or ``pool`` (no more tasks, and repeated
-    trials only repeat the first)."""
+    """``decided``, ``cap`` (the last planned look), ``pool`` (no more tasks, and repeated
+    trials only repeat the first) or ``not_comparable`` (served differently: undecidable)."""
     why: str = ""
     records: tuple[list[EpisodeRecord], list[EpisodeRecord]] | None = None
     """(the arm's, the reference's) records at the last look taken."""
@@ -163,9 +165,13 @@ def run_until_decided(arms: Sequence[str], reference: str, plan: SequentialPlan,
                       run_wave: RunWave, judge_look: JudgeLook, *,
                       on_look: Callable[[int, SequentialPlan, dict[str, CellSequence]], None]
                       | None = None,
+                      undecidable: Mapping[str, str] | None = None,
                       ) -> dict[str, CellSequence]:
     """Run the planned waves until every cell of ``arms`` (each compared with
-    ``reference``) is decided or its looks are spent; each cell's sequence by label."""
+    ``reference``) is decided or its looks are spent; each cell's sequence by label.
+    ``undecidable`` names cells no look can decide (arm label → why, e.g. the serving
+    settings that differ): they stop after their first look."""
+    undecidable = undecidable or {}
     seqs = {a: CellSequence(a) for a in arms}
     open_ = list(arms)
     for k, design in enumerate(plan.designs, start=1):
@@ -186,6 +192,10 @@ def run_until_decided(arms: Sequence[str], reference: str, plan: SequentialPlan,
             last = k == len(plan.designs)
             if verdict != "INCONCLUSIVE":
                 seq.stopped, seq.why = "decided", f"decided at look {k} of {len(plan.designs)}"
+            elif arm in undecidable:
+                seq.stopped = "not_comparable"
+                seq.why = (f"stopped at look {k}: {undecidable[arm]}; more episodes cannot "
+                           "decide it")
             elif repeats and trials_repeat(recs, prev.trials if prev else 1):
                 seq.stopped = "pool"
                 seq.why = (f"undecided at look {k}: the pool's {design.tasks} tasks are all "
@@ -222,17 +232,21 @@ def run_arms_until_decided(
     max_episodes: int = DEFAULT_MAX_EPISODES, cells: Sequence[str] | None = None,
     progress: Callable[[], Any] | None = None,
     on_look: Callable[[int, SequentialPlan, dict[str, CellSequence]], None] | None = None,
+    comparability: Mapping[str, dict[str, Any] | None] | None = None,
 ) -> SequentialRun:
     """:func:`~pytest_quantagent.runner.service.run_arms` in planned waves until every cell
     (each arm of ``cells``, default every arm after the first, against ``arms[0]``) is decided
     at its look's α (``cfg`` gives the thresholds and the total α) or its looks are spent.
 
     ``request`` is the run's :class:`~pytest_quantagent.runner.service.RunRequest`: its tasks
-    and trials are the first look. ``progress`` makes a fresh progress display per wave."""
+    and trials are the first look. ``progress`` makes a fresh progress display per wave.
+    ``comparability``: each cell's serving comparison (arm label → block of
+    :func:`~pytest_quantagent.runner.preflight.compare_serving`): a cell whose arms are not
+    comparable is judged with it at every look and stops after its first."""
     from dataclasses import replace
 
     from pytest_quantagent.analysis.arms import CellInput
-    from pytest_quantagent.analysis.cell import analyze_cells
+    from pytest_quantagent.analysis.cell import analyze_cells, not_comparable
     from pytest_quantagent.env.registry import get_domain_for_split
     from pytest_quantagent.runner.selection import pool_capacity
     from pytest_quantagent.runner.service import run_arms
@@ -251,6 +265,9 @@ def run_arms_until_decided(
     plan = SequentialPlan.make(first, pool=pool, grow_tasks=sel.growable,
                                max_episodes=max_episodes, alpha=cfg.alpha)
     last: list[Any] = [None]
+    comparability = comparability or {}
+    undecidable = {arm: "not comparable: " + "; ".join(diff) for arm in labels
+                   if (diff := not_comparable(comparability.get(arm)))}
 
     def wave(design: Design, open_arms: list[str]) -> Mapping[str, list[EpisodeRecord]]:
         tasks = sel.with_count(design.tasks) if sel.growable else sel
@@ -264,10 +281,12 @@ def run_arms_until_decided(
     def judge(arm: str, recs: list[EpisodeRecord], ref: list[EpisodeRecord], alpha: float) -> str:
         cell, _ = analyze_cells([CellInput(domain=domain, arm=arm, records=recs,
                                            reference=reference, reference_records=ref,
-                                           pool_tasks=pool, alpha=alpha)], cfg)
+                                           pool_tasks=pool, alpha=alpha,
+                                           comparability=comparability.get(arm))], cfg)
         return str(cell[0].verdict)
 
-    seqs = run_until_decided(labels, reference, plan, wave, judge, on_look=on_look)
+    seqs = run_until_decided(labels, reference, plan, wave, judge, on_look=on_look,
+                             undecidable=undecidable)
     return SequentialRun(plan, seqs, last[0])
 
 

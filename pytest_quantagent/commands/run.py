@@ -320,7 +320,7 @@ def _group_inputs(args: argparse.Namespace, specs: list[Any], cfg: Any,
 
     seq = None
     if args.until_decided:
-        ran, seq = _run_until_decided(args, specs, cfg)
+        ran, seq = _run_until_decided(args, specs, cfg, comparable)
     else:
         ran = run_specs(args, specs)
     result, run_info = ran.records, _run_info(args, specs, ran)
@@ -365,7 +365,8 @@ def _group_inputs(args: argparse.Namespace, specs: list[Any], cfg: Any,
     return inputs, run_info
 
 
-def _run_until_decided(args: argparse.Namespace, specs: list[Any], cfg: Any) -> tuple[Any, Any]:
+def _run_until_decided(args: argparse.Namespace, specs: list[Any], cfg: Any,
+                       comparable: dict[str, Any]) -> tuple[Any, Any]:
     """Waves until every cell is decided; the last wave's run with each arm's records at the
     last look it took (the reference's: the longest), and the sequential run."""
     from dataclasses import replace
@@ -384,7 +385,8 @@ def _run_until_decided(args: argparse.Namespace, specs: list[Any], cfg: Any) -> 
     seq = run_arms_until_decided(
         args.domain, specs, run_request(args), args.out, cfg,
         max_episodes=args.max_episodes or DEFAULT_MAX_EPISODES,
-        progress=lambda: RunProgress(quiet=args.quiet), on_look=on_look)
+        progress=lambda: RunProgress(quiet=args.quiet), on_look=on_look,
+        comparability={s.label: comparable.get(s.label) for s in specs[1:]})
     records = {s.label: (seq.cells[s.label].records or ([], []))[0] for s in specs[1:]}
     longest = max((c.records[1] for c in seq.cells.values() if c.records), key=len, default=[])
     records[specs[0].label] = longest

@@ -679,7 +679,7 @@ def answer_line(cell: dict[str, Any], model: str | None = None,
         n = len(seq.get("planned_looks") or [])
         taken = seq.get("looks_taken", len(seq["looks"]))
         text += (f", decided at look {taken} of {n}" if seq.get("stopped") == "decided"
-                 else f", undecided after {taken} of {n} looks ({seq.get('stopped')})")
+                 else f", undecided after {taken} of {n} looks ({str(seq.get('stopped')).replace('_', ' ')})")
     if counts:
         text += (f"; tests {counts.get('passed', 0)} passed, {counts.get('failed', 0)} failed, "
                  f"{counts.get('skipped', 0)} skipped")

@@ -213,3 +213,47 @@ def test_the_plugin_refuses_an_unknown_setting_name(pytester: pytest.Pytester) -
     err = result.stderr.str()
     assert "--quant-accept-difference: invalid value 'tool_parsr'; allowed: a comma-separated " \
            "list of compared settings: backend, temperature, top_p" in err, err
+
+
+def test_until_decided_stops_a_cell_that_is_not_comparable_after_its_first_look(
+        tmp_path: Path, serve: Any, mini_tasks: Any) -> None:
+    # served with another tool parser, no number of episodes can decide the cell: it stops
+    # after the first look (4 tasks of the 12-task pool) instead of running to the cap
+    mini_tasks(12)
+    _, ref = serve(model_fields={"tool_parser": "qwen3_coder"}, version="0.11.0")
+    _, arm = serve(model_fields={"tool_parser": "hermes"}, version="0.11.0")
+    cfg = _arms(tmp_path, ref, arm)
+    _, report = _run(tmp_path, cfg, 4, "--until-decided", "--max-episodes", "12")
+    [cell] = report["cells"]
+    seq = cell["sequential"]
+    assert len(seq["planned_looks"]) > 1
+    assert seq["stopped"] == "not_comparable" and seq["looks_taken"] == 1
+    assert seq["episodes_used"] == 4
+    assert "not comparable: tool_parser: qwen3_coder vs hermes" in seq["why"]
+    assert cell["verdict"] == "INCONCLUSIVE"
+    assert cell["reasons"][0] == "not comparable: tool_parser: qwen3_coder vs hermes"
+
+    _, accepted = _run(tmp_path, cfg, 4, "--until-decided", "--max-episodes", "12",
+                       "--accept-difference", "tool_parser")
+    [cell] = accepted["cells"]
+    assert cell["sequential"]["stopped"] != "not_comparable"
+    assert cell["sequential"]["looks_taken"] > 1 or cell["sequential"]["stopped"] == "decided"
+
+
+def test_the_plugin_until_decided_stops_a_cell_that_is_not_comparable(
+        pytester: pytest.Pytester, serve: Any, mini_domains_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUANTAGENT_MINI_TASKS", "12")
+    _, ref = serve(model_fields={"tool_call_parser": "qwen3_coder"})
+    _, arm = serve(model_fields={"tool_call_parser": "hermes"})
+    pytester.makefile(".toml", arms=_arms(pytester.path, ref, arm).read_text())
+    pytester.makepyfile(_PLUGIN_TEST)
+    result = pytester.runpytest(
+        "--quant-config=arms.toml", "--domain=mini", "--quant=int4", "--quant-tasks=4",
+        "--quant-until-decided", "--quant-max-episodes=12", "--quant-cache-dir=cache",
+        "--quant-report=report.json", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    [cell] = json.loads((pytester.path / "report.json").read_text())["cells"]
+    assert cell["sequential"]["stopped"] == "not_comparable", cell["sequential"]
+    assert cell["sequential"]["looks_taken"] == 1 and cell["sequential"]["episodes_used"] == 4
+    assert cell["reasons"][0] == "not comparable: tool_parser: qwen3_coder vs hermes"
