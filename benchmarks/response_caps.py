@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_quantagent.backends import openai_compat
+from pytest_quantagent.backends import http_client
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.quant.arms import ArmSpec
 from pytest_quantagent.runner.batch import RunSettings, plan_episodes, run_arm
@@ -73,16 +73,16 @@ def _timed_parser(longest: list[float]) -> None:
     """Time every call of the native client's parser (``data_received``): its longest call
     (wall clock, and CPU time of this thread, which a busy machine's preemption does not
     inflate) is the stall that parsing itself causes."""
-    inner = openai_compat._HTTPConnection.data_received
+    inner = http_client._HTTPConnection.data_received
 
-    def data_received(self: openai_compat._HTTPConnection, data: bytes) -> None:
+    def data_received(self: http_client._HTTPConnection, data: bytes) -> None:
         t, c = time.perf_counter(), time.thread_time()
         inner(self, data)
         longest[0] = max(longest[0], time.perf_counter() - t)
         longest[2] = max(longest[2], time.thread_time() - c)
         longest[1] += 1
 
-    openai_compat._HTTPConnection.data_received = data_received  # type: ignore[method-assign]
+    http_client._HTTPConnection.data_received = data_received  # type: ignore[method-assign]
 
 
 async def _ticker(stalls: list[float]) -> None:

@@ -323,7 +323,7 @@ async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency:
                      server_cpu: Any = None, bodies: list[bytes] | None = None) -> dict[str, Any]:
     """One timed level; ``bodies``, when given, receives the request bodies of the untimed
     first episode (what the ceiling client sends)."""
-    from pytest_quantagent.backends.openai_compat import NativeHTTPClient
+    from pytest_quantagent.backends.http_client import NativeHTTPClient
     from pytest_quantagent.quant.arms import ArmSpec
     from pytest_quantagent.runner.batch import PlannedEpisode, RunSettings, run_arm
     from pytest_quantagent.runner.build import build_arm
@@ -418,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.failover and args.endpoints < 2:
         ap.error("--failover needs --endpoints >= 2")
 
-    from pytest_quantagent.backends import openai_compat
+    from pytest_quantagent.backends import json_codec
 
     if args.domain == "synthetic":
         domain, task_id, script = synthetic_domain(), "bench-0", synthetic_script(args.calls)
@@ -438,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
             for c in levels:
                 for codec in codecs:
                     if codec is not None:
-                        openai_compat.use_json(codec)
+                        json_codec.use_json(codec)
                     events: list[tuple[float, Any]] = []
                     if args.failover and c == max(levels):
                         expect = episodes[c] * args.calls * args.latency / c
@@ -458,8 +458,7 @@ def main(argv: list[str] | None = None) -> int:
                         r.update(ceiling_efficiency=round(ceil_eff, 4),
                                  ceiling_cpu_ms_per_call=round(ceil["cpu_ms_per_call"], 4),
                                  of_ceiling=round(eps / ideal / ceil_eff, 4))
-                    r.update(json_codec=codec or ("orjson" if openai_compat._dumps is openai_compat._fast_dumps
-                                                  else "std"),
+                    r.update(json_codec=codec or json_codec.current(),
                              failover=bool(events), load_avg_1m_before=load,
                              waves=round(r["episodes"] / c, 1),
                              episodes_per_s=round(eps, 3), ideal_per_s=round(ideal, 3),

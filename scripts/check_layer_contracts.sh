@@ -36,6 +36,16 @@ checks=(
   "pytest_quantagent/backends/spec.py|import pytest_quantagent.quant.arms"
   "pytest_quantagent/store/keys.py|import pytest_quantagent.quant.arms"
   "pytest_quantagent/quant/arms.py|import pytest_quantagent.runner.build"
+  # issue 37: the OpenAI backend's parts: openai_compat > endpoints > http_client | openai_parse > json_codec
+  "pytest_quantagent/backends/openai_parse.py|import pytest_quantagent.backends.http_client"
+  "pytest_quantagent/backends/openai_parse.py|from typing import TYPE_CHECKING as _TC\nif _TC:\n    from pytest_quantagent.backends.endpoints import Endpoint"
+  "pytest_quantagent/backends/openai_parse.py|import httpx"
+  "pytest_quantagent/backends/http_client.py|from pytest_quantagent.backends.openai_parse import parse_completion"
+  "pytest_quantagent/backends/http_client.py|import pytest_quantagent.backends.endpoints"
+  "pytest_quantagent/backends/endpoints.py|from pytest_quantagent.backends.openai_compat import OpenAICompatBackend"
+  "pytest_quantagent/backends/json_codec.py|import pytest_quantagent.backends.openai_parse"
+  "pytest_quantagent/backends/json_codec.py|import socket"
+  "pytest_quantagent/backends/http_client.py|import pytest_quantagent.quant.arms"
   # issue 37: reports render finished data (no runner), and no arrow runs back up
   "pytest_quantagent/report/cells.py|import pytest_quantagent.runner.judge"
   "pytest_quantagent/report/pytest_terminal.py|import pytest_quantagent.runner.progress"

@@ -36,7 +36,7 @@ from pytest_quantagent.backends.base import (
     Generation,
     RawToolCall,
 )
-from pytest_quantagent.backends.openai_compat import tool_name_decisions
+from pytest_quantagent.backends.openai_parse import tool_name_decisions
 from pytest_quantagent.backends.options import ENGINE_ARGS, VLLM_OPTIONS
 from pytest_quantagent.errors import MissingDependencyError
 

@@ -142,151 +142,198 @@ async def run_episode(
         raise ValueError(f"max_errors must be >= 1, got {max_errors}")
     if env is None:
         env = domain.make_environment(task)
+    episode = _Episode(env)
+    episode.open(task)
+    while episode.termination is None:
+        if episode.to_role == "user":
+            hopped = await episode.user_turn(user)
+        elif episode.to_role == "agent":
+            hopped = await episode.agent_turn(agent)
+        else:
+            hopped = episode.tool_step()
+        if not hopped:
+            break  # the user or the agent failed: the episode ends there, the hop uncounted
+        episode.end_step(max_steps, max_errors)
+    return episode.outcome(domain, task, agent, user, evaluate_reward=evaluate_reward)
 
-    messages: list[Message] = []
-    agent_view: list[Message] = []
-    user_view: list[Message] = []
-    calls: list[CallRecord] = []
-    decisions: list[Decision] = []
 
-    def append(m: Message) -> None:
-        m.turn_idx = len(messages)
-        messages.append(m)
+class _Episode:
+    """The state of one episode and its steps (:func:`run_episode` is the loop over them).
+
+    ``to_role`` is who speaks next (``"user"``, ``"agent"``, or ``"env"``: the tool calls of
+    ``pending``, the last message); ``termination`` is set by the step that ends the episode.
+    A turn returns False when the speaker failed (the episode ends without counting the hop).
+    """
+
+    __slots__ = ("agent_view", "calls", "decisions", "env", "error_message", "messages",
+                 "n_errors", "pending", "steps", "termination", "to_role", "user_view")
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.messages: list[Message] = []
+        self.agent_view: list[Message] = []
+        self.user_view: list[Message] = []
+        self.calls: list[CallRecord] = []
+        self.decisions: list[Decision] = []
+        self.termination: TerminationReason | None = None
+        self.error_message: str | None = None
+        self.pending: AssistantMessage | UserMessage | None = None
+        self.to_role = "user"
+        self.n_errors = 0
+        self.steps = 0
+
+    def append(self, m: Message) -> None:
+        """Add ``m`` to the conversation and to the views that may see it."""
+        m.turn_idx = len(self.messages)
+        self.messages.append(m)
         if _visible_to_agent(m):
-            agent_view.append(m)
+            self.agent_view.append(m)
         if _visible_to_user(m):
-            user_view.append(m)
+            self.user_view.append(m)
 
-    history = (task.initial_state.message_history if task.initial_state else None) or []
-    termination: TerminationReason | None = None
-    error_message: str | None = None
-    pending: AssistantMessage | UserMessage | None = None
-    to_role: str
-    if history:
+    def open(self, task: Task) -> None:
+        """The opening: the task's ``message_history`` (who speaks next follows from its last
+        message, which may already stop the episode), else the agent's greeting."""
+        history = (task.initial_state.message_history if task.initial_state else None) or []
+        if not history:
+            self.append(AssistantMessage(content=GREETING))
+            self.to_role = "user"
+            return
         for m in history:
-            append(m.model_copy(deep=True))
-        last = messages[-1]
+            self.append(m.model_copy(deep=True))
+        last = self.messages[-1]
         if isinstance(last, AssistantMessage):
-            to_role = "env" if last.tool_calls else "user"
-            pending = last
+            self.to_role = "env" if last.tool_calls else "user"
+            self.pending = last
             if is_agent_stop(last):
-                termination = TerminationReason.AGENT_STOP
+                self.termination = TerminationReason.AGENT_STOP
         elif isinstance(last, UserMessage):
-            to_role = "env" if last.tool_calls else "agent"
-            pending = last
+            self.to_role = "env" if last.tool_calls else "agent"
+            self.pending = last
             if is_user_stop(last):
-                termination = TerminationReason.USER_STOP
+                self.termination = TerminationReason.USER_STOP
         elif isinstance(last, ToolMessage):
-            to_role = "agent" if last.requestor == "assistant" else "user"
+            self.to_role = "agent" if last.requestor == "assistant" else "user"
         else:
             raise ValueError(f"task {task.id!r}: message_history ends with a {last.role} message")
-    else:
-        append(AssistantMessage(content=GREETING))
-        to_role = "user"
 
-    n_errors = 0
-    steps = 0
-    while termination is None:
-        if to_role == "user":
-            try:
-                um = await user.act(user_view)
-            except InfrastructureError:
+    def fail(self, termination: TerminationReason, message: str) -> bool:
+        """End the episode with ``termination`` (a failed turn); False, for the turn to return."""
+        self.termination, self.error_message = termination, message
+        return False
+
+    async def user_turn(self, user: User) -> bool:
+        """The user speaks: a text (may stop the episode) or tool calls for the environment."""
+        try:
+            um = await user.act(self.user_view)
+        except InfrastructureError:
+            raise
+        except ConfigurationError as e:
+            if e.role is not None:
                 raise
-            except ConfigurationError as e:
-                if e.role is not None:
-                    raise
-                # The user simulator's model refused (key, URL, model): not the arm's fault.
-                raise ConfigurationError(f"user model: {e}", role="user model") from e
-            except ContextOverflowError as e:
-                termination, error_message = TerminationReason.CONTEXT_OVERFLOW, f"user: {e}"
-                break
-            except Exception as e:
-                termination, error_message = TerminationReason.USER_ERROR, f"{type(e).__name__}: {e}"
-                break
-            if not um.tool_calls and not um.content:
-                termination, error_message = TerminationReason.USER_ERROR, "user sent an empty message"
-                break
-            append(um)
-            if is_user_stop(um):
-                termination = TerminationReason.USER_STOP
-            pending = um
-            to_role = "env" if um.tool_calls else "agent"
-        elif to_role == "agent":
-            try:
-                am = await agent.act(agent_view)
-            except (InfrastructureError, ConfigurationError):
-                raise
-            except ContextOverflowError as e:
-                termination, error_message = TerminationReason.CONTEXT_OVERFLOW, str(e)
-                break
-            except Exception as e:
-                termination, error_message = TerminationReason.AGENT_ERROR, f"{type(e).__name__}: {e}"
-                break
-            if not am.tool_calls and not am.content:
-                termination, error_message = TerminationReason.AGENT_ERROR, "agent sent an empty message"
-                break
-            append(am)
-            if am.decisions:
-                decisions.extend(am.decisions)
-            if is_agent_stop(am):
-                termination = TerminationReason.AGENT_STOP
-            pending = am
-            to_role = "env" if am.tool_calls else "user"
-        else:  # env
-            assert pending is not None and pending.tool_calls
-            step_idx = len(messages) - 1
-            role = "assistant" if isinstance(pending, AssistantMessage) else "user"
-            for i, tc in enumerate(pending.tool_calls):
-                if tc.requestor != role:
-                    # The speaker decides the toolkit, whatever the call object claims.
-                    tc = pending.tool_calls[i] = tc.model_copy(update={"requestor": role})
-                d = env.execute(tc)
-                tm = d.message
-                if tm.error:
-                    n_errors += 1
-                append(tm)
-                calls.append(
-                    CallRecord(
-                        step=step_idx,
-                        requestor=tc.requestor,
-                        name=tc.name,
-                        error=tm.error,
-                        channel=d.channel,
-                        detail=tm.content[:_DETAIL_MAX] if tm.error else None,
-                        entity=d.entity,
-                        arguments=tc.arguments,
-                    )
+            # The user simulator's model refused (key, URL, model): not the arm's fault.
+            raise ConfigurationError(f"user model: {e}", role="user model") from e
+        except ContextOverflowError as e:
+            return self.fail(TerminationReason.CONTEXT_OVERFLOW, f"user: {e}")
+        except Exception as e:
+            return self.fail(TerminationReason.USER_ERROR, f"{type(e).__name__}: {e}")
+        if not um.tool_calls and not um.content:
+            return self.fail(TerminationReason.USER_ERROR, "user sent an empty message")
+        self.append(um)
+        if is_user_stop(um):
+            self.termination = TerminationReason.USER_STOP
+        self.pending = um
+        self.to_role = "env" if um.tool_calls else "agent"
+        return True
+
+    async def agent_turn(self, agent: Agent) -> bool:
+        """The agent speaks: a text (may stop the episode) or tool calls; its decisions kept."""
+        try:
+            am = await agent.act(self.agent_view)
+        except (InfrastructureError, ConfigurationError):
+            raise
+        except ContextOverflowError as e:
+            return self.fail(TerminationReason.CONTEXT_OVERFLOW, str(e))
+        except Exception as e:
+            return self.fail(TerminationReason.AGENT_ERROR, f"{type(e).__name__}: {e}")
+        if not am.tool_calls and not am.content:
+            return self.fail(TerminationReason.AGENT_ERROR, "agent sent an empty message")
+        self.append(am)
+        if am.decisions:
+            self.decisions.extend(am.decisions)
+        if is_agent_stop(am):
+            self.termination = TerminationReason.AGENT_STOP
+        self.pending = am
+        self.to_role = "env" if am.tool_calls else "user"
+        return True
+
+    def tool_step(self) -> bool:
+        """The environment runs every tool call of the pending message (one step), counts the
+        failed ones and records each call; the turn goes back to whoever called."""
+        pending = self.pending
+        assert pending is not None and pending.tool_calls
+        step_idx = len(self.messages) - 1
+        role = "assistant" if isinstance(pending, AssistantMessage) else "user"
+        for i, tc in enumerate(pending.tool_calls):
+            if tc.requestor != role:
+                # The speaker decides the toolkit, whatever the call object claims.
+                tc = pending.tool_calls[i] = tc.model_copy(update={"requestor": role})
+            d = self.env.execute(tc)
+            tm = d.message
+            if tm.error:
+                self.n_errors += 1
+            self.append(tm)
+            self.calls.append(
+                CallRecord(
+                    step=step_idx,
+                    requestor=tc.requestor,
+                    name=tc.name,
+                    error=tm.error,
+                    channel=d.channel,
+                    detail=tm.content[:_DETAIL_MAX] if tm.error else None,
+                    entity=d.entity,
+                    arguments=tc.arguments,
                 )
-            to_role = "agent" if pending.role == "assistant" else "user"
-            # τ²-bench syncs after every step; only tool steps change state and sync is a
-            # function of the state, so syncing here alone gives the same states.
-            env.sync_tools()
-        steps += 1
-        if to_role != "env":
-            if steps >= max_steps:
-                termination = TerminationReason.MAX_STEPS
-            if n_errors >= max_errors:
-                termination = TerminationReason.TOO_MANY_ERRORS
+            )
+        self.to_role = "agent" if pending.role == "assistant" else "user"
+        # τ²-bench syncs after every step; only tool steps change state and sync is a
+        # function of the state, so syncing here alone gives the same states.
+        self.env.sync_tools()
+        return True
 
-    assert termination is not None
-    if evaluate_reward:
-        info = evaluate(domain, task, messages, termination, env)
-    else:
-        info = RewardInfo(reward=0.0, note="not evaluated")
-    return EpisodeOutcome(
-        messages=messages,
-        termination=termination,
-        reward=info.reward,
-        reward_info=info,
-        calls=calls,
-        n_errors=n_errors,
-        steps=steps,
-        decisions=decisions,
-        error_message=error_message,
-        env=env,
-        user_events=user_events(user),
-        turns=agent_turns(agent),
-    )
+    def end_step(self, max_steps: int, max_errors: int) -> None:
+        """Count the step; unless a tool call is pending, the limits end the episode
+        (``max_steps``, then ``too_many_errors``; either overrides a stop in this step)."""
+        self.steps += 1
+        if self.to_role != "env":
+            if self.steps >= max_steps:
+                self.termination = TerminationReason.MAX_STEPS
+            if self.n_errors >= max_errors:
+                self.termination = TerminationReason.TOO_MANY_ERRORS
+
+    def outcome(self, domain: Domain, task: Task, agent: Agent, user: User, *,
+                evaluate_reward: bool) -> EpisodeOutcome:
+        """Score the ended episode (unless ``evaluate_reward`` is False) into its outcome."""
+        termination = self.termination
+        assert termination is not None
+        if evaluate_reward:
+            info = evaluate(domain, task, self.messages, termination, self.env)
+        else:
+            info = RewardInfo(reward=0.0, note="not evaluated")
+        return EpisodeOutcome(
+            messages=self.messages,
+            termination=termination,
+            reward=info.reward,
+            reward_info=info,
+            calls=self.calls,
+            n_errors=self.n_errors,
+            steps=self.steps,
+            decisions=self.decisions,
+            error_message=self.error_message,
+            env=self.env,
+            user_events=user_events(user),
+            turns=agent_turns(agent),
+        )
 
 
 def agent_turns(agent: object) -> list[AnswerTurn] | None:

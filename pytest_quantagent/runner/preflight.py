@@ -164,7 +164,7 @@ def _check_endpoint(spec: ArmSpec, base_url: str, key: Any, timeout_s: float
     except httpx.HTTPError as e:
         return f"cannot reach the server: {redact(f'{type(e).__name__}: {e}', (key,))}", None
     if 300 <= resp.status_code < 400:  # not followed, as the run does not follow them
-        from pytest_quantagent.backends.openai_compat import redirect_cause
+        from pytest_quantagent.backends.http_client import redirect_cause
 
         return "GET /models: " + redirect_cause(resp.status_code, resp.headers.get("location"),
                                                 "/models", (key,)), None

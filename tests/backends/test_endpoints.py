@@ -11,12 +11,8 @@ from typing import Any
 import pytest
 
 from pytest_quantagent.backends.base import GenerateRequest
-from pytest_quantagent.backends.openai_compat import (
-    EJECT_AFTER,
-    EJECT_BASE_S,
-    Endpoint,
-    OpenAICompatBackend,
-)
+from pytest_quantagent.backends.endpoints import EJECT_AFTER, EJECT_BASE_S, Endpoint
+from pytest_quantagent.backends.openai_compat import OpenAICompatBackend
 from pytest_quantagent.backends.wrapper import ModelClient, RetryPolicy
 from pytest_quantagent.errors import DataFileError, InfrastructureError
 from pytest_quantagent.quant.arms import ArmSpec, load_arms_config
@@ -47,7 +43,7 @@ def test_least_loaded_per_weight_then_fewer_failures() -> None:
     a, w2, c = b.endpoints
 
     async def pick(avoid: Endpoint | None) -> Endpoint:
-        return b._pick(avoid)
+        return b.pool.pick(avoid)
 
     def picked(avoid: Endpoint | None = None) -> Endpoint:
         return asyncio.run(pick(avoid))
@@ -65,7 +61,7 @@ def test_least_loaded_per_weight_then_fewer_failures() -> None:
     c.out = a.out = True  # nothing else up: the avoided one after all
     assert picked(avoid=w2) is w2
     b2 = _backend([("http://127.0.0.1:1/v1", 1.0)])
-    assert b2._single is b2.endpoints[0]
+    assert b2.pool.single is b2.endpoints[0]
     asyncio.run(b.aclose())
     asyncio.run(b2.aclose())
 
@@ -122,9 +118,9 @@ def test_ejection_backoff_probation_and_return() -> None:
 
 def test_an_ejected_endpoint_returns_through_its_probe_not_a_live_request(
         serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_quantagent.backends import openai_compat
+    from pytest_quantagent.backends import endpoints as endpoint_pool
 
-    monkeypatch.setattr(openai_compat, "EJECT_BASE_S", 0.05)
+    monkeypatch.setattr(endpoint_pool, "EJECT_BASE_S", 0.05)
     sick, sick_url = serve(fault_rate=1.0, fault_mix=("500",))
     _well, well_url = serve()
     b = _backend([(sick_url, 1.0), (well_url, 1.0)])
@@ -167,9 +163,9 @@ def test_an_ejected_endpoint_returns_through_its_probe_not_a_live_request(
 
 def test_a_failed_probe_keeps_the_endpoint_out_and_backs_off(
         serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_quantagent.backends import openai_compat
+    from pytest_quantagent.backends import endpoints as endpoint_pool
 
-    monkeypatch.setattr(openai_compat, "EJECT_BASE_S", 0.02)
+    monkeypatch.setattr(endpoint_pool, "EJECT_BASE_S", 0.02)
     sick, sick_url = serve(fault_rate=1.0, fault_mix=("500",), models_status=503)
     well, well_url = serve()
     b = _backend([(sick_url, 1.0), (well_url, 1.0)])
@@ -208,9 +204,9 @@ def test_a_failed_probe_keeps_the_endpoint_out_and_backs_off(
 
 def test_a_dead_endpoint_is_ejected_and_requests_fail_over_without_backoff(
         serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_quantagent.backends import openai_compat
+    from pytest_quantagent.backends import endpoints as endpoint_pool
 
-    monkeypatch.setattr(openai_compat, "EJECT_BASE_S", 600.0)  # no probe back within the test
+    monkeypatch.setattr(endpoint_pool, "EJECT_BASE_S", 600.0)  # no probe back within the test
     dead_url = f"http://127.0.0.1:{_closed_port()}/v1"  # connections refused
     live, live_url = serve()
     b = _backend([(dead_url, 1.0), (live_url, 1.0)])
@@ -314,7 +310,7 @@ def test_config_base_url_list_and_endpoints_table(tmp_path: Path) -> None:
 
 
 def test_both_json_codecs_send_the_same_request_and_read_the_same_reply() -> None:
-    from pytest_quantagent.backends import openai_compat as oc
+    from pytest_quantagent.backends import json_codec as oc
 
     if oc._orjson is None:
         pytest.skip("orjson is not installed")

@@ -9,7 +9,9 @@ import json
 import pytest
 
 from pytest_quantagent.backends.base import Generation, RawToolCall
-from pytest_quantagent.backends.openai_compat import BadResponseError, OpenAICompatBackend, use_json
+from pytest_quantagent.backends.json_codec import use_json
+from pytest_quantagent.backends.openai_compat import OpenAICompatBackend
+from pytest_quantagent.backends.openai_parse import BadResponseError
 from pytest_quantagent.runner.agent import parse_tool_calls
 from pytest_quantagent.vocab.limits import MAX_JSON_DEPTH, JSONDepthError, loads_bounded
 

@@ -10,14 +10,10 @@ from typing import Any
 import pytest
 
 from pytest_quantagent.backends.base import BackendOptions, GenerateRequest
+from pytest_quantagent.backends.http_client import BackendHTTPError
 from pytest_quantagent.backends.mock import FakeOpenAIServer
-from pytest_quantagent.backends.openai_compat import (
-    BackendHTTPError,
-    OpenAICompatBackend,
-    create_backend,
-    parse_completion,
-    tool_name_decisions,
-)
+from pytest_quantagent.backends.openai_compat import OpenAICompatBackend, create_backend
+from pytest_quantagent.backends.openai_parse import parse_completion, tool_name_decisions
 from pytest_quantagent.backends.wrapper import ModelClient, RetryPolicy, bind_episode_usage
 from pytest_quantagent.errors import InfrastructureError
 from pytest_quantagent.quant.arms import ArmSpec
@@ -229,7 +225,7 @@ def test_fake_server_turn_fast_path_matches_full_decoding() -> None:
 def test_tool_call_markup_left_as_content_is_a_malformed_call() -> None:
     # vLLM's hermes parser returns the raw text as content when the JSON inside the markup
     # is broken; that is a malformed call, not a message to the user.
-    from pytest_quantagent.backends.openai_compat import parse_completion
+    from pytest_quantagent.backends.openai_parse import parse_completion
     from pytest_quantagent.runner.agent import generation_to_message
 
     gen = parse_completion({"content": '<tool_call>{"name": "get_user_details", "argu'}, None, None)
@@ -284,7 +280,7 @@ class _OneShotServer:
     ],
 )
 def test_native_client_frames_responses(reply: list[bytes | None], expected: tuple[int, bytes]) -> None:
-    from pytest_quantagent.backends.openai_compat import NativeHTTPClient
+    from pytest_quantagent.backends.http_client import NativeHTTPClient
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
@@ -317,7 +313,7 @@ def test_native_client_frames_responses(reply: list[bytes | None], expected: tup
     ],
 )
 def test_native_client_refuses_broken_responses(answer: bytes, error: str) -> None:
-    from pytest_quantagent.backends.openai_compat import NativeHTTPClient
+    from pytest_quantagent.backends.http_client import NativeHTTPClient
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
@@ -435,7 +431,7 @@ def test_fake_server_reports_how_late_its_answers_left(faults: dict[int, str] | 
 
 def test_parse_completion_reads_finish_reason_and_reasoning() -> None:
     # issue 38: the answer-level figures come from the server's response as it gives them
-    from pytest_quantagent.backends.openai_compat import parse_completion
+    from pytest_quantagent.backends.openai_parse import parse_completion
 
     g = parse_completion({"role": "assistant", "content": "hi", "reasoning_content": "abcde"},
                          None, {"prompt_tokens": 3, "completion_tokens": 40,

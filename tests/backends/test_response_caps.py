@@ -11,8 +11,9 @@ import random
 import httpx
 import pytest
 
-from pytest_quantagent.backends import openai_compat
-from pytest_quantagent.backends.openai_compat import NativeHTTPClient, OpenAICompatBackend
+from pytest_quantagent.backends import http_client
+from pytest_quantagent.backends.http_client import NativeHTTPClient
+from pytest_quantagent.backends.openai_compat import OpenAICompatBackend
 
 ENDLESS = {
     "chunked": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"400\r\n" + b"x" * 1024 + b"\r\n",
@@ -24,8 +25,8 @@ ENDLESS = {
 
 @pytest.mark.parametrize("kind", sorted(ENDLESS))
 def test_endless_response_stops_at_the_cap(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(openai_compat, "MAX_RESPONSE_HEAD", 8 * 1024)
-    monkeypatch.setattr(openai_compat, "MAX_RESPONSE_BODY", 32 * 1024)
+    monkeypatch.setattr(http_client, "MAX_RESPONSE_HEAD", 8 * 1024)
+    monkeypatch.setattr(http_client, "MAX_RESPONSE_BODY", 32 * 1024)
     first, piece, error = ENDLESS[kind]
     sent = 0
 
@@ -61,7 +62,7 @@ def test_endless_response_stops_at_the_cap(kind: str, monkeypatch: pytest.Monkey
 @pytest.mark.parametrize("kind", ["chunked", "no-length"])
 def test_httpx_client_stops_an_endless_body_at_the_cap(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # The httpx path (https://, proxies) streams the body under the same cap.
-    monkeypatch.setattr(openai_compat, "MAX_RESPONSE_BODY", 32 * 1024)
+    monkeypatch.setattr(http_client, "MAX_RESPONSE_BODY", 32 * 1024)
     first, piece, _ = ENDLESS[kind]
     sent = 0
 
@@ -84,7 +85,7 @@ def test_httpx_client_stops_an_endless_body_at_the_cap(kind: str, monkeypatch: p
         url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
             with pytest.raises(ConnectionError, match="body over 32768 bytes"):
-                await openai_compat.httpx_request(client, "POST", "/chat/completions", content=b"{}")
+                await http_client.httpx_request(client, "POST", "/chat/completions", content=b"{}")
         server.close()
 
     asyncio.run(main())
@@ -111,7 +112,7 @@ def test_httpx_client_refuses_endless_header_lines_as_infrastructure() -> None:
         backend = OpenAICompatBackend(base_url=url, model="m", http_client="httpx")
         try:
             with pytest.raises(httpx.RemoteProtocolError) as info:
-                await openai_compat.httpx_request(backend.endpoints[0].transport,  # type: ignore[arg-type]
+                await http_client.httpx_request(backend.endpoints[0].transport,  # type: ignore[arg-type]
                                                   "POST", "/chat/completions", content=b"{}")
             assert backend.is_retryable(info.value)
         finally:
@@ -122,7 +123,7 @@ def test_httpx_client_refuses_endless_header_lines_as_infrastructure() -> None:
 
 
 def test_content_length_over_the_cap_is_refused_before_the_body(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(openai_compat, "MAX_RESPONSE_BODY", 1000)
+    monkeypatch.setattr(http_client, "MAX_RESPONSE_BODY", 1000)
     finished = asyncio.Event()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -173,7 +174,7 @@ def test_incremental_parser_reads_responses_split_at_any_point(seed: int) -> Non
              b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(bodies[1]) + bodies[1]]
 
     async def main() -> None:
-        conn = openai_compat._HTTPConnection()
+        conn = http_client._HTTPConnection()
 
         class _Transport:
             def write(self, data: bytes) -> None:
@@ -208,7 +209,7 @@ def test_incremental_parser_reads_responses_split_at_any_point(seed: int) -> Non
 ])
 def test_malformed_framing_fails_the_request(wire: bytes) -> None:
     async def main() -> None:
-        conn = openai_compat._HTTPConnection()
+        conn = http_client._HTTPConnection()
 
         class _Transport:
             def write(self, data: bytes) -> None:
