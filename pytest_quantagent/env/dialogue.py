@@ -77,7 +77,11 @@ _ITEM = re.compile(r"^\s*(?:[-*•+]|\d{1,2}[.)]|[a-z][.)]|step \d+[:.])\s+", re
 _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9#$])")
 # Clauses that do different things inside one sentence ("X doesn't seem on, so let's check Y").
 _CLAUSE_END = re.compile(
-    r"\s*;\s+|,\s+and\s+(?=(?:once|when|after|if|then)\b)|\s+and,\s+(?=(?:once|when|after|if|then)\b)|,?\s+and also\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so|but|because|since|and then|then|after that)\s+|"
+    r"\s*;\s+|,\s+and\s+(?=(?:once|when|after|if|then)\b)|\s+and,\s+(?=(?:once|when|after|if|then)\b)|,?\s+and also\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so(?!\s+(?:that\s+)?(?:you|we|i|it|this|that|they|there|nothing)(?:'s|'re|'ll)?\s+(?:can|could|will|would|won't|don't|doesn't|do not|does not|is|isn't|are|aren't|get|gets|have|has|stay|stays|keep|keeps|work|works|reconnect|reconnects|happen|happens|should)\b)|but|because|since|and then|then|after that)\s+|"
+    # "..., so you can reorder it?" and "..., so it reconnects": a purpose, part of its
+    # clause (not split above); "..., and let me know what it shows": a check of its own.
+    r",\s+and\s+(?=(?:please\s+)?(?:let me know|tell me|report back|send me)\b)|"
+    
     r"\s+(?:and then|after that|afterwards)\s+|\s+then\s+(?=[a-z]+\b(?! (?:it|that)\b))|"
     r"\s+(?=(?:before|after|once|when|until|while) you\b)|:\s+(?=(?:please|could you|can you|kindly|go ahead)\b)|"
     # Inline enumerations: "Two checks: (1) is data on, and (2) is a VPN connected?"
@@ -89,7 +93,9 @@ _CLAUSE_END = re.compile(
 
 
 _REASON = re.compile(r"^(?:and |so )?(?:since|because|as|given that|now that)\b", re.IGNORECASE)
-_REASON_THEN_PLEASE = re.compile(r",\s+(?=please\b)", re.IGNORECASE)
+_REASON_THEN_PLEASE = re.compile(
+    r",\s+(?=(?:please|kindly|could you|can you|would you|will you|what|which|how|let's|let me know|"
+    r"tell me|i(?:'ll| will)? need)\b)", re.IGNORECASE)
 
 
 _REASONING = re.compile(r"<(think|thinking|reasoning)>.*?(?:</\1>|\Z)", re.IGNORECASE | re.DOTALL)
@@ -120,10 +126,10 @@ def _split_run_on(clause: str) -> list[str]:
 _KEEP = re.compile(
     r"\(\s*(?:but |and |please |just )*(?:keep|leave)\b[^()]*\)"
     r"|(?:(?:,\s*|\s+)(?:but|and)\s+|^|(?<=[.!?:]\s))(?:please\s+|just\s+|also\s+)*"
-    r"(?:keep|leave)\s+(?![^,;.!?—]*\b(?:in mind|trying|an eye|going|me posted)\b)"
+    r"(?:keep|leave)\s+(?![^,;.!?—]*\b(?:in mind|trying|an eye|going(?! forward)|me posted)\b)"
     r"[^,;.!?()—]*?\b(?:on|off|enabled|disabled|alone|connected|disconnected|unchanged|"
     r"as (?:it is|they are|is)|where (?:it is|they are)|for now|the same)\b"
-    r"(?:\s+for now)?(?:\s*(?:—|-|,)\s*(?:it's|it is|that's|they're)\b[^.!?]*)?"
+    r"(?:\s+(?:for now|going forward|from now on|for the future))?(?:\s*(?:—|-|,)\s*(?:it's|it is|that's|they're)\b[^.!?]*)?"
     r"(?:(?=\s+and\s)|[.!]?)",
     re.IGNORECASE,
 )
@@ -205,7 +211,7 @@ def segments(text: str) -> list[tuple[str, str]]:
                 # "Before I check, what's the reason — A or B?": the question mark ends
                 # the whole sentence, so a wh-clause before the split asks too.
                 clauses = [
-                    c + "?" if i < len(clauses) - 1 and (_WH.search(c) or _YES_NO_START.match(c))
+                    c + "?" if i < len(clauses) - 1 and (_WH.search(c) or _YES_NO_START.match(c) or _OFFER.search(c))
                     and not c.endswith("?") else c
                     for i, c in enumerate(clauses)
                 ]
@@ -285,7 +291,9 @@ _OFFER = _rx(
     r"\b(?:would|do) you (?:prefer|want|like) (?:an?|some|store|the)\b(?! (?:few|bit|moment)\b)",
     r"^(?:is that |is this |is everything )?(?:correct|right)\?$", r"^(?:ok|okay|alright|all right|good)\?$",
     r"^(?:can you |could you |please )?confirm\?$",
-    r"\bconfirm with [\"']?yes\b",
+    r"\bconfirm with (?:an? )?[\"'“]?yes\b", r"\b(?:would|are) you (?:be )?(?:interested|keen) in\b",
+    r"^(?:are we |is it |is that |we're |all )?(?:good|ready|okay|ok) to (?:go|proceed|continue)\b",
+    r"^(?:shall we|can we|should we) (?:go|proceed|continue)\b", r"^(?:all )?good\?$",
     r"\b(?:would|do) you (?:like|want) (?:that|this|me to do that)\b",
     r"\b(?:are|r) you (?:ok|okay|fine|happy) with\b",
     r"\bwould you be (?:ok|okay|alright|fine|happy|comfortable) (?:with|if)\b",
@@ -469,7 +477,7 @@ def classify(text: str, header: str = "") -> Segment:
         return seg(Act.STATEMENT, past=True)
     if (_EMPATHY.search(low) or _NOTE.search(low)) and not question:
         return seg(Act.STATEMENT)
-    if _OFFER.search(low) and (question or "confirm" in low) and not wh and (
+    if _OFFER.search(low) and (question or "confirm" in low or _REPLY_YES.search(low)) and not wh and (
         not either or "yes or no" in low
     ):
         # "Would you like the refund to PayPal or to a gift card?" is a question, not an offer.
@@ -494,6 +502,8 @@ def classify(text: str, header: str = "") -> Segment:
     return seg(Act.STATEMENT)
 
 
+# "Reply yes to proceed.", "Just type YES and I'll submit it.": asks for agreement.
+_REPLY_YES = _rx(r"\b(?:reply|respond|answer|say|type|write|send) (?:with |me )?(?:an? )?[\"'“]?yes\b")
 _DONE_MARK = re.compile(r"(?:\bdone|\bcompleted?|\bfinished|✅|✔️?|☑️?)\W*$", re.IGNORECASE)
 _CONDITION = re.compile(
     r"^(?:and |but |so |also |then )?(if|when|whenever|once|as soon as|after)\s+(.+?),\s*(.+)$",
