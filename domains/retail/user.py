@@ -104,7 +104,9 @@ _DONE = re.compile(
 )
 _REFUSAL = re.compile(
     r"\b(cannot|can't|can not|unable|not able|not possible|isn't possible|not eligible|"
-    r"not allowed|only (pending|delivered)|insufficient|not enough|doesn't have enough|"
+    r"not allowed|only (pending|delivered)|insufficient|not enough|isn't enough|is not enough|"
+    r"doesn't cover|does not cover|won't cover|can only (?:go|be)|only be (?:refunded|returned|sent)|"
+    r"(?:isn't|is not|aren't|are not) available|no longer available|out of stock|doesn't have enough|"
     r"does not have enough|unfortunately|can no longer|no longer be|won't be able|isn't possible)\b",
     re.IGNORECASE,
 )
@@ -166,7 +168,10 @@ _ORDER_ID = re.compile(r"#W\d{5,}")
 # "do you want to keep the same material?": asks what the customer prefers, not leave to act.
 _PREFERENCE = re.compile(
     r"\b(?:do|would) you (?:want|like|prefer) (?:to )?(?:keep|have|get|stay with|stick with|the same)\b|"
-    r"\bdoes \w+(?: \w+)? matter to you\b|\bdo you (?:care|mind) (?:about|if)\b",
+    r"\bdoes \w+(?: \w+)? matter to you\b|\bdo you (?:care|mind) (?:about|if)\b|"
+    # "do you want the new tent in the same green color?", "would you like it in blue?"
+    r"\b(?:do|would) you (?:want|like|prefer)\b[^?]*\b(?:in (?:the same|a different|another)|"
+    r"same|colou?r|size|material|capacity|version|variant|style|model)\b",
     re.I,
 )
 # The state of a US address ("Boise, ID 83760").
@@ -363,6 +368,11 @@ class RetailUser(ScriptedUser):
     def answer_offer(self, seg: Segment) -> str:
         """Yes only to what the customer came for, with the scenario's details: an offer of
         another action is declined, a confirmation with a wrong detail corrected."""
+        fix = self.correction(self._message, seg.text)
+        if fix is not None:
+            # "I can refund it to your credit card. Shall I?" to a customer who wants the
+            # refund on its gift card: what it wants instead, not just a no.
+            return fix
         if not self.offer_wanted(seg.text):
             if self.script.end == "transfer":
                 # The customer came for a human: it says so when it declines.
@@ -379,7 +389,7 @@ class RetailUser(ScriptedUser):
         answered with the scenario's item facts when they speak to it."""
         parts = [
             replace(p, act=Act.QUESTION) if p.act == Act.OFFER and _PREFERENCE.search(p.text)
-            and self._speaks_to(p.text) else p
+            and self._speaks_to(p.text) and self.offer_wanted(p.text) else p
             for p in parts
         ]
         said = super().answers(parts)
@@ -404,7 +414,7 @@ class RetailUser(ScriptedUser):
         script the question is about, in the order of :data:`_TOPICS`; then custom answers."""
         if _YES_NO_QUESTION.search(seg.text) and self._mentions_identity(seg.text):
             return ["Yes, that's right."]
-        if _PREFERENCE.search(seg.text) and self._speaks_to(seg.text):
+        if _PREFERENCE.search(seg.text) and self._speaks_to(seg.text) and self.offer_wanted(seg.text):
             return [self.script.facts["item"]]
         if _MUST_VERIFY.search(seg.text) and "?" not in seg.text:
             # "To update your address, I first need to verify your identity.": identity only.

@@ -558,10 +558,50 @@ def choice(text: str) -> bool:
     return bool(_CHOICE.search(text))
 
 
+# A list header that introduces alternatives ("Options:", "You have two options:", "Here
+# are a few choices:"): with a choice question after it, its items are the options told.
+_OPTIONS_HEADER = _rx(r"\b(?:options?|choices?|alternatives?|possibilities|ways (?:to|we can|i can))\b",
+                      r"\b(?:you|we|i) (?:can|could)(?: either)?:\s*$")
+
+
+def _options_told(out: list[Segment]) -> list[Segment]:
+    """``out`` with the items under an options header turned into statements when a choice
+    question follows them ("Options: 1. Keep the card 2. Switch cards. Which would you
+    prefer?" asks to pick one, not to do both)."""
+    for i, seg in enumerate(out):
+        if seg.act == Act.QUESTION and (choice(seg.text) or seg.either_or or re.match(
+                r"^(?:which|what)\b", seg.text, re.I)):
+            for j in range(i):
+                o = out[j]
+                if o.header and _OPTIONS_HEADER.search(o.header) and o.act in (Act.REQUEST, Act.OFFER):
+                    out[j] = Segment(o.text, Act.STATEMENT, o.header, o.negated, o.conditional,
+                                     o.past, o.check, o.either_or)
+    return out
+
+
+def options_before(parts: list[Segment], index: int) -> list[str]:
+    """The list items told just before ``parts[index]`` under one header (the options a
+    choice question after them asks to pick from); empty when there are none."""
+    items: list[str] = []
+    header = ""
+    for seg in parts[:index]:
+        if seg.header and not seg.asks:
+            if seg.header != header:
+                header, items = seg.header, []
+            items.append(seg.text)
+        elif seg.asks:
+            header, items = "", []
+    return items if len(items) >= 2 else []
+
+
 def read(text: str) -> list[Segment]:
     """Every segment of an agent message with its act, in order. A clause that only goes
     on with a verb ("I recommend resetting the APN and then | restarting the phone") does
     what the clause before it does."""
+    return _options_told(_read(text))
+
+
+def _read(text: str) -> list[Segment]:
     out: list[Segment] = []
     for s, h in segments(text):
         seg = classify(s, h)

@@ -141,6 +141,8 @@ _FACT_TOPICS: dict[str, Keywords] = {
         ("where", "are", "you"), ("location",), ("abroad",), ("travel",), ("outside", "the"),
         ("overseas",), ("which", "country"), ("another", "country"), ("where", "you", "are"),
         ("back", "home"), ("back", "in", "the"), ("at", "home"), ("in", "the", "us"),
+        ("in", "the", "united", "states"), ("in", "the", "u.s"), ("in", "your", "home", "country"),
+        ("out", "of", "the", "country"), ("what", "country"), ("in", "the", "country"),
     ),
 }
 _DONE: Keywords = (
@@ -389,7 +391,7 @@ class ScriptedUser:
         for key, value in self.script.facts.items():
             topic = _FACT_TOPICS.get(key, ((key.replace("_", " "),),))
             if matches(text, topic):
-                return value
+                return _location_yes_no(text, value) if key == "location" else value
         return None
 
     def _done(self) -> str:
@@ -461,7 +463,7 @@ class ScriptedUser:
 
     def clarify(self, parts: Sequence[Segment]) -> str:
         """The reply to a message with nothing the user can act on (see :meth:`_fallback`)."""
-        asks = [p for p in parts if p.asks and not p.negated]
+        asks = [p for p in parts if p.asks and not (p.negated and p.act == Act.REQUEST)]
         request = self._current_request()
         said = " ".join(p.text for p in parts)
         if any(_ABOUT_THE_REQUEST.search(p.text) for p in asks):
@@ -489,13 +491,17 @@ class ScriptedUser:
         offered = False
         prev: Segment | None = None
         statements: list[str] = []
-        for seg in parts:
+        for i, seg in enumerate(parts):
             before, prev = prev, seg
             if not seg.asks:
                 statements.append(seg.text)
             if not seg.asks or (seg.negated and seg.act == Act.REQUEST):
                 continue
             options = next((t for t in reversed(statements) if re.search(r"\bor\b", t)), "")
+            listed = dialogue.options_before(list(parts), i)
+            if listed and (dialogue.choice(seg.text) or not options):
+                # "You have two options: - Upgrade ... - Refuel ... Which would you prefer?"
+                options = " or ".join(t.strip(" .") for t in listed)
             told, statements = " ".join(statements[-2:]), []
             if seg.act == Act.OFFER:
                 if told and before is not None and not before.asks and _REFERS_BACK.search(seg.text):
@@ -503,8 +509,9 @@ class ScriptedUser:
                     seg = replace(seg, text=f"{told} {seg.text}")
                 if not offered:
                     offered = True
-                    said.append(self.answer_offer(seg))
-                    if not _ACTION_OFFER.search(seg.text):
+                    reply = self.answer_offer(seg)
+                    said.append(reply)
+                    if not _ACTION_OFFER.search(seg.text) and not reply.lower().startswith("no"):
                         # "Would you be willing to refuel some data?": yes, and what the
                         # scenario says about it.
                         said.extend(r.say for r in self.script.answers if matches(seg.text, r.keywords))
@@ -513,7 +520,10 @@ class ScriptedUser:
             if before is not None and (not before.asks or before.negated) and _REFERS_BACK.search(seg.text):
                 # "I see two payment methods ... Which one would you like to use?"
                 context = f"{before.text} {context}"
-            got = self.answer_question(context, seg)
+            # "Should I also update your pending orders, or only the default address?": the
+            # alternative the customer wants, when the others are ones it does not.
+            pick = self.choose(seg, options) if seg.either_or and _ASKS_PREFERENCE.match(seg.text) else None
+            got = [pick] if pick else self.answer_question(context, seg)
             if not got and options and dialogue.choice(seg.text):
                 # "The refund can go to PayPal or a gift card. Which do you prefer?"
                 got = self.answer_question(f"{options} {seg.text}", seg)
@@ -552,7 +562,12 @@ class ScriptedUser:
             return None
         what = _OPTION_LEAD.sub("", wanted[0]).strip(" ,.?!")
         what = re.sub(r"\byou\b", "me", re.sub(r"\byour\b", "my", what))
-        return f"I'd prefer to {what}, please." if what else None
+        if not what:
+            return None
+        what = what[0].lower() + what[1:] if what[:2] != what[:2].upper() else what
+        if re.match(r"(?:only|just|the|a|an|my|both|all|one|some)\b", what, re.I):
+            return f"I'd prefer {what}, please."
+        return f"I'd prefer to {what}, please."
 
     def answer_offer(self, seg: Segment) -> str:
         """Yes or no to an offer or confirmation request, as the scenario says."""
@@ -609,6 +624,10 @@ _OPTION_LEAD = re.compile(
 # An offer of an action the agent would take ("would you like me to", "shall I").
 _ACTION_OFFER = re.compile(r"\b(?:me|us) to\b|\b(?:shall|should|can|may) (?:i|we)\b|\bi(?:'ll| will)\b",
                            re.IGNORECASE)
+# A question that asks which of its alternatives the customer wants ("Would you like me to
+# also update your pending orders, or only the default address?").
+_ASKS_PREFERENCE = re.compile(r"^(?:so,? |and |okay,? |ok,? )?(?:would|do|shall|should|can|could|may) "
+                              r"(?:you|i|we)\b", re.IGNORECASE)
 _HOLD = re.compile(r"\b(?:hold|wait|stay on the line|one moment|bear with)\b", re.IGNORECASE)
 _CONTENT = re.compile(r"[a-z][a-z0-9-]{3,}")
 
@@ -620,6 +639,35 @@ def _shares_content(question: str, request: str) -> bool:
     return any(
         w[:5] in stems for w in _CONTENT.findall(question.lower()) if w not in dialogue.EMPTY_WORDS
     )
+
+
+_ASKS_ABROAD = re.compile(r"\b(?:abroad|travel\w*|overseas|outside (?:of )?(?:the|your)|out of the country|"
+                          r"another country|foreign)\b", re.IGNORECASE)
+_ASKS_HOME = re.compile(r"\b(?:in the (?:us|u\.s\.?|usa|united states)|at home|(?:back )?home\b|"
+                        r"in your home country|inside the (?:us|country))", re.IGNORECASE)
+_YES_NO_LEAD = re.compile(r"^(?:and |so |also |just to check,? |quick question:? )?(?:are|is|were|do|did|have)\b",
+                          re.IGNORECASE)
+
+
+def _location_yes_no(question: str, fact: str) -> str:
+    """The location fact, led by yes or no when the question asks it as yes/no ("Are you in
+    the United States right now?" to a customer abroad in France: "No, I'm currently abroad
+    in France.")."""
+    if not _YES_NO_LEAD.match(question.strip().split(". ")[-1]) and not _YES_NO_LEAD.match(question.strip()):
+        return fact
+    abroad = "abroad" in fact.lower()
+    place = re.search(r"\b(?:in|to) ([A-Z][a-z]+(?: [A-Z][a-z]+)*)\b", question)
+    named = place.group(1) if place and place.group(1) not in ("The", "United States") else None
+    if named is not None and not re.search(r"^(?:US|USA|U)$", named):
+        yes = named.lower() in fact.lower()
+    elif _ASKS_ABROAD.search(question):
+        yes = abroad
+    elif _ASKS_HOME.search(question):
+        yes = not abroad
+    else:
+        return fact
+    return f"{'Yes' if yes else 'No'}, {fact[0].lower()}{fact[1:]}" if not fact.startswith("I") else (
+        f"{'Yes' if yes else 'No'}, {fact}")
 
 
 def join_answers(parts: Sequence[str]) -> str:
