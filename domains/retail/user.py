@@ -32,7 +32,9 @@ from pytest_quantagent.env.user import (
     ScriptedUser,
     UserScript,
     join_answers,
+    matches,
 )
+from pytest_quantagent.env.scenario_text import content_words, refusal_matches, same_word
 from pytest_quantagent.vocab.messages import OUT_OF_SCOPE_TOKEN, STOP_TOKEN
 
 _CONFIRM = re.compile(
@@ -151,6 +153,12 @@ _MORE_THAN_ASKED = re.compile(
     r"\banything else\b|\ball (?:of )?the (?:other )?items\b",
     re.I,
 )
+# "There's no clicky keyboard available", "we don't have it in blue": what the customer wanted
+# is not there.
+_NOT_THERE = re.compile(r"\bthere(?:'s| is| are) no\b|\bno (?:\w+[ ,-]+){0,4}(?:is |are )?(?:available|in stock|left)\b|"
+                        r"\bwe (?:don't|do not) have\b|\b(?:couldn't|could not|can't|cannot) (?:find|locate)\b",
+                        re.I)
+_ACTION_WORDS = frozenset("exchange return cancel modify change order rather like would only".split())
 _MUST_VERIFY = re.compile(r"\bneed to (?:verify|confirm|authenticate|validate) (?:your identity|you)\b", re.I)
 _WOULD_YOU = re.compile(r"^(?:and |so )?(?:would|do) you (?:also |still )?(?:like|want|wish)\b", re.I)
 _INSTEAD_OF = re.compile(
@@ -229,6 +237,29 @@ class RetailUser(ScriptedUser):
         self.expect_refusal = expect_refusal
         self.options = {k: frozenset(v) for k, v in (options or {}).items()}
         self._message = ""
+        self._confirms = 0
+        self._fallen_back: set[int] = set()
+
+    def fallback_wish(self, text: str, parts: Sequence[Segment]) -> str | None:
+        """What the customer wants instead when the agent says its wish cannot be met (the
+        scenario's "if there is no clicky keyboard, only exchange the thermostat"; "if not,
+        you wonder what the most expensive item is"), each once; None when the message
+        refuses nothing the scenario has a fallback for."""
+        if not self.script.fallbacks or not (_REFUSAL.search(text) or _NOT_THERE.search(text)):
+            return None
+        for i, fb in enumerate(self.script.fallbacks):
+            if i in self._fallen_back or not refusal_matches(fb.when, text):
+                continue
+            self._fallen_back.add(i)
+            offers = [p.text for p in parts if p.act == Act.OFFER and not p.negated]
+            if not offers:
+                return fb.say
+            told = " ".join(p.text for p in parts)
+            # "I could offer one with no backlight. Shall I?" to "you'd go for no backlight": yes.
+            agree = any(same_word(w, x) for w in content_words(fb.say) for x in content_words(told)
+                        if w not in _ACTION_WORDS)
+            return f"{'Yes' if agree else 'No, thank you'}. {fb.say}"
+        return None
 
     def _goal(self) -> set[str]:
         """The action families the scenario's requests name (transfer: its end)."""
@@ -378,6 +409,10 @@ class RetailUser(ScriptedUser):
                 # The customer came for a human: it says so when it declines.
                 return "No, thank you. I'd like to speak to a human agent, please."
             return "No, thank you. That's not what I want."
+        if self._confirms < len(self.script.on_confirm) and _CONFIRM.search(seg.text):
+            # τ²-bench's "if the agent asks for confirmation, only exchange the desk lamp".
+            self._confirms += 1
+            return self.script.on_confirm[self._confirms - 1]
         fix = self.correction(self._message, seg.text)
         if fix is not None:
             return fix
@@ -432,6 +467,13 @@ class RetailUser(ScriptedUser):
         facts = self._retail_facts(text)
         if facts is not None:
             out.append(facts)
+        rule = next((r for r in self.script.answers if matches(text, r.keywords)), None)
+        if rule is not None:
+            # The scenario says what to answer to this ("if asked for the reason, say you
+            # ordered by mistake", "if asked for your zip code, say 98178 first"): that, not
+            # the facts read from its prose (nor its identity, when the rule is about it).
+            about_identity = any(_IDENTITY.search(" ".join(g)) for g in rule.keywords)
+            return [*(o for o in out if o != facts and not about_identity), rule.say]
         if not out:
             custom = self._fact_answer(text)
             if custom is not None:
@@ -453,6 +495,10 @@ class RetailUser(ScriptedUser):
                 # "It can't be cancelled. Would you like to start a return instead?": the
                 # scenario says to accept the refusal and end; what else is offered is declined.
                 return f"No, thank you. I understand. {self.script.closing} {STOP_TOKEN}"
+        wish = self.fallback_wish(text, parts)
+        if wish is not None:
+            self._fallbacks = 0
+            return wish
         said = self.answers(parts)
         if said:
             self._fallbacks = 0

@@ -201,6 +201,8 @@ def script_from_instructions(task: Task) -> UserScript:
             if a.requestor == "user"
         ],
         end="transfer" if transfer else "stop",
+        on_confirm=read.on_confirm,
+        fallbacks=read.fallbacks,
     )
 
 
