@@ -718,6 +718,7 @@ class TelecomUser(ScriptedUser):
         calls, words, used = self.plan(parts, text)
         answers = self.answers([p for i, p in enumerate(parts) if i not in used]) if self._opened else []
         if calls:
+            self.note_unrequested(calls, text)
             self._results = list(words)
             self._tail = answers
             self._pending = calls[1:]
@@ -838,6 +839,17 @@ class TelecomUser(ScriptedUser):
         if all(t in self._made for t in tools):
             return "Yes, I did that earlier."
         return "No, I haven't done that yet."
+
+    def changes_state(self, tool: str) -> bool:
+        return tool not in _READ_TOOLS
+
+    def names_tool(self, tool: str, text: str) -> bool:
+        """As the base user's; a switch is also named by its words ("Data Saver", "roaming")
+        and a restart by "turn the phone off and on"."""
+        if super().names_tool(tool, text):
+            return True
+        words = _SWITCH_WORDS.get(tool)
+        return words is not None and bool(words.search(text.lower()))
 
     def _call(self, call: ToolCall) -> UserMessage:
         self._made.add(call.name)

@@ -664,3 +664,30 @@ def understood(parts: list[Segment]) -> bool:
         (p.asks and not vague(p.text)) or p.act in (Act.TRANSFER, Act.CLOSING, Act.GREETING)
         for p in parts
     )
+
+
+# What an agent says while it works or when it has what it needs: nothing to answer but an
+# acknowledgement ("Let me look into that.", "That's all the info I need.", "One moment.").
+_WAIT = _rx(
+    r"^(?:(?:great|perfect|thanks|thank you|okay|ok|alright|got it|excellent|awesome|understood|noted|"
+    r"wonderful|sure|of course)[,!.]?\s*)*(?:let me|i(?:'ll| will| am going to|'m going to| am|'m) "
+    r"(?:now |just |quickly |go ahead and )?(?:check|look|pull|process|review|verify|take|get|see|"
+    r"submit|update|handle|proceed|work|go ahead|find|search|run|confirm|place|cancel|modify|"
+    r"make|set|start|process|do|note|fetch|open|reach|contact|escalate)\b)",
+    r"\b(?:one|just a|give me a|bear with me(?: for)?(?: a)?) (?:moment|second|sec|minute)\b",
+    r"\bbear with me\b", r"^(?:please )?hold on\b", r"\bplease (?:hold|wait)\b",
+    r"\b(?:that's|that is|this is|that was) (?:all|everything)(?: (?:the )?(?:info|information|details?|"
+    r"data))?(?: (?:i|we) (?:need|needed|require))?\b",
+    r"\b(?:i|we) (?:now )?have (?:everything|all (?:the )?(?:info|information|details?)|what) (?:i|we) need",
+    r"^(?:thanks|thank you)(?: (?:so much|very much))?(?: for [^.?!]+)?[.!]*$",
+    r"^(?:great|perfect|okay|ok|alright|got it|excellent|awesome|understood|noted|wonderful|"
+    r"sounds good)[.!,]*(?:\s*(?:thanks|thank you)[.!]*)?$",
+)
+
+
+def acknowledges(parts: list[Segment]) -> bool:
+    """Whether a message that asks nothing only tells what the agent is doing or that it
+    has what it needs ("That's all the info I need.", "Let me look into that."): the user
+    acknowledges it and waits; it has understood it (no not-understood turn)."""
+    return bool(parts) and not any(p.asks or p.act in (Act.TRANSFER, Act.CLOSING, Act.GREETING)
+                                   for p in parts) and any(_WAIT.search(p.text) for p in parts)

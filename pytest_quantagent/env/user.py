@@ -274,9 +274,34 @@ class ScriptedUser:
         text = (last.content or "") if isinstance(last, AssistantMessage) else ""
         calls = self.device_calls(text)
         if calls:
+            self.note_unrequested(calls, text)
             self._pending = calls[1:]
             return self._call(calls[0])
         return UserMessage(content=self.respond_text(text))
+
+    def changes_state(self, tool: str) -> bool:
+        """Whether a user tool changes state (reads are named ``check_*``, ``get_*``,
+        ``can_*``, ``run_*``; domains may say otherwise)."""
+        return not tool.startswith(("check_", "get_", "can_", "run_"))
+
+    def names_tool(self, tool: str, text: str) -> bool:
+        """Whether ``text`` names ``tool``: its literal name or one of its intent's keyword
+        groups."""
+        if re.search(rf"(?<![a-z0-9_]){re.escape(tool.lower())}(?![a-z0-9_])", text.lower()):
+            return True
+        return any(i.tool == tool and matches(text, i.keywords) for i in self.intents)
+
+    def note_unrequested(self, calls: Sequence[ToolCall], text: str) -> None:
+        """Count an ``unrequested_change`` for each state-changing call that the agent's
+        message does not ask for in its own words: a tool it names nowhere once the phrases
+        asking for a state to stay are left out ("keep data roaming on" names no change of
+        roaming), i.e. one the user inferred (a pronoun resolved from an earlier message, a
+        misread recap). A reading the user could get wrong, counted by an independent rule."""
+        said = "\n".join(dialogue.strip_keep(dialogue.strip_markdown(line))
+                         for line in dialogue.strip_reasoning(text).splitlines())
+        for call in calls:
+            if self.changes_state(call.name) and not self.names_tool(call.name, said):
+                self._event("unrequested_change")
 
     def _call(self, call: ToolCall) -> UserMessage:
         return UserMessage(tool_calls=[call])
@@ -434,7 +459,18 @@ class ScriptedUser:
             return self._done()
         if any(p.act == Act.GREETING for p in parts):
             return self._current_request()
+        if not dialogue.understood(parts) and dialogue.acknowledges(parts):
+            # "That's all the info I need.", "Let me look into that.": nothing to answer.
+            return self._wait(parts)
         return self._fallback(parts)
+
+    def _wait(self, parts: Sequence[Segment]) -> str:
+        """The agent is working or has what it needs: the user acknowledges and waits (no
+        not-understood turn; a run of such turns still ends after ``max_fallbacks``)."""
+        if self._fallbacks + 1 >= self.script.max_fallbacks:
+            return self._fallback(parts)
+        self._fallbacks += 1
+        return self._pick("Okay, please go ahead.", "Okay, thank you. Please go ahead.", "Sure, go ahead.")
 
     def transferred(self, parts: Sequence[Segment]) -> bool:
         """The agent hands the user over now: a transfer notice, and nothing else in the
