@@ -71,7 +71,8 @@ _TOPICS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"(?:exchange|return|modify|change)\b"
             r"|\b(?:different|another|other) (?:colou?r|size|option|variant|model)s?\b"
             r"|\b(?:size|colou?r|material|capacity|power source|style|model)s? (?:would|do) you\b"
-            r"|\bwhat kind of\b|\bwhich \w+(?: \w+)? (?:size|colou?r|model|version|variant)\b",
+            r"|\bwhat kind of\b|\bwhich \w+(?: \w+)? (?:size|colou?r|model|version|variant)\b"
+            r"|\bvariants?\b|\bversions\b",
             re.IGNORECASE,
         ),
     ),
@@ -108,6 +109,8 @@ _REFUSAL = re.compile(
     r"\b(cannot|can't|can not|unable|not able|not possible|isn't possible|not eligible|"
     r"not allowed|only (pending|delivered)|insufficient|not enough|isn't enough|is not enough|"
     r"doesn't cover|does not cover|won't cover|can only (?:go|be)|only be (?:refunded|returned|sent)|"
+    r"(?:has|have|must|needs?) to (?:go|be refunded|be returned) (?:back )?to the original|out of stock|"
+    r"(?:isn't|is not|aren't|are not) supported|not supported|"
     r"(?:isn't|is not|aren't|are not) available|no longer available|out of stock|doesn't have enough|"
     r"does not have enough|unfortunately|can no longer|no longer be|won't be able|isn't possible)\b",
     re.IGNORECASE,
@@ -178,7 +181,7 @@ _PREFERENCE = re.compile(
     r"\b(?:do|would) you (?:want|like|prefer) (?:to )?(?:keep|have|get|stay with|stick with|the same)\b|"
     r"\bdoes \w+(?: \w+)? matter to you\b|\bdo you (?:care|mind) (?:about|if)\b|"
     # "do you want the new tent in the same green color?", "would you like it in blue?"
-    r"\b(?:do|would) you (?:want|like|prefer)\b[^?]*\b(?:in (?:the same|a different|another)|"
+    r"\b(?:do|would) you (?:still |also )?(?:want|like|prefer)\b[^?]*\b(?:in (?:the same|a different|another)|"
     r"same|colou?r|size|material|capacity|version|variant|style|model)\b",
     re.I,
 )
@@ -251,8 +254,7 @@ class RetailUser(ScriptedUser):
             if i in self._fallen_back or not refusal_matches(fb.when, text):
                 continue
             self._fallen_back.add(i)
-            offers = [p.text for p in parts if p.act == Act.OFFER and not p.negated]
-            if not offers:
+            if not any(p.asks and p.act != Act.REQUEST for p in parts) or any(p.act == Act.CLOSING for p in parts):
                 return fb.say
             told = " ".join(p.text for p in parts)
             # "I could offer one with no backlight. Shall I?" to "you'd go for no backlight": yes.

@@ -565,7 +565,8 @@ _UNWANTED_LINE_CHANGES = (
     (re.compile(r"\bport(?:ing)? (?:your|the) number\b|\bnew (?:line|sim)\b", re.I), r"\bnew (?:line|sim)\b"),
 )
 _ROAMING_ON = re.compile(
-    r"\b(?:enable|turn on|activate|add|switch on|set up)\b[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming on\b",
+    r"\b(?:enabl(?:e|ing)|turn(?:ing)? on|activat(?:e|ing)|add(?:ing)?|switch(?:ing)? on|set(?:ting)? up)\b"
+    r"[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming on\b",
     re.I,
 )
 # "Would you like to keep it enabled?" said of roaming: roaming left on.
@@ -598,7 +599,8 @@ _LOCATION_COND = re.compile(
     re.I | re.S)
 _TRANSFER_WORDS = re.compile(r"\btransfer|\bconnect you\b|\bput you through\b|\bescalat", re.I)
 _ROAMING_OFF = re.compile(
-    r"\b(?:disable|turn off|deactivate|remove|switch off)\b[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming off\b",
+    r"\b(?:disabl(?:e|ing)|turn(?:ing)? off|deactivat(?:e|ing)|remov(?:e|ing)|switch(?:ing)? off)\b"
+    r"[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming off\b",
     re.I,
 )
 _ABROAD = re.compile(r"\btravel|\babroad\b|\boverseas\b|\bin (?!the united states\b)[A-Z][a-z]+", re.I)

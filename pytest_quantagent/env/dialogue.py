@@ -77,7 +77,7 @@ _ITEM = re.compile(r"^\s*(?:[-*•+]|\d{1,2}[.)]|[a-z][.)]|step \d+[:.])\s+", re
 _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9#$])")
 # Clauses that do different things inside one sentence ("X doesn't seem on, so let's check Y").
 _CLAUSE_END = re.compile(
-    r"\s*;\s+|,\s+and\s+(?=(?:once|when|after|if|then)\b)|\s+and,\s+(?=(?:once|when|after|if|then)\b)|,?\s+and also\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so(?!\s+(?:that\s+)?(?:you|we|i|it|this|that|they|there|nothing)(?:'s|'re|'ll)?\s+(?:can|could|will|would|won't|don't|doesn't|do not|does not|is|isn't|are|aren't|get|gets|have|has|stay|stays|keep|keeps|work|works|reconnect|reconnects|happen|happens|should)\b)|but|because|since|and then|then|after that)\s+|"
+    r"\s*;\s+|,\s+and\s+(?=(?:once|when|after|if|then)\b)|\s+and,\s+(?=(?:once|when|after|if|then)\b)|,?\s+and also\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so(?!\s+(?:that\s+)?(?:you|we|i|it|this|that|they|there|nothing)(?:'s|'re|'ll)?\s+(?:can|could|will|would|won't|don't|doesn't|do not|does not|is|isn't|are|aren't|not|never|get|gets|have|has|stay|stays|keep|keeps|work|works|reconnect|reconnects|happen|happens|should)\b)|but|because|since|and then|then|after that)\s+|"
     # "..., so you can reorder it?" and "..., so it reconnects": a purpose, part of its
     # clause (not split above); "..., and let me know what it shows": a check of its own.
     r",\s+and\s+(?=(?:please\s+)?(?:let me know|tell me|report back|send me)\b)|"
@@ -475,6 +475,8 @@ def classify(text: str, header: str = "") -> Segment:
         return seg(Act.GREETING)
     if _RECAP_HEADER.search(low) and not question:
         return seg(Act.STATEMENT, past=True)
+    if _HOLD_ON.search(low) and not question:
+        return seg(Act.STATEMENT)  # "One moment please while I check.": nothing to do
     if (_EMPATHY.search(low) or _NOTE.search(low)) and not question:
         return seg(Act.STATEMENT)
     if _OFFER.search(low) and (question or "confirm" in low or _REPLY_YES.search(low)) and not wh and (
@@ -504,6 +506,8 @@ def classify(text: str, header: str = "") -> Segment:
 
 # "Reply yes to proceed.", "Just type YES and I'll submit it.": asks for agreement.
 _REPLY_YES = _rx(r"\b(?:reply|respond|answer|say|type|write|send) (?:with |me )?(?:an? )?[\"'“]?yes\b")
+_HOLD_ON = _rx(r"^\W*(?:(?:one|just a|give me a) (?:moment|second|sec|minute)|bear with me|hold on)\b(?:[^.!?]*\bwhile (?:i|we)\b)?",
+               r"^\W*please (?:hold|wait)(?: (?:on|a moment|a second|a minute))?(?:[.!]|\s+while (?:i|we)\b|$)")
 _DONE_MARK = re.compile(r"(?:\bdone|\bcompleted?|\bfinished|✅|✔️?|☑️?)\W*$", re.IGNORECASE)
 _CONDITION = re.compile(
     r"^(?:and |but |so |also |then )?(if|when|whenever|once|as soon as|after)\s+(.+?),\s*(.+)$",
@@ -550,6 +554,9 @@ _CHOICE = _rx(
     r"^(?:so,? |or,? )?(?:which|what)(?: one| option)? (?:would|do) you (?:like|prefer|want)\b",
     r"^(?:which|what) do you prefer\b", r"^what would you (?:like|prefer) (?:me )?to do\b",
     r"^(?:how|what) (?:does that sound|do you think)\b",
+    r"^(?:so,? )?(?:which|what)(?: one| option)? (?:works|suits|sounds|would work) (?:best|better|good|for you)\b",
+    r"^(?:which|what)(?: one| option)? (?:should|shall) (?:i|we)\b", r"^which (?:do|would) you (?:choose|pick|go with)\b",
+    r"^(?:which|what) (?:one|option) (?:would|do) you (?:like|prefer|want)\b",
 )
 
 
@@ -560,7 +567,7 @@ def choice(text: str) -> bool:
 
 # A list header that introduces alternatives ("Options:", "You have two options:", "Here
 # are a few choices:"): with a choice question after it, its items are the options told.
-_OPTIONS_HEADER = _rx(r"\b(?:options?|choices?|alternatives?|possibilities|ways (?:to|we can|i can))\b",
+_OPTIONS_HEADER = _rx(r"\b(?:options?|choices?|alternatives?|possibilities|ways)\b",
                       r"\b(?:you|we|i) (?:can|could)(?: either)?:\s*$")
 
 
@@ -588,7 +595,7 @@ def options_before(parts: list[Segment], index: int) -> list[str]:
         if seg.header and not seg.asks:
             if seg.header != header:
                 header, items = seg.header, []
-            items.append(seg.text)
+            items.append(re.sub(r",?\s*\bor$", "", seg.text.strip(" .;")))
         elif seg.asks:
             header, items = "", []
     return items if len(items) >= 2 else []

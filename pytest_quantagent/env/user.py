@@ -417,7 +417,7 @@ class ScriptedUser:
                 return rule.say
         for key, value in self.script.facts.items():
             topic = _FACT_TOPICS.get(key, ((key.replace("_", " "),),))
-            if matches(text, topic):
+            if matches(text, topic) or (key == "location" and _IN_PLACE.search(text)):
                 return _location_yes_no(text, value) if key == "location" else value
         return None
 
@@ -537,6 +537,7 @@ class ScriptedUser:
                 continue
             options = next((t for t in reversed(statements) if re.search(r"\bor\b", t)), "")
             listed = dialogue.options_before(list(parts), i)
+            list_header = next((p.header for p in reversed(parts[:i]) if p.header), "") if listed else ""
             if listed and (dialogue.choice(seg.text) or not options):
                 # "You have two options: - Upgrade ... - Refuel ... Which would you prefer?"
                 options = " or ".join(t.strip(" .") for t in listed)
@@ -560,11 +561,13 @@ class ScriptedUser:
                 context = f"{before.text} {context}"
             # "Should I also update your pending orders, or only the default address?": the
             # alternative the customer wants, when the others are ones it does not.
-            pick = self.choose(seg, options) if seg.either_or and _ASKS_PREFERENCE.match(seg.text) else None
+            pick = self.choose(seg, options) if (seg.either_or and _ASKS_PREFERENCE.match(seg.text)) or (
+                listed and dialogue.choice(seg.text)) else None
             got = [pick] if pick else self.answer_question(context, seg)
             if not got and options and dialogue.choice(seg.text):
-                # "The refund can go to PayPal or a gift card. Which do you prefer?"
-                got = self.answer_question(f"{options} {seg.text}", seg)
+                # "The refund can go to PayPal or a gift card. Which do you prefer?"; "I found
+                # these Travel Mug variants: ... Which would you like?"
+                got = self.answer_question(f"{list_header} {options} {seg.text}".strip(), seg)
             if not got:
                 choice = self.choose(seg, options)
                 got = [choice] if choice else []
@@ -679,11 +682,13 @@ def _shares_content(question: str, request: str) -> bool:
     )
 
 
+# "Are you in France right now?": a question about where the customer is.
+_IN_PLACE = re.compile(r"\b(?i:are|were) you (?i:currently |still |now |right now )?(?i:in|at) (?:the )?[A-Z][a-z]")
 _ASKS_ABROAD = re.compile(r"\b(?:abroad|travel\w*|overseas|outside (?:of )?(?:the|your)|out of the country|"
                           r"another country|foreign)\b", re.IGNORECASE)
 _ASKS_HOME = re.compile(r"\b(?:in the (?:us|u\.s\.?|usa|united states)|at home|(?:back )?home\b|"
                         r"in your home country|inside the (?:us|country))", re.IGNORECASE)
-_YES_NO_LEAD = re.compile(r"^(?:and |so |also |just to check,? |quick question:? )?(?:are|is|were|do|did|have)\b",
+_YES_NO_LEAD = re.compile(r"(?:^|[:,—–-]\s*)(?:and |so |also )?(?:are|is|were|do|did|have) (?:you|your)\b",
                           re.IGNORECASE)
 
 
@@ -691,8 +696,8 @@ def _location_yes_no(question: str, fact: str) -> str:
     """The location fact, led by yes or no when the question asks it as yes/no ("Are you in
     the United States right now?" to a customer abroad in France: "No, I'm currently abroad
     in France.")."""
-    if not _YES_NO_LEAD.match(question.strip().split(". ")[-1]) and not _YES_NO_LEAD.match(question.strip()):
-        return fact
+    if not _YES_NO_LEAD.search(question.strip()) or re.search(r"\bor\b", question):
+        return fact  # "Where are you?", "In the US or abroad?": the place only
     abroad = "abroad" in fact.lower()
     place = re.search(r"\b(?:in|to) ([A-Z][a-z]+(?: [A-Z][a-z]+)*)\b", question)
     named = place.group(1) if place and place.group(1) not in ("The", "United States") else None
