@@ -415,7 +415,8 @@ _EMPATHY = _rx(
     r"awesome|wonderful|got it|understood|of course|sure|certainly|absolutely)[.!,]*$",
 )
 _FIRST_PERSON_PLAN = _rx(
-    r"^(?:(?:now|next|first|okay|ok|alright|great|so)[,.]?\s+)?(?:i(?:'ll| will| am going to|'m going to| can| need to| am| 'm)|"
+    r"^(?:(?:now|next|first|okay|ok|alright|great|so|thanks|thank you|perfect|got it|sure|excellent|"
+    r"understood|wonderful|awesome)[,.!]?\s+)*(?:i(?:'ll| will| am going to|'m going to| can| need to| am| 'm)|"
     r"let me(?! know)|i'd like to (?:check|look|verify|review|take a look)|allow me)\b(?!.*\byou to\b)",
 )
 

@@ -142,6 +142,15 @@ _IF_CANNOT = re.compile(
     r"mentions)|[^,]*\b(?:is|are) not (?:possible|available)|[^,]*\bnot possible|[^,]*\bcannot\b).*),"
     r"\s*(?:then\s+)?(?P<then>(?:you|i|just|only|ask|cancel|return|exchange|modify|change|get|go|keep|tell|use|"
     r"using|proceed|agree|confirm|do|provide|choose|pick|buy|refund|switch|try|see|mention|say|no)\b.+)$", re.I)
+# "If there are NO cheaper boots available you want ...": no comma before the consequence.
+_IF_NONE = re.compile(r"^(?:but |and )?if (?P<cond>there (?:is|are) no .+?) (?P<then>you (?:want|would|'d|prefer)\b.+)$",
+                      re.I)
+# "..., and if the agent cannot help, transfer to a human", "(..., but if it is not available
+# just return it)": a fallback inside a sentence that says the wish.
+_EMBEDDED_IF = re.compile(
+    r"[,(]\s*(?:and |but )?if (?P<cond>the agent (?:cannot|can't|can not|says|tells you|is unable)[^,]*|"
+    r"(?:it|that) is not (?:available|possible)|it's not (?:available|possible)|not possible)\s*,?\s*(?:then\s+)?"
+    r"(?P<then>(?:just |only )?(?:you |transfer|ask|return|cancel|exchange|go|get|use|keep|request)[^)]+)", re.I)
 # "If the agent asks for the cancellation reason, you say X", "If asked for your zip code, ...",
 # "When asked for order ID, provide X first".
 _IF_ASKED = re.compile(
@@ -213,8 +222,11 @@ def read_conditions(text: str, out: ScenarioFacts) -> None:
     (``fallbacks``), what to say when asked for something (answer rules), and preferences
     among several options (answer rules)."""
     previous = ""
+    wishes: list[str] = []
     for sentence in _sentences(text):
         sent = sentence.strip()
+        if previous and (not wishes or wishes[-1] != previous):
+            wishes.append(previous)
         if _HOW_TO_PLAY.search(sent):
             continue  # how the simulated user should use its tools or behave, not a wish
         if re.match(r"^(?:but |and )?if (?:so|yes|that is possible|it is possible|this is possible)\b", sent, re.I):
@@ -240,17 +252,25 @@ def read_conditions(text: str, out: ScenarioFacts) -> None:
                 previous = m.group("then")
                 continue
         if m := _IF_NOT.match(sent):
-            when = content_words(_without_if(previous))
+            # (The wish is the last sentence before that says one: "(You know it's a long
+            # shot, but you want to try)." says none.)
+            when = next((w for h in reversed(wishes) if (w := content_words(_without_if(h)))), [])
             if when:
                 out.fallbacks.append(Fallback(when=when, say=_as_said(m.group("then"))))
             previous = m.group("then")
             continue
-        if m := _IF_CANNOT.match(sent):
+        if m := _IF_CANNOT.match(sent) or _IF_NONE.match(sent):
             when = content_words(m.group("cond")) or content_words(_without_if(previous))
             if when:
                 out.fallbacks.append(Fallback(when=when, say=_as_said(m.group("then"))))
             previous = m.group("then")
             continue
+        if m := _EMBEDDED_IF.search(sent):
+            # "You want the refund to your amex card, and if the agent cannot help, transfer to
+            # a human": the wish before the clause is what the refusal is about.
+            when = content_words(sent[: m.start()]) + content_words(m.group("cond"))
+            if when:
+                out.fallbacks.append(Fallback(when=when, say=_as_said(m.group("then"))))
         previous = sent
 
 
