@@ -21,14 +21,19 @@ one, phrase by phrase, in the first person:
 The opening request is the reason for the call without the sentences and clauses that tell
 the simulated user how to behave (:func:`opening_request`).
 
+Conditional instructions (:func:`read_conditions`, retail mostly): a change of mind at the
+agent's confirmation (``on_confirm``: "if the agent asks for confirmation, only exchange the
+desk lamp"); what the customer wants when the agent refuses its wish (``fallbacks``: "if there
+is no clicky keyboard, go for no backlight", chains of "If not, ..."); what to say when asked for
+something ("if asked for the reason, say you ordered by mistake"); a preference among several
+options ("if multiple colors are available, you prefer blue").
+
 What is *not* read (official telecom and retail tasks; see also ``docs/USER_SIMULATOR.md``):
 
 - persona and mood instructions ("express mild frustration", "you are a private person");
-- scripted changes of mind ("if the agent asks for confirmation, only exchange the desk lamp",
-  "when the agent asks for confirmation, suddenly change your mind"): dropped, the user keeps
-  its first wish;
-- conditional decision trees and fallbacks ("if there is no clicky keyboard, go for no
-  backlight", "if not possible, ask for a human", "if the price is above $300, cancel it");
+- changes of mind at other moments ("once the agent has confirmed the changes, you regret it");
+- conditions on numbers or judgements ("if the price is above $300, cancel it", "whatever saves
+  you most money"), and "if and only if the agent gives you several options";
 - hidden truths the user must not reveal ("everything except a keyboard and a mouse, but do
   not reveal it"): dropped, so the user cannot say which items to keep;
 - preference orders ("prefer battery > USB > AC") and multi-order mappings ("refund each order
@@ -38,7 +43,7 @@ What is *not* read (official telecom and retail tasks; see also ``docs/USER_SIMU
   the order number");
 - "if the agent asks you to pay a bill, you accept": not read, it agrees with the default
   ``confirm``;
-- scripted exact wordings.
+- scripted exact wordings other than a fallback's.
 """
 
 from __future__ import annotations
