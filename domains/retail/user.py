@@ -26,6 +26,7 @@ from dataclasses import replace
 
 from pytest_quantagent.env import dialogue
 from pytest_quantagent.env.dialogue import Act, Segment
+from pytest_quantagent.env.scenario_text import content_words, refusal_matches, same_word
 from pytest_quantagent.env.user import (
     _YES_NO_QUESTION,
     DeviceIntent,
@@ -34,7 +35,6 @@ from pytest_quantagent.env.user import (
     join_answers,
     matches,
 )
-from pytest_quantagent.env.scenario_text import content_words, refusal_matches, same_word
 from pytest_quantagent.vocab.messages import OUT_OF_SCOPE_TOKEN, STOP_TOKEN
 
 _CONFIRM = re.compile(

@@ -81,7 +81,6 @@ _CLAUSE_END = re.compile(
     # "..., so you can reorder it?" and "..., so it reconnects": a purpose, part of its
     # clause (not split above); "..., and let me know what it shows": a check of its own.
     r",\s+and\s+(?=(?:please\s+)?(?:let me know|tell me|report back|send me)\b)|"
-    
     r"\s+(?:and then|after that|afterwards)\s+|\s+then\s+(?=[a-z]+\b(?! (?:it|that)\b))|"
     r"\s+(?=(?:before|after|once|when|until|while) you\b)|:\s+(?=(?:please|could you|can you|kindly|go ahead)\b)|"
     # Inline enumerations: "Two checks: (1) is data on, and (2) is a VPN connected?"
