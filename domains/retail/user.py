@@ -129,11 +129,13 @@ _FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
                          r"size|colou?r|options?|variant|model)\b", re.I)),
     ("user_address", re.compile(r"\bdefault (?:shipping )?address\b|\baddress (?:on|of|in|for) (?:your|the) "
                                 r"(?:account|profile)\b|\baccount(?:'s)? (?:default )?address\b|"
-                                r"\bprofile address\b", re.I)),
+                                r"\bprofile address\b|\b(?:your|the|my) (?:profile|account) only\b|"
+                                r"\b(?:to|on|for) (?:your|the|my) profile\b", re.I)),
     ("order_address", re.compile(r"\bapply (?:it|this|that|the (?:new )?address) to\b[^.?!]*\borders?\b|"
                                  r"\b(?:shipping|delivery) address\b(?! (?:on|of) (?:your|the) "
                                  r"(?:account|profile))|\baddress (?:of|on|for) (?:the|this|that|your|"
-                                 r"these|those) (?:pending )?orders?\b", re.I)),
+                                 r"these|those) (?:pending )?orders?\b|\b(?:open|pending|existing|current|"
+                                 r"upcoming) orders\b", re.I)),
     ("payment", re.compile(r"\b(?:pay|payment method|payment)\b", re.I)),
     ("transfer", re.compile(r"\btransfer|\bhuman\b|\blive agent\b|\bspecialist\b|"
                             r"\brepresentative\b", re.I)),

@@ -124,7 +124,8 @@ def _split_run_on(clause: str) -> list[str]:
 # state stays as it is, so never a change; removed before the message is read.
 _KEEP = re.compile(
     r"\(\s*(?:but |and |please |just )*(?:keep|leave)\b[^()]*\)"
-    r"|(?:(?:,\s*|\s+)(?:but|and)\s+|^|(?<=[.!?:]\s))(?:please\s+|just\s+|also\s+)*"
+    r"|(?:(?:,\s*|\s+)(?:but|and)\s+|^|(?<=[.!?:]\s))(?:please\s+|just\s+|also\s+|make sure (?:to |you )?|"
+    r"be sure to |remember to |try to )*"
     r"(?:keep|leave)\s+(?![^,;.!?—]*\b(?:in mind|trying|an eye|going(?! forward)|me posted)\b)"
     r"[^,;.!?()—]*?\b(?:on|off|enabled|disabled|alone|connected|disconnected|unchanged|"
     r"as (?:it is|they are|is)|where (?:it is|they are)|for now|the same)\b"
@@ -180,6 +181,8 @@ def segments(text: str) -> list[tuple[str, str]]:
     """
     out: list[tuple[str, str]] = []
     header = ""
+    first_row: int | None = None  # where the current table's first row went in ``out``
+    in_table = False
     # An emoji after a sentence's end ("resumed. ✅ Please restart") does not join the next one.
     text = _EMOJI_AFTER_END.sub(" ", text)
     for raw_line in strip_markdown(strip_reasoning(text)).splitlines():
@@ -189,8 +192,15 @@ def segments(text: str) -> list[tuple[str, str]]:
         if line.startswith("|"):
             # A markdown table row: its cells, as a list item of the header above.
             if re.fullmatch(r"[|:\-\s]+", line):
+                if first_row is not None:
+                    del out[first_row:]  # the row above the separator names the columns
+                first_row = None
                 continue
+            first_row = len(out) if not in_table else None
+            in_table = True
             line = "- " + " ".join(c.strip() for c in line.strip("|").split("|") if c.strip())
+        else:
+            in_table, first_row = False, None
         is_item = bool(_ITEM.match(line))
         if is_item:
             line = _ITEM.sub("", line, count=1)
@@ -286,6 +296,8 @@ _OFFER = _rx(
     r"\bproceed\?", r"\bgo ahead\?", r"\byes/no\b", r"\byes or no\b", r"\(yes\)",
     r"\bis it (?:ok|okay|alright) (?:if|to|with you)\b", r"\bdo i have your (?:permission|consent|ok)\b",
     r"\bwould it be (?:ok|okay|alright) (?:if|to)\b",
+    r"^would it (?:make sense|be (?:helpful|better|worth it|a good idea)|help) (?:to|if|for)\b",
+    r"^(?:how|what) about (?:i |we |me |moving|switching|upgrading|adding|changing|trying)\b",
     r"\b(?:would|do) you (?:also |still )?(?:like|want|wish|prefer) to (?!know\b|tell\b)",
     r"\b(?:would|do) you (?:prefer|want|like) (?:an?|some|store|the)\b(?! (?:few|bit|moment)\b)",
     r"^(?:is that |is this |is everything )?(?:correct|right)\?$", r"^(?:ok|okay|alright|all right|good)\?$",

@@ -219,3 +219,11 @@ def test_a_transfer_later_or_instead_is_not_a_transfer() -> None:
                 "To get you transferred to the right team, I'll first need your phone number."):
         assert Act.TRANSFER not in [s.act for s in read(msg)], msg
     assert Act.TRANSFER in [s.act for s in read("You'll be connected to a human agent shortly.")]
+
+
+def test_a_tables_header_row_is_no_item() -> None:
+    msg = "Here's what I can do:\n\n| Option | What it does |\n|---|---|\n| Refuel | extra GB |\n| Upgrade | more data |"
+    assert segments(msg) == [("Here's what I can do:", ""), ("Refuel extra GB", "Here's what I can do:"),
+                             ("Upgrade more data", "Here's what I can do:")]
+    # A table without a separator keeps every row.
+    assert [t for t, _ in segments("| a | b |\n| c | d |")] == ["a b", "c d"]
