@@ -107,9 +107,10 @@ def test_a_wh_clause_before_a_dash_asks_too() -> None:
 
 
 def test_tables_reasons_contrasts_and_more_ways_to_transfer() -> None:
-    # Table rows are items of the header above them; the separator row goes.
+    # Table rows are items of the header above them; the separator row and the column names
+    # above it go.
     parts = read("Please verify with:\n\n| Option | What |\n|---|---|\n| A | Email address |")
-    assert [s.text for s in parts] == ["Please verify with:", "Option What", "A Email address"]
+    assert [s.text for s in parts] == ["Please verify with:", "A Email address"]
     assert parts[2].asks
     # A reason before ", please" is not part of the request (its negation does not negate it).
     parts = read("Since your SIM isn't detected, please take the SIM out and put it back in.")
