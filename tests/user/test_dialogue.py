@@ -111,7 +111,7 @@ def test_tables_reasons_contrasts_and_more_ways_to_transfer() -> None:
     # above it go.
     parts = read("Please verify with:\n\n| Option | What |\n|---|---|\n| A | Email address |")
     assert [s.text for s in parts] == ["Please verify with:", "A Email address"]
-    assert parts[2].asks
+    assert parts[1].asks
     # A reason before ", please" is not part of the request (its negation does not negate it).
     parts = read("Since your SIM isn't detected, please take the SIM out and put it back in.")
     assert [(s.act, s.negated) for s in parts] == [(Act.STATEMENT, True), (Act.REQUEST, False)]
