@@ -373,6 +373,16 @@ class RetailUser(ScriptedUser):
             about = [ln for ln in lines if head in ln.lower()] or []
             for line in about:
                 low = re.sub(r"(?<=\d)-(?=[a-z])", " ", line.lower())
+                new = re.split(r"→|->|⇒|\binto\b|\bfor the one\b|\bswitched to\b", low)
+                if len(new) > 1:
+                    # "16 oz steel → 12 oz steel" when it wants 12 oz blue: the new side names
+                    # another value of an option it wants changed.
+                    for key, value in want.items():
+                        for other in self.options.get(key, ()):
+                            o = other.lower()
+                            if o != value and len(o) >= 3 and o not in _PLAIN_VALUES and re.search(
+                                    rf"(?<![\w-]){re.escape(o)}(?![\w-])", new[-1]):
+                                return True
                 for key in want:
                     for other in self.options.get(key, ()):
                         o = other.lower()

@@ -563,6 +563,9 @@ _UNWANTED_LINE_CHANGES = (
     (re.compile(r"\b(?:autopay|auto-pay|paperless billing|insurance|device protection|protection plan|"
                 r"add-on)\b", re.I), r"\b(?:autopay|auto-pay|paperless|insurance|protection|add-on)\b"),
     (re.compile(r"\bport(?:ing)? (?:your|the) number\b|\bnew (?:line|sim)\b", re.I), r"\bnew (?:line|sim)\b"),
+    # A visit or a new device: the customer came to fix its phone on the call.
+    (re.compile(r"\btechnician\b|\bengineer\b|\b(?:home|store|site) visit\b|\b(?:new|replacement) "
+                r"(?:phone|device|handset)\b", re.I), r"\btechnician|\bnew (?:phone|device)\b"),
 )
 _ROAMING_ON = re.compile(
     r"\b(?:enabl(?:e|ing)|turn(?:ing)? on|activat(?:e|ing)|add(?:ing)?|switch(?:ing)? on|set(?:ting)? up)\b"

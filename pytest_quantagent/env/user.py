@@ -145,11 +145,11 @@ _FACT_TOPICS: dict[str, Keywords] = {
         ("out", "of", "the", "country"), ("what", "country"), ("in", "the", "country"),
     ),
 }
-_DONE: Keywords = (
-    ("anything", "else"), ("something", "else"), ("else", "i", "can", "help"),
-    ("all", "set"), ("have", "a", "great", "day"), ("have", "a", "nice", "day"),
-    ("is", "there", "anything"), ("further", "assistance"), ("anything", "more"),
-)
+# The same phrases, in order and whole ("there's no outage, your line is active, ..." is no
+# "is there anything").
+_DONE_SAID = re.compile(
+    r"\b(?:anything|something) else\b|\belse i can help\b|\ball set\b|\bhave a (?:great|nice) day\b|"
+    r"\bis there anything\b|\bfurther assistance\b|\banything more\b", re.IGNORECASE)
 _COMPLETED = re.compile(
     r"\b(?:has|have) been (?:successfully )?(?:cancell?ed|updated|changed|modified|processed|"
     r"submitted|refunded|exchanged|returned|initiated|placed|resolved|fixed|applied|completed)\b",
@@ -454,7 +454,7 @@ class ScriptedUser:
             return join_answers(said)
         asks = [p for p in parts if p.asks]
         if any(p.act == Act.CLOSING for p in parts) or (
-            not asks and (matches(text, _DONE) or _COMPLETED.search(text))
+            not asks and (_DONE_SAID.search(text) or _COMPLETED.search(text))
         ):
             return self._done()
         if any(p.act == Act.GREETING for p in parts):
