@@ -26,12 +26,14 @@ from dataclasses import replace
 
 from pytest_quantagent.env import dialogue
 from pytest_quantagent.env.dialogue import Act, Segment
+from pytest_quantagent.env.scenario_text import content_words, refusal_matches, same_word
 from pytest_quantagent.env.user import (
     _YES_NO_QUESTION,
     DeviceIntent,
     ScriptedUser,
     UserScript,
     join_answers,
+    matches,
 )
 from pytest_quantagent.vocab.messages import OUT_OF_SCOPE_TOKEN, STOP_TOKEN
 
@@ -69,7 +71,8 @@ _TOPICS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"(?:exchange|return|modify|change)\b"
             r"|\b(?:different|another|other) (?:colou?r|size|option|variant|model)s?\b"
             r"|\b(?:size|colou?r|material|capacity|power source|style|model)s? (?:would|do) you\b"
-            r"|\bwhat kind of\b|\bwhich \w+(?: \w+)? (?:size|colou?r|model|version|variant)\b",
+            r"|\bwhat kind of\b|\bwhich \w+(?: \w+)? (?:size|colou?r|model|version|variant)\b"
+            r"|\bvariants?\b|\bversions\b",
             re.IGNORECASE,
         ),
     ),
@@ -104,7 +107,11 @@ _DONE = re.compile(
 )
 _REFUSAL = re.compile(
     r"\b(cannot|can't|can not|unable|not able|not possible|isn't possible|not eligible|"
-    r"not allowed|only (pending|delivered)|insufficient|not enough|doesn't have enough|"
+    r"not allowed|only (pending|delivered)|insufficient|not enough|isn't enough|is not enough|"
+    r"doesn't cover|does not cover|won't cover|can only (?:go|be)|only be (?:refunded|returned|sent)|"
+    r"(?:has|have|must|needs?) to (?:go|be refunded|be returned) (?:back )?to the original|out of stock|"
+    r"(?:isn't|is not|aren't|are not) supported|not supported|"
+    r"(?:isn't|is not|aren't|are not) available|no longer available|out of stock|doesn't have enough|"
     r"does not have enough|unfortunately|can no longer|no longer be|won't be able|isn't possible)\b",
     re.IGNORECASE,
 )
@@ -122,11 +129,13 @@ _FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
                          r"size|colou?r|options?|variant|model)\b", re.I)),
     ("user_address", re.compile(r"\bdefault (?:shipping )?address\b|\baddress (?:on|of|in|for) (?:your|the) "
                                 r"(?:account|profile)\b|\baccount(?:'s)? (?:default )?address\b|"
-                                r"\bprofile address\b", re.I)),
+                                r"\bprofile address\b|\b(?:your|the|my) (?:profile|account) only\b|"
+                                r"\b(?:to|on|for) (?:your|the|my) profile\b", re.I)),
     ("order_address", re.compile(r"\bapply (?:it|this|that|the (?:new )?address) to\b[^.?!]*\borders?\b|"
                                  r"\b(?:shipping|delivery) address\b(?! (?:on|of) (?:your|the) "
                                  r"(?:account|profile))|\baddress (?:of|on|for) (?:the|this|that|your|"
-                                 r"these|those) (?:pending )?orders?\b", re.I)),
+                                 r"these|those) (?:pending )?orders?\b|\b(?:open|pending|existing|current|"
+                                 r"upcoming) orders\b", re.I)),
     ("payment", re.compile(r"\b(?:pay|payment method|payment)\b", re.I)),
     ("transfer", re.compile(r"\btransfer|\bhuman\b|\blive agent\b|\bspecialist\b|"
                             r"\brepresentative\b", re.I)),
@@ -149,6 +158,12 @@ _MORE_THAN_ASKED = re.compile(
     r"\banything else\b|\ball (?:of )?the (?:other )?items\b",
     re.I,
 )
+# "There's no clicky keyboard available", "we don't have it in blue": what the customer wanted
+# is not there.
+_NOT_THERE = re.compile(r"\bthere(?:'s| is| are) no\b|\bno (?:\w+[ ,-]+){0,4}(?:is |are )?(?:available|in stock|left)\b|"
+                        r"\bwe (?:don't|do not) have\b|\b(?:couldn't|could not|can't|cannot) (?:find|locate)\b",
+                        re.I)
+_ACTION_WORDS = frozenset("exchange return cancel modify change order rather like would only".split())
 _MUST_VERIFY = re.compile(r"\bneed to (?:verify|confirm|authenticate|validate) (?:your identity|you)\b", re.I)
 _WOULD_YOU = re.compile(r"^(?:and |so )?(?:would|do) you (?:also |still )?(?:like|want|wish)\b", re.I)
 _INSTEAD_OF = re.compile(
@@ -166,7 +181,10 @@ _ORDER_ID = re.compile(r"#W\d{5,}")
 # "do you want to keep the same material?": asks what the customer prefers, not leave to act.
 _PREFERENCE = re.compile(
     r"\b(?:do|would) you (?:want|like|prefer) (?:to )?(?:keep|have|get|stay with|stick with|the same)\b|"
-    r"\bdoes \w+(?: \w+)? matter to you\b|\bdo you (?:care|mind) (?:about|if)\b",
+    r"\bdoes \w+(?: \w+)? matter to you\b|\bdo you (?:care|mind) (?:about|if)\b|"
+    # "do you want the new tent in the same green color?", "would you like it in blue?"
+    r"\b(?:do|would) you (?:still |also )?(?:want|like|prefer)\b[^?]*\b(?:in (?:the same|a different|another)|"
+    r"same|colou?r|size|material|capacity|version|variant|style|model)\b",
     re.I,
 )
 # The state of a US address ("Boise, ID 83760").
@@ -224,6 +242,28 @@ class RetailUser(ScriptedUser):
         self.expect_refusal = expect_refusal
         self.options = {k: frozenset(v) for k, v in (options or {}).items()}
         self._message = ""
+        self._confirms = 0
+        self._fallen_back: set[int] = set()
+
+    def fallback_wish(self, text: str, parts: Sequence[Segment]) -> str | None:
+        """What the customer wants instead when the agent says its wish cannot be met (the
+        scenario's "if there is no clicky keyboard, only exchange the thermostat"; "if not,
+        you wonder what the most expensive item is"), each once; None when the message
+        refuses nothing the scenario has a fallback for."""
+        if not self.script.fallbacks or not (_REFUSAL.search(text) or _NOT_THERE.search(text)):
+            return None
+        for i, fb in enumerate(self.script.fallbacks):
+            if i in self._fallen_back or not refusal_matches(fb.when, text):
+                continue
+            self._fallen_back.add(i)
+            if not any(p.asks and p.act != Act.REQUEST for p in parts) or any(p.act == Act.CLOSING for p in parts):
+                return fb.say
+            told = " ".join(p.text for p in parts)
+            # "I could offer one with no backlight. Shall I?" to "you'd go for no backlight": yes.
+            agree = any(same_word(w, x) for w in content_words(fb.say) for x in content_words(told)
+                        if w not in _ACTION_WORDS)
+            return f"{'Yes' if agree else 'No, thank you'}. {fb.say}"
+        return None
 
     def _goal(self) -> set[str]:
         """The action families the scenario's requests name (transfer: its end)."""
@@ -333,6 +373,16 @@ class RetailUser(ScriptedUser):
             about = [ln for ln in lines if head in ln.lower()] or []
             for line in about:
                 low = re.sub(r"(?<=\d)-(?=[a-z])", " ", line.lower())
+                new = re.split(r"→|->|⇒|\binto\b|\bfor the one\b|\bswitched to\b", low)
+                if len(new) > 1:
+                    # "16 oz steel → 12 oz steel" when it wants 12 oz blue: the new side names
+                    # another value of an option it wants changed.
+                    for key, value in want.items():
+                        for other in self.options.get(key, ()):
+                            o = other.lower()
+                            if o != value and len(o) >= 3 and o not in _PLAIN_VALUES and re.search(
+                                    rf"(?<![\w-]){re.escape(o)}(?![\w-])", new[-1]):
+                                return True
                 for key in want:
                     for other in self.options.get(key, ()):
                         o = other.lower()
@@ -363,11 +413,20 @@ class RetailUser(ScriptedUser):
     def answer_offer(self, seg: Segment) -> str:
         """Yes only to what the customer came for, with the scenario's details: an offer of
         another action is declined, a confirmation with a wrong detail corrected."""
+        fix = self.correction(self._message, seg.text)
+        if fix is not None:
+            # "I can refund it to your credit card. Shall I?" to a customer who wants the
+            # refund on its gift card: what it wants instead, not just a no.
+            return fix
         if not self.offer_wanted(seg.text):
             if self.script.end == "transfer":
                 # The customer came for a human: it says so when it declines.
                 return "No, thank you. I'd like to speak to a human agent, please."
             return "No, thank you. That's not what I want."
+        if self._confirms < len(self.script.on_confirm) and _CONFIRM.search(seg.text):
+            # τ²-bench's "if the agent asks for confirmation, only exchange the desk lamp".
+            self._confirms += 1
+            return self.script.on_confirm[self._confirms - 1]
         fix = self.correction(self._message, seg.text)
         if fix is not None:
             return fix
@@ -379,7 +438,7 @@ class RetailUser(ScriptedUser):
         answered with the scenario's item facts when they speak to it."""
         parts = [
             replace(p, act=Act.QUESTION) if p.act == Act.OFFER and _PREFERENCE.search(p.text)
-            and self._speaks_to(p.text) else p
+            and self._speaks_to(p.text) and self.offer_wanted(p.text) else p
             for p in parts
         ]
         said = super().answers(parts)
@@ -404,7 +463,7 @@ class RetailUser(ScriptedUser):
         script the question is about, in the order of :data:`_TOPICS`; then custom answers."""
         if _YES_NO_QUESTION.search(seg.text) and self._mentions_identity(seg.text):
             return ["Yes, that's right."]
-        if _PREFERENCE.search(seg.text) and self._speaks_to(seg.text):
+        if _PREFERENCE.search(seg.text) and self._speaks_to(seg.text) and self.offer_wanted(seg.text):
             return [self.script.facts["item"]]
         if _MUST_VERIFY.search(seg.text) and "?" not in seg.text:
             # "To update your address, I first need to verify your identity.": identity only.
@@ -422,6 +481,13 @@ class RetailUser(ScriptedUser):
         facts = self._retail_facts(text)
         if facts is not None:
             out.append(facts)
+        rule = next((r for r in self.script.answers if matches(text, r.keywords)), None)
+        if rule is not None:
+            # The scenario says what to answer to this ("if asked for the reason, say you
+            # ordered by mistake", "if asked for your zip code, say 98178 first"): that, not
+            # the facts read from its prose (nor its identity, when the rule is about it).
+            about_identity = any(_IDENTITY.search(" ".join(g)) for g in rule.keywords)
+            return [*(o for o in out if o != facts and not about_identity), rule.say]
         if not out:
             custom = self._fact_answer(text)
             if custom is not None:
@@ -443,6 +509,10 @@ class RetailUser(ScriptedUser):
                 # "It can't be cancelled. Would you like to start a return instead?": the
                 # scenario says to accept the refusal and end; what else is offered is declined.
                 return f"No, thank you. I understand. {self.script.closing} {STOP_TOKEN}"
+        wish = self.fallback_wish(text, parts)
+        if wish is not None:
+            self._fallbacks = 0
+            return wish
         said = self.answers(parts)
         if said:
             self._fallbacks = 0

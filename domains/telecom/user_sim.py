@@ -563,9 +563,13 @@ _UNWANTED_LINE_CHANGES = (
     (re.compile(r"\b(?:autopay|auto-pay|paperless billing|insurance|device protection|protection plan|"
                 r"add-on)\b", re.I), r"\b(?:autopay|auto-pay|paperless|insurance|protection|add-on)\b"),
     (re.compile(r"\bport(?:ing)? (?:your|the) number\b|\bnew (?:line|sim)\b", re.I), r"\bnew (?:line|sim)\b"),
+    # A visit or a new device: the customer came to fix its phone on the call.
+    (re.compile(r"\btechnician\b|\bengineer\b|\b(?:home|store|site) visit\b|\b(?:new|replacement) "
+                r"(?:phone|device|handset)\b", re.I), r"\btechnician|\bnew (?:phone|device)\b"),
 )
 _ROAMING_ON = re.compile(
-    r"\b(?:enable|turn on|activate|add|switch on|set up)\b[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming on\b",
+    r"\b(?:enabl(?:e|ing)|turn(?:ing)? on|activat(?:e|ing)|add(?:ing)?|switch(?:ing)? on|set(?:ting)? up)\b"
+    r"[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming on\b",
     re.I,
 )
 # "Would you like to keep it enabled?" said of roaming: roaming left on.
@@ -598,7 +602,8 @@ _LOCATION_COND = re.compile(
     re.I | re.S)
 _TRANSFER_WORDS = re.compile(r"\btransfer|\bconnect you\b|\bput you through\b|\bescalat", re.I)
 _ROAMING_OFF = re.compile(
-    r"\b(?:disable|turn off|deactivate|remove|switch off)\b[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming off\b",
+    r"\b(?:disabl(?:e|ing)|turn(?:ing)? off|deactivat(?:e|ing)|remov(?:e|ing)|switch(?:ing)? off)\b"
+    r"[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming off\b",
     re.I,
 )
 _ABROAD = re.compile(r"\btravel|\babroad\b|\boverseas\b|\bin (?!the united states\b)[A-Z][a-z]+", re.I)
@@ -718,6 +723,7 @@ class TelecomUser(ScriptedUser):
         calls, words, used = self.plan(parts, text)
         answers = self.answers([p for i, p in enumerate(parts) if i not in used]) if self._opened else []
         if calls:
+            self.note_unrequested(calls, text)
             self._results = list(words)
             self._tail = answers
             self._pending = calls[1:]
@@ -838,6 +844,17 @@ class TelecomUser(ScriptedUser):
         if all(t in self._made for t in tools):
             return "Yes, I did that earlier."
         return "No, I haven't done that yet."
+
+    def changes_state(self, tool: str) -> bool:
+        return tool not in _READ_TOOLS
+
+    def names_tool(self, tool: str, text: str) -> bool:
+        """As the base user's; a switch is also named by its words ("Data Saver", "roaming")
+        and a restart by "turn the phone off and on"."""
+        if super().names_tool(tool, text):
+            return True
+        words = _SWITCH_WORDS.get(tool)
+        return words is not None and bool(words.search(text.lower()))
 
     def _call(self, call: ToolCall) -> UserMessage:
         self._made.add(call.name)

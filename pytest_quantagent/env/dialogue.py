@@ -77,7 +77,10 @@ _ITEM = re.compile(r"^\s*(?:[-*•+]|\d{1,2}[.)]|[a-z][.)]|step \d+[:.])\s+", re
 _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9#$])")
 # Clauses that do different things inside one sentence ("X doesn't seem on, so let's check Y").
 _CLAUSE_END = re.compile(
-    r"\s*;\s+|,\s+and\s+(?=(?:once|when|after|if|then)\b)|\s+and,\s+(?=(?:once|when|after|if|then)\b)|,?\s+and also\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so|but|because|since|and then|then|after that)\s+|"
+    r"\s*;\s+|,\s+and\s+(?=(?:once|when|after|if|then)\b)|\s+and,\s+(?=(?:once|when|after|if|then)\b)|,?\s+and also\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so(?!\s+(?:that\s+)?(?:you|we|i|it|this|that|they|there|nothing)(?:'s|'re|'ll)?\s+(?:can|could|will|would|won't|don't|doesn't|do not|does not|is|isn't|are|aren't|not|never|get|gets|have|has|stay|stays|keep|keeps|work|works|reconnect|reconnects|happen|happens|should)\b)|but|because|since|and then|then|after that)\s+|"
+    # "..., so you can reorder it?" and "..., so it reconnects": a purpose, part of its
+    # clause (not split above); "..., and let me know what it shows": a check of its own.
+    r",\s+and\s+(?=(?:please\s+)?(?:let me know|tell me|report back|send me)\b)|"
     r"\s+(?:and then|after that|afterwards)\s+|\s+then\s+(?=[a-z]+\b(?! (?:it|that)\b))|"
     r"\s+(?=(?:before|after|once|when|until|while) you\b)|:\s+(?=(?:please|could you|can you|kindly|go ahead)\b)|"
     # Inline enumerations: "Two checks: (1) is data on, and (2) is a VPN connected?"
@@ -89,7 +92,9 @@ _CLAUSE_END = re.compile(
 
 
 _REASON = re.compile(r"^(?:and |so )?(?:since|because|as|given that|now that)\b", re.IGNORECASE)
-_REASON_THEN_PLEASE = re.compile(r",\s+(?=please\b)", re.IGNORECASE)
+_REASON_THEN_PLEASE = re.compile(
+    r",\s+(?=(?:please|kindly|could you|can you|would you|will you|what|which|how|let's|let me know|"
+    r"tell me|i(?:'ll| will)? need)\b)", re.IGNORECASE)
 
 
 _REASONING = re.compile(r"<(think|thinking|reasoning)>.*?(?:</\1>|\Z)", re.IGNORECASE | re.DOTALL)
@@ -119,11 +124,12 @@ def _split_run_on(clause: str) -> list[str]:
 # state stays as it is, so never a change; removed before the message is read.
 _KEEP = re.compile(
     r"\(\s*(?:but |and |please |just )*(?:keep|leave)\b[^()]*\)"
-    r"|(?:(?:,\s*|\s+)(?:but|and)\s+|^|(?<=[.!?:]\s))(?:please\s+|just\s+|also\s+)*"
-    r"(?:keep|leave)\s+(?![^,;.!?—]*\b(?:in mind|trying|an eye|going|me posted)\b)"
+    r"|(?:(?:,\s*|\s+)(?:but|and)\s+|^|(?<=[.!?:]\s))(?:please\s+|just\s+|also\s+|make sure (?:to |you )?|"
+    r"be sure to |remember to |try to )*"
+    r"(?:keep|leave)\s+(?![^,;.!?—]*\b(?:in mind|trying|an eye|going(?! forward)|me posted)\b)"
     r"[^,;.!?()—]*?\b(?:on|off|enabled|disabled|alone|connected|disconnected|unchanged|"
     r"as (?:it is|they are|is)|where (?:it is|they are)|for now|the same)\b"
-    r"(?:\s+for now)?(?:\s*(?:—|-|,)\s*(?:it's|it is|that's|they're)\b[^.!?]*)?"
+    r"(?:\s+(?:for now|going forward|from now on|for the future))?(?:\s*(?:—|-|,)\s*(?:it's|it is|that's|they're)\b[^.!?]*)?"
     r"(?:(?=\s+and\s)|[.!]?)",
     re.IGNORECASE,
 )
@@ -175,6 +181,8 @@ def segments(text: str) -> list[tuple[str, str]]:
     """
     out: list[tuple[str, str]] = []
     header = ""
+    first_row: int | None = None  # where the current table's first row went in ``out``
+    in_table = False
     # An emoji after a sentence's end ("resumed. ✅ Please restart") does not join the next one.
     text = _EMOJI_AFTER_END.sub(" ", text)
     for raw_line in strip_markdown(strip_reasoning(text)).splitlines():
@@ -184,8 +192,15 @@ def segments(text: str) -> list[tuple[str, str]]:
         if line.startswith("|"):
             # A markdown table row: its cells, as a list item of the header above.
             if re.fullmatch(r"[|:\-\s]+", line):
+                if first_row is not None:
+                    del out[first_row:]  # the row above the separator names the columns
+                first_row = None
                 continue
+            first_row = len(out) if not in_table else None
+            in_table = True
             line = "- " + " ".join(c.strip() for c in line.strip("|").split("|") if c.strip())
+        else:
+            in_table, first_row = False, None
         is_item = bool(_ITEM.match(line))
         if is_item:
             line = _ITEM.sub("", line, count=1)
@@ -205,7 +220,7 @@ def segments(text: str) -> list[tuple[str, str]]:
                 # "Before I check, what's the reason — A or B?": the question mark ends
                 # the whole sentence, so a wh-clause before the split asks too.
                 clauses = [
-                    c + "?" if i < len(clauses) - 1 and (_WH.search(c) or _YES_NO_START.match(c))
+                    c + "?" if i < len(clauses) - 1 and (_WH.search(c) or _YES_NO_START.match(c) or _OFFER.search(c))
                     and not c.endswith("?") else c
                     for i, c in enumerate(clauses)
                 ]
@@ -281,11 +296,15 @@ _OFFER = _rx(
     r"\bproceed\?", r"\bgo ahead\?", r"\byes/no\b", r"\byes or no\b", r"\(yes\)",
     r"\bis it (?:ok|okay|alright) (?:if|to|with you)\b", r"\bdo i have your (?:permission|consent|ok)\b",
     r"\bwould it be (?:ok|okay|alright) (?:if|to)\b",
+    r"^would it (?:make sense|be (?:helpful|better|worth it|a good idea)|help) (?:to|if|for)\b",
+    r"^(?:how|what) about (?:i |we |me |moving|switching|upgrading|adding|changing|trying)\b",
     r"\b(?:would|do) you (?:also |still )?(?:like|want|wish|prefer) to (?!know\b|tell\b)",
     r"\b(?:would|do) you (?:prefer|want|like) (?:an?|some|store|the)\b(?! (?:few|bit|moment)\b)",
     r"^(?:is that |is this |is everything )?(?:correct|right)\?$", r"^(?:ok|okay|alright|all right|good)\?$",
     r"^(?:can you |could you |please )?confirm\?$",
-    r"\bconfirm with [\"']?yes\b",
+    r"\bconfirm with (?:an? )?[\"'“]?yes\b", r"\b(?:would|are) you (?:be )?(?:interested|keen) in\b",
+    r"^(?:are we |is it |is that |we're |all )?(?:good|ready|okay|ok) to (?:go|proceed|continue)\b",
+    r"^(?:shall we|can we|should we) (?:go|proceed|continue)\b", r"^(?:all )?good\?$",
     r"\b(?:would|do) you (?:like|want) (?:that|this|me to do that)\b",
     r"\b(?:are|r) you (?:ok|okay|fine|happy) with\b",
     r"\bwould you be (?:ok|okay|alright|fine|happy|comfortable) (?:with|if)\b",
@@ -407,7 +426,8 @@ _EMPATHY = _rx(
     r"awesome|wonderful|got it|understood|of course|sure|certainly|absolutely)[.!,]*$",
 )
 _FIRST_PERSON_PLAN = _rx(
-    r"^(?:(?:now|next|first|okay|ok|alright|great|so)[,.]?\s+)?(?:i(?:'ll| will| am going to|'m going to| can| need to| am| 'm)|"
+    r"^(?:(?:now|next|first|okay|ok|alright|great|so|thanks|thank you|perfect|got it|sure|excellent|"
+    r"understood|wonderful|awesome)[,.!]?\s+)*(?:i(?:'ll| will| am going to|'m going to| can| need to| am| 'm)|"
     r"let me(?! know)|i'd like to (?:check|look|verify|review|take a look)|allow me)\b(?!.*\byou to\b)",
 )
 
@@ -467,9 +487,11 @@ def classify(text: str, header: str = "") -> Segment:
         return seg(Act.GREETING)
     if _RECAP_HEADER.search(low) and not question:
         return seg(Act.STATEMENT, past=True)
+    if _HOLD_ON.search(low) and not question:
+        return seg(Act.STATEMENT)  # "One moment please while I check.": nothing to do
     if (_EMPATHY.search(low) or _NOTE.search(low)) and not question:
         return seg(Act.STATEMENT)
-    if _OFFER.search(low) and (question or "confirm" in low) and not wh and (
+    if _OFFER.search(low) and (question or "confirm" in low or _REPLY_YES.search(low)) and not wh and (
         not either or "yes or no" in low
     ):
         # "Would you like the refund to PayPal or to a gift card?" is a question, not an offer.
@@ -494,6 +516,10 @@ def classify(text: str, header: str = "") -> Segment:
     return seg(Act.STATEMENT)
 
 
+# "Reply yes to proceed.", "Just type YES and I'll submit it.": asks for agreement.
+_REPLY_YES = _rx(r"\b(?:reply|respond|answer|say|type|write|send) (?:with |me )?(?:an? )?[\"'“]?yes\b")
+_HOLD_ON = _rx(r"^\W*(?:(?:one|just a|give me a) (?:moment|second|sec|minute)|bear with me|hold on)\b(?:[^.!?]*\bwhile (?:i|we)\b)?",
+               r"^\W*please (?:hold|wait)(?: (?:on|a moment|a second|a minute))?(?:[.!]|\s+while (?:i|we)\b|$)")
 _DONE_MARK = re.compile(r"(?:\bdone|\bcompleted?|\bfinished|✅|✔️?|☑️?)\W*$", re.IGNORECASE)
 _CONDITION = re.compile(
     r"^(?:and |but |so |also |then )?(if|when|whenever|once|as soon as|after)\s+(.+?),\s*(.+)$",
@@ -540,6 +566,9 @@ _CHOICE = _rx(
     r"^(?:so,? |or,? )?(?:which|what)(?: one| option)? (?:would|do) you (?:like|prefer|want)\b",
     r"^(?:which|what) do you prefer\b", r"^what would you (?:like|prefer) (?:me )?to do\b",
     r"^(?:how|what) (?:does that sound|do you think)\b",
+    r"^(?:so,? )?(?:which|what)(?: one| option)? (?:works|suits|sounds|would work) (?:best|better|good|for you)\b",
+    r"^(?:which|what)(?: one| option)? (?:should|shall) (?:i|we)\b", r"^which (?:do|would) you (?:choose|pick|go with)\b",
+    r"^(?:which|what) (?:one|option) (?:would|do) you (?:like|prefer|want)\b",
 )
 
 
@@ -548,10 +577,50 @@ def choice(text: str) -> bool:
     return bool(_CHOICE.search(text))
 
 
+# A list header that introduces alternatives ("Options:", "You have two options:", "Here
+# are a few choices:"): with a choice question after it, its items are the options told.
+_OPTIONS_HEADER = _rx(r"\b(?:options?|choices?|alternatives?|possibilities|ways)\b",
+                      r"\b(?:you|we|i) (?:can|could)(?: either)?:\s*$")
+
+
+def _options_told(out: list[Segment]) -> list[Segment]:
+    """``out`` with the items under an options header turned into statements when a choice
+    question follows them ("Options: 1. Keep the card 2. Switch cards. Which would you
+    prefer?" asks to pick one, not to do both)."""
+    for i, seg in enumerate(out):
+        if seg.act == Act.QUESTION and (choice(seg.text) or seg.either_or or re.match(
+                r"^(?:which|what)\b", seg.text, re.I)):
+            for j in range(i):
+                o = out[j]
+                if o.header and _OPTIONS_HEADER.search(o.header) and o.act in (Act.REQUEST, Act.OFFER):
+                    out[j] = Segment(o.text, Act.STATEMENT, o.header, o.negated, o.conditional,
+                                     o.past, o.check, o.either_or)
+    return out
+
+
+def options_before(parts: list[Segment], index: int) -> list[str]:
+    """The list items told just before ``parts[index]`` under one header (the options a
+    choice question after them asks to pick from); empty when there are none."""
+    items: list[str] = []
+    header = ""
+    for seg in parts[:index]:
+        if seg.header and not seg.asks:
+            if seg.header != header:
+                header, items = seg.header, []
+            items.append(re.sub(r",?\s*\bor$", "", seg.text.strip(" .;")))
+        elif seg.asks:
+            header, items = "", []
+    return items if len(items) >= 2 else []
+
+
 def read(text: str) -> list[Segment]:
     """Every segment of an agent message with its act, in order. A clause that only goes
     on with a verb ("I recommend resetting the APN and then | restarting the phone") does
     what the clause before it does."""
+    return _options_told(_read(text))
+
+
+def _read(text: str) -> list[Segment]:
     out: list[Segment] = []
     for s, h in segments(text):
         seg = classify(s, h)
@@ -614,3 +683,30 @@ def understood(parts: list[Segment]) -> bool:
         (p.asks and not vague(p.text)) or p.act in (Act.TRANSFER, Act.CLOSING, Act.GREETING)
         for p in parts
     )
+
+
+# What an agent says while it works or when it has what it needs: nothing to answer but an
+# acknowledgement ("Let me look into that.", "That's all the info I need.", "One moment.").
+_WAIT = _rx(
+    r"^(?:(?:great|perfect|thanks|thank you|okay|ok|alright|got it|excellent|awesome|understood|noted|"
+    r"wonderful|sure|of course)[,!.]?\s*)*(?:let me|i(?:'ll| will| am going to|'m going to| am|'m) "
+    r"(?:now |just |quickly |go ahead and )?(?:check|look|pull|process|review|verify|take|get|see|"
+    r"submit|update|handle|proceed|work|go ahead|find|search|run|confirm|place|cancel|modify|"
+    r"make|set|start|process|do|note|fetch|open|reach|contact|escalate)\b)",
+    r"\b(?:one|just a|give me a|bear with me(?: for)?(?: a)?) (?:moment|second|sec|minute)\b",
+    r"\bbear with me\b", r"^(?:please )?hold on\b", r"\bplease (?:hold|wait)\b",
+    r"\b(?:that's|that is|this is|that was) (?:all|everything)(?: (?:the )?(?:info|information|details?|"
+    r"data))?(?: (?:i|we) (?:need|needed|require))?\b",
+    r"\b(?:i|we) (?:now )?have (?:everything|all (?:the )?(?:info|information|details?)|what) (?:i|we) need",
+    r"^(?:thanks|thank you)(?: (?:so much|very much))?(?: for [^.?!]+)?[.!]*$",
+    r"^(?:great|perfect|okay|ok|alright|got it|excellent|awesome|understood|noted|wonderful|"
+    r"sounds good)[.!,]*(?:\s*(?:thanks|thank you)[.!]*)?$",
+)
+
+
+def acknowledges(parts: list[Segment]) -> bool:
+    """Whether a message that asks nothing only tells what the agent is doing or that it
+    has what it needs ("That's all the info I need.", "Let me look into that."): the user
+    acknowledges it and waits; it has understood it (no not-understood turn)."""
+    return bool(parts) and not any(p.asks or p.act in (Act.TRANSFER, Act.CLOSING, Act.GREETING)
+                                   for p in parts) and any(_WAIT.search(p.text) for p in parts)

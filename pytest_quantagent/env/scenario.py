@@ -30,6 +30,15 @@ class DeviceAction(_Model):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
+class Fallback(_Model):
+    """What the customer wants when the agent says something is not possible: ``say``, when
+    the agent's refusal names enough of the ``when`` words (the content words of the wish it
+    replaces, e.g. "split payment card")."""
+
+    when: list[str] = Field(min_length=1)
+    say: str
+
+
 class UserScript(_Model):
     """Structured scenario of the scripted user (``user_scenario.script``)."""
 
@@ -43,3 +52,8 @@ class UserScript(_Model):
     end: Literal["stop", "transfer"] = "stop"
     closing: str = "Thank you, that's all I needed."
     max_fallbacks: int = Field(default=3, ge=1)
+    on_confirm: list[str] = Field(default_factory=list)
+    """Said instead of a yes to the first, second, ... confirmation the agent asks for (a
+    scripted change of mind: "if the agent asks for confirmation, only exchange the lamp")."""
+    fallbacks: list[Fallback] = Field(default_factory=list)
+    """What the customer wants instead when the agent refuses (see :class:`Fallback`)."""

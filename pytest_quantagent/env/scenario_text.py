@@ -21,14 +21,19 @@ one, phrase by phrase, in the first person:
 The opening request is the reason for the call without the sentences and clauses that tell
 the simulated user how to behave (:func:`opening_request`).
 
+Conditional instructions (:func:`read_conditions`, retail mostly): a change of mind at the
+agent's confirmation (``on_confirm``: "if the agent asks for confirmation, only exchange the
+desk lamp"); what the customer wants when the agent refuses its wish (``fallbacks``: "if there
+is no clicky keyboard, go for no backlight", chains of "If not, ..."); what to say when asked for
+something ("if asked for the reason, say you ordered by mistake"); a preference among several
+options ("if multiple colors are available, you prefer blue").
+
 What is *not* read (official telecom and retail tasks; see also ``docs/USER_SIMULATOR.md``):
 
 - persona and mood instructions ("express mild frustration", "you are a private person");
-- scripted changes of mind ("if the agent asks for confirmation, only exchange the desk lamp",
-  "when the agent asks for confirmation, suddenly change your mind"): dropped, the user keeps
-  its first wish;
-- conditional decision trees and fallbacks ("if there is no clicky keyboard, go for no
-  backlight", "if not possible, ask for a human", "if the price is above $300, cancel it");
+- changes of mind at other moments ("once the agent has confirmed the changes, you regret it");
+- conditions on numbers or judgements ("if the price is above $300, cancel it", "whatever saves
+  you most money"), and "if and only if the agent gives you several options";
 - hidden truths the user must not reveal ("everything except a keyboard and a mouse, but do
   not reveal it"): dropped, so the user cannot say which items to keep;
 - preference orders ("prefer battery > USB > AC") and multi-order mappings ("refund each order
@@ -38,7 +43,7 @@ What is *not* read (official telecom and retail tasks; see also ``docs/USER_SIMU
   the order number");
 - "if the agent asks you to pay a bill, you accept": not read, it agrees with the default
   ``confirm``;
-- scripted exact wordings.
+- scripted exact wordings other than a fallback's.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from pytest_quantagent.env.scenario import AnswerRule
+from pytest_quantagent.env.scenario import AnswerRule, Fallback
 
 _SECOND_PERSON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(p, re.IGNORECASE), r)
@@ -120,6 +125,178 @@ class ScenarioFacts:
     answers: list[AnswerRule] = field(default_factory=list)
     no_email: bool = False
     no_plan_change: bool = False
+    on_confirm: list[str] = field(default_factory=list)
+    fallbacks: list[Fallback] = field(default_factory=list)
+
+
+# -- conditional instructions (retail mostly) -----------------------------------------------
+
+# "If/when the agent asks (you) for confirmation (again), X": a scripted change of mind.
+_ON_CONFIRM = re.compile(
+    r"\b(?:if|when)\s+(?:the agent\s+)?asks?\s+(?:you\s+)?(?:for\s+|to\s+)?(?:final\s+|the\s+)?"
+    r"confirm\w*(?P<again>\s+again)?(?:\s+before proceeding)?\s*,\s*(?:then\s+)?(?P<then>.+?)\s*$",
+    re.I)
+# "If not, X" / "If that is not possible, X": X replaces the wish said just before.
+_IF_NOT = re.compile(
+    r"^(?:but |and )?if (?:not possible|not|(?:that|this|it) (?:is not possible|isn't possible|does not work|"
+    r"doesn't work|fails|is not available|isn't available|is not|isn't))\b\s*[,.]?\s*(?P<then>.+)$", re.I)
+# "If there is no X / you cannot X / the agent cannot X / X is not possible, Y".
+_IF_CANNOT = re.compile(
+    r"^(?:but |and )?if (?:and only if )?(?P<cond>(?:there (?:is|are) no|no |you cannot|you can't|you can not|"
+    r"it cannot|it can't|it is not|the agent (?:cannot|can't|can not|doesn't|does not|refuses|says|tells you|"
+    r"mentions)|[^,]*\b(?:is|are) not (?:possible|available)|[^,]*\bnot possible|[^,]*\bcannot\b).*),"
+    r"\s*(?:then\s+)?(?P<then>(?:you|i|just|only|ask|cancel|return|exchange|modify|change|get|go|keep|tell|use|"
+    r"using|proceed|agree|confirm|do|provide|choose|pick|buy|refund|switch|try|see|mention|say|no)\b.+)$", re.I)
+# "If there are NO cheaper boots available you want ...": no comma before the consequence.
+_IF_NONE = re.compile(r"^(?:but |and )?if (?P<cond>there (?:is|are) no .+?) (?P<then>you (?:want|would|'d|prefer)\b.+)$",
+                      re.I)
+# "..., and if the agent cannot help, transfer to a human", "(..., but if it is not available
+# just return it)": a fallback inside a sentence that says the wish.
+_EMBEDDED_IF = re.compile(
+    r"[,(]\s*(?:and |but )?if (?P<cond>the agent (?:cannot|can't|can not|says|tells you|is unable)[^,]*|"
+    r"(?:it|that) is not (?:available|possible)|it's not (?:available|possible)|not possible)\s*,?\s*(?:then\s+)?"
+    r"(?P<then>(?:just |only )?(?:you |transfer|ask|return|cancel|exchange|go|get|use|keep|request)[^)]+)", re.I)
+# "If the agent asks for the cancellation reason, you say X", "If asked for your zip code, ...",
+# "When asked for order ID, provide X first".
+_IF_ASKED = re.compile(
+    r"^(?:but |and )?(?:if|when) (?:the agent )?(?:asks?|asked) (?:you )?(?:for|about) (?:the |your |which )?"
+    r"(?P<what>[\w -]{2,40}?)\s*,\s*(?:then )?(?:you )?(?:say|mention|provide|tell them|tell the agent|respond|"
+    r"it is|it's|answer)?\s*(?:that )?(?P<then>.+)$", re.I)
+# "If multiple colors are available (for the backpack), you prefer grey."
+_IF_SEVERAL = re.compile(
+    r"^(?:but |and )?if (?:multiple|several|more than one|many) (?P<what>[a-z -]+?) (?:options )?(?:are )?"
+    r"available[^,]*,\s*you (?:prefer|want|would like|'d like) (?P<then>.+)$", re.I)
+_CONTENT_WORD = re.compile(r"[a-z0-9][a-z0-9-]{2,}")
+_WEAK_WORDS = frozenset(
+    "you your the and that this with for are can could would will not agent want wants wish "
+    "possible available there then also just only able help item items order orders one any all "
+    "which what when you'd you're they them their its it's does don't cannot can't have has two "
+    "each other given tells says say said mentions mention find know knows long shot but try "
+    "wonder ask asks whether down bring exact same then asked provide first more way doesn don isn "
+    "care common yourself".split())
+
+
+_GENERIC_HEADS = frozenset({"code", "number", "id", "name", "method", "option", "options", "type", "one"})
+_HOW_TO_PLAY = re.compile(r"\btool\b|`|\bground (?:your|the) response|\bexpress (?:mild )?frustration|"
+                          r"\bfollow (?:their|the agent's) guidance|\bask the agent for clarification\b", re.I)
+
+
+def content_words(text: str) -> list[str]:
+    """The words of ``text`` that say what it is about (lower case, no function words)."""
+    words = [w.strip("-") for w in _CONTENT_WORD.findall(text.lower().replace("full-size", "full size"))]
+    return list(dict.fromkeys(w for w in words if w and w not in _WEAK_WORDS))
+
+
+def _as_said(then: str) -> str:
+    """A consequence of the scenario ("you'd rather only exchange the thermostat", "only
+    exchange the desk lamp", "say that you forgot the W") as the customer says it."""
+    t = then.strip().rstrip(".").strip()
+    t = re.sub(r"^(?:then )?(?:you )?(?:say|mention|tell (?:the agent|them)|explain)(?: to the agent)? (?:that )?", "", t, flags=re.I)
+    t = re.sub(r"^(?:suddenly )?(?:you )?change your mind (?:and |to )?(?:ask to |decide to )?", "I've changed my mind: I want to ",
+               t, flags=re.I)
+    t = re.sub(r"^do not say yes immediately,? because you ", "Not yet: I ", t, flags=re.I)
+    t = re.sub(r"^you (?:are|become|would be) (?:angry|upset|annoyed)\b[^,]*,\s*(?:then\s+)?", "", t, flags=re.I)
+    t = re.sub(r"^you (?:are|become|would be) (?:angry|upset|annoyed)(?: but)? (?:and )?", "", t, flags=re.I)
+    t = re.sub(r"^you (?:wonder|ask(?: the agent)?) (?=what|which|if|whether|how)", "Then I'd like to know ", t, flags=re.I)
+    t = re.sub(r"^(?:you )?(?:ask|tell) (?:the agent|it|them) to ", "Then please ", t, flags=re.I)
+    t = re.sub(r"^do not ", "I don't want to ", t, flags=re.I)
+    t = re.sub(r"^no (?:action|cancell?ation|exchange|change)\b.*", "Then I don't want to go ahead with it", t, flags=re.I)
+    if m := re.match(r"^respond exactly with ['\"](.+?)['\"]$", t, re.I):
+        t = m.group(1)
+    # "say that it is 98178 first (common mistake), then correct yourself ...": the first thing said.
+    t = re.sub(r"\s+first\b.*$|\s+\((?:common )?mistake\).*$", "", t, flags=re.I)
+    if re.match(r"(?:you|i|then)\b", t, re.I) or t.startswith("I've") or t.startswith("Not yet"):
+        out = first_person(t)
+        # "change your mind to PayPal" / "to using PayPal": to use it.
+        out = re.sub(r"\bI want to (?:using |use )?(?=[A-Z][a-z]*[A-Z]|[A-Z][a-z]+\b(?! I\b))", "I want to use ", out)
+    elif re.match(r"(?:ask|request) (?:for )?(?:a )?human|(?:ask|request) (?:for )?(?:a )?(?:human )?representative|"
+                  r"transfer", t, re.I):
+        out = "I'd like to talk to a human representative, please"
+    elif re.match(r"(?:only |just )?(?:ask|cancel|return|exchange|modify|change|get|go|keep|use|proceed|agree|"
+                  r"confirm|do|provide|choose|pick|buy|refund|switch|try|see|upgrade|add|remove)\b", t, re.I):
+        out = "I'd like to " + first_person(t[0].lower() + t[1:])
+    else:
+        out = first_person(t)
+    out = out[0].upper() + out[1:]
+    return out + ("" if out.endswith((".", "!", "?")) else ".")
+
+
+def read_conditions(text: str, out: ScenarioFacts) -> None:
+    """The scenario's conditional instructions that the scripted user can follow: changes of
+    mind at a confirmation (``on_confirm``), what it wants when the agent refuses
+    (``fallbacks``), what to say when asked for something (answer rules), and preferences
+    among several options (answer rules)."""
+    previous = ""
+    wishes: list[str] = []
+    for sentence in _sentences(text):
+        sent = sentence.strip()
+        if previous and (not wishes or wishes[-1] != previous):
+            wishes.append(previous)
+        if _HOW_TO_PLAY.search(sent):
+            continue  # how the simulated user should use its tools or behave, not a wish
+        if re.match(r"^(?:but |and )?if (?:so|yes|that is possible|it is possible|this is possible)\b", sent, re.I):
+            continue  # what to do when the wish before is granted: the wish itself
+        if m := _ON_CONFIRM.search(sent):
+            said = _as_said(m.group("then"))
+            lead = "No, wait." if re.search(r"\b(?:regret|keep it|rethink|changed my mind|not yet|"
+                                            r"do not|don't)\b", said, re.I) else "Actually,"
+            keep_case = lead != "Actually," or said.startswith(("I ", "I'"))
+            out.on_confirm.append(f"{lead} {said if keep_case else said[0].lower() + said[1:]}")
+            continue
+        if m := _IF_SEVERAL.match(sent):
+            what = m.group("what").strip().lower()
+            stem = what.rstrip("s") if not what.endswith("ss") else what
+            out.answers.append(AnswerRule(keywords=[[w] for w in dict.fromkeys([stem, stem[:5]]) if w],
+                                          say=f"I'd prefer {first_person(m.group('then').strip().rstrip('.'))}."))
+            continue
+        if m := _IF_ASKED.match(sent):
+            what = [w for w in re.findall(r"[a-z0-9]+", m.group("what").lower()) if w not in ("the", "your", "a", "an")]
+            if what:
+                groups = [what] + ([[what[-1]]] if len(what) > 1 and what[-1] not in _GENERIC_HEADS else [])
+                out.answers.append(AnswerRule(keywords=groups, say=_as_said(m.group("then"))))
+                previous = m.group("then")
+                continue
+        if m := _IF_NOT.match(sent):
+            # (The wish is the last sentence before that says one: "(You know it's a long
+            # shot, but you want to try)." says none.)
+            when = next((w for h in reversed(wishes) if (w := content_words(_without_if(h)))), [])
+            if when:
+                out.fallbacks.append(Fallback(when=when, say=_as_said(m.group("then"))))
+            previous = m.group("then")
+            continue
+        if m := _IF_CANNOT.match(sent) or _IF_NONE.match(sent):
+            when = content_words(m.group("cond")) or content_words(_without_if(previous))
+            if when:
+                out.fallbacks.append(Fallback(when=when, say=_as_said(m.group("then"))))
+            previous = m.group("then")
+            continue
+        if m := _EMBEDDED_IF.search(sent):
+            # "You want the refund to your amex card, and if the agent cannot help, transfer to
+            # a human": the wish before the clause is what the refusal is about.
+            when = content_words(sent[: m.start()]) + content_words(m.group("cond"))
+            if when:
+                out.fallbacks.append(Fallback(when=when, say=_as_said(m.group("then"))))
+        previous = sent
+
+
+def same_word(a: str, b: str) -> bool:
+    """Whether two content words are one ("cancelling" and "cancel", "part" and "partial")."""
+    if a == b:
+        return True
+    k = min(5, len(a), len(b))
+    return k >= 4 and a[:k] == b[:k]
+
+
+def refusal_matches(when: list[str], text: str) -> bool:
+    """Whether ``text`` names enough of a fallback's ``when`` words (two, or all when fewer)."""
+    said = content_words(text)
+    hits = sum(1 for w in when if any(same_word(w, x) for x in said))
+    return hits >= min(2, len(when))
+
+
+def _without_if(sentence: str) -> str:
+    m = _IF_NOT.match(sentence) or _IF_CANNOT.match(sentence)
+    return m.group("then") if m else sentence
 
 
 def _sentences(text: str) -> list[str]:
@@ -211,6 +388,7 @@ def read_scenario(reason: str, known: str = "", unknown: str = "", instructions:
             say=f"I'm using the {m.group(1).lower()} app on my phone.",
         ))
     out.no_plan_change = bool(_NO_PLAN_CHANGE.search(everything))
+    read_conditions(" ".join([reason, instructions]), out)
     # Retail: order ids and the sentences about items, payment, address and reason.
     orders = list(dict.fromkeys(_ORDER_ID_RE.findall(reason)))
     if orders:

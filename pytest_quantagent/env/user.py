@@ -141,13 +141,15 @@ _FACT_TOPICS: dict[str, Keywords] = {
         ("where", "are", "you"), ("location",), ("abroad",), ("travel",), ("outside", "the"),
         ("overseas",), ("which", "country"), ("another", "country"), ("where", "you", "are"),
         ("back", "home"), ("back", "in", "the"), ("at", "home"), ("in", "the", "us"),
+        ("in", "the", "united", "states"), ("in", "the", "u.s"), ("in", "your", "home", "country"),
+        ("out", "of", "the", "country"), ("what", "country"), ("in", "the", "country"),
     ),
 }
-_DONE: Keywords = (
-    ("anything", "else"), ("something", "else"), ("else", "i", "can", "help"),
-    ("all", "set"), ("have", "a", "great", "day"), ("have", "a", "nice", "day"),
-    ("is", "there", "anything"), ("further", "assistance"), ("anything", "more"),
-)
+# The same phrases, in order and whole ("there's no outage, your line is active, ..." is no
+# "is there anything").
+_DONE_SAID = re.compile(
+    r"\b(?:anything|something) else\b|\belse i can help\b|\ball set\b|\bhave a (?:great|nice) day\b|"
+    r"\bis there anything\b|\bfurther assistance\b|\banything more\b", re.IGNORECASE)
 _COMPLETED = re.compile(
     r"\b(?:has|have) been (?:successfully )?(?:cancell?ed|updated|changed|modified|processed|"
     r"submitted|refunded|exchanged|returned|initiated|placed|resolved|fixed|applied|completed)\b",
@@ -199,6 +201,8 @@ def script_from_instructions(task: Task) -> UserScript:
             if a.requestor == "user"
         ],
         end="transfer" if transfer else "stop",
+        on_confirm=read.on_confirm,
+        fallbacks=read.fallbacks,
     )
 
 
@@ -270,9 +274,34 @@ class ScriptedUser:
         text = (last.content or "") if isinstance(last, AssistantMessage) else ""
         calls = self.device_calls(text)
         if calls:
+            self.note_unrequested(calls, text)
             self._pending = calls[1:]
             return self._call(calls[0])
         return UserMessage(content=self.respond_text(text))
+
+    def changes_state(self, tool: str) -> bool:
+        """Whether a user tool changes state (reads are named ``check_*``, ``get_*``,
+        ``can_*``, ``run_*``; domains may say otherwise)."""
+        return not tool.startswith(("check_", "get_", "can_", "run_"))
+
+    def names_tool(self, tool: str, text: str) -> bool:
+        """Whether ``text`` names ``tool``: its literal name or one of its intent's keyword
+        groups."""
+        if re.search(rf"(?<![a-z0-9_]){re.escape(tool.lower())}(?![a-z0-9_])", text.lower()):
+            return True
+        return any(i.tool == tool and matches(text, i.keywords) for i in self.intents)
+
+    def note_unrequested(self, calls: Sequence[ToolCall], text: str) -> None:
+        """Count an ``unrequested_change`` for each state-changing call that the agent's
+        message does not ask for in its own words: a tool it names nowhere once the phrases
+        asking for a state to stay are left out ("keep data roaming on" names no change of
+        roaming), i.e. one the user inferred (a pronoun resolved from an earlier message, a
+        misread recap). A reading the user could get wrong, counted by an independent rule."""
+        said = "\n".join(dialogue.strip_keep(dialogue.strip_markdown(line))
+                         for line in dialogue.strip_reasoning(text).splitlines())
+        for call in calls:
+            if self.changes_state(call.name) and not self.names_tool(call.name, said):
+                self._event("unrequested_change")
 
     def _call(self, call: ToolCall) -> UserMessage:
         return UserMessage(tool_calls=[call])
@@ -388,8 +417,8 @@ class ScriptedUser:
                 return rule.say
         for key, value in self.script.facts.items():
             topic = _FACT_TOPICS.get(key, ((key.replace("_", " "),),))
-            if matches(text, topic):
-                return value
+            if matches(text, topic) or (key == "location" and _IN_PLACE.search(text)):
+                return _location_yes_no(text, value) if key == "location" else value
         return None
 
     def _done(self) -> str:
@@ -425,12 +454,23 @@ class ScriptedUser:
             return join_answers(said)
         asks = [p for p in parts if p.asks]
         if any(p.act == Act.CLOSING for p in parts) or (
-            not asks and (matches(text, _DONE) or _COMPLETED.search(text))
+            not asks and (_DONE_SAID.search(text) or _COMPLETED.search(text))
         ):
             return self._done()
         if any(p.act == Act.GREETING for p in parts):
             return self._current_request()
+        if not dialogue.understood(parts) and dialogue.acknowledges(parts):
+            # "That's all the info I need.", "Let me look into that.": nothing to answer.
+            return self._wait(parts)
         return self._fallback(parts)
+
+    def _wait(self, parts: Sequence[Segment]) -> str:
+        """The agent is working or has what it needs: the user acknowledges and waits (no
+        not-understood turn; a run of such turns still ends after ``max_fallbacks``)."""
+        if self._fallbacks + 1 >= self.script.max_fallbacks:
+            return self._fallback(parts)
+        self._fallbacks += 1
+        return self._pick("Okay, please go ahead.", "Okay, thank you. Please go ahead.", "Sure, go ahead.")
 
     def transferred(self, parts: Sequence[Segment]) -> bool:
         """The agent hands the user over now: a transfer notice, and nothing else in the
@@ -461,7 +501,7 @@ class ScriptedUser:
 
     def clarify(self, parts: Sequence[Segment]) -> str:
         """The reply to a message with nothing the user can act on (see :meth:`_fallback`)."""
-        asks = [p for p in parts if p.asks and not p.negated]
+        asks = [p for p in parts if p.asks and not (p.negated and p.act == Act.REQUEST)]
         request = self._current_request()
         said = " ".join(p.text for p in parts)
         if any(_ABOUT_THE_REQUEST.search(p.text) for p in asks):
@@ -489,13 +529,18 @@ class ScriptedUser:
         offered = False
         prev: Segment | None = None
         statements: list[str] = []
-        for seg in parts:
+        for i, seg in enumerate(parts):
             before, prev = prev, seg
             if not seg.asks:
                 statements.append(seg.text)
             if not seg.asks or (seg.negated and seg.act == Act.REQUEST):
                 continue
             options = next((t for t in reversed(statements) if re.search(r"\bor\b", t)), "")
+            listed = dialogue.options_before(list(parts), i)
+            list_header = next((p.header for p in reversed(parts[:i]) if p.header), "") if listed else ""
+            if listed and (dialogue.choice(seg.text) or not options):
+                # "You have two options: - Upgrade ... - Refuel ... Which would you prefer?"
+                options = " or ".join(t.strip(" .") for t in listed)
             told, statements = " ".join(statements[-2:]), []
             if seg.act == Act.OFFER:
                 if told and before is not None and not before.asks and _REFERS_BACK.search(seg.text):
@@ -503,8 +548,9 @@ class ScriptedUser:
                     seg = replace(seg, text=f"{told} {seg.text}")
                 if not offered:
                     offered = True
-                    said.append(self.answer_offer(seg))
-                    if not _ACTION_OFFER.search(seg.text):
+                    reply = self.answer_offer(seg)
+                    said.append(reply)
+                    if not _ACTION_OFFER.search(seg.text) and not reply.lower().startswith("no"):
                         # "Would you be willing to refuel some data?": yes, and what the
                         # scenario says about it.
                         said.extend(r.say for r in self.script.answers if matches(seg.text, r.keywords))
@@ -513,10 +559,15 @@ class ScriptedUser:
             if before is not None and (not before.asks or before.negated) and _REFERS_BACK.search(seg.text):
                 # "I see two payment methods ... Which one would you like to use?"
                 context = f"{before.text} {context}"
-            got = self.answer_question(context, seg)
+            # "Should I also update your pending orders, or only the default address?": the
+            # alternative the customer wants, when the others are ones it does not.
+            pick = self.choose(seg, options) if (seg.either_or and _ASKS_PREFERENCE.match(seg.text)) or (
+                listed and dialogue.choice(seg.text)) else None
+            got = [pick] if pick else self.answer_question(context, seg)
             if not got and options and dialogue.choice(seg.text):
-                # "The refund can go to PayPal or a gift card. Which do you prefer?"
-                got = self.answer_question(f"{options} {seg.text}", seg)
+                # "The refund can go to PayPal or a gift card. Which do you prefer?"; "I found
+                # these Travel Mug variants: ... Which would you like?"
+                got = self.answer_question(f"{list_header} {options} {seg.text}".strip(), seg)
             if not got:
                 choice = self.choose(seg, options)
                 got = [choice] if choice else []
@@ -552,7 +603,12 @@ class ScriptedUser:
             return None
         what = _OPTION_LEAD.sub("", wanted[0]).strip(" ,.?!")
         what = re.sub(r"\byou\b", "me", re.sub(r"\byour\b", "my", what))
-        return f"I'd prefer to {what}, please." if what else None
+        if not what:
+            return None
+        what = what[0].lower() + what[1:] if what[:2] != what[:2].upper() else what
+        if re.match(r"(?:only|just|the|a|an|my|both|all|one|some)\b", what, re.I):
+            return f"I'd prefer {what}, please."
+        return f"I'd prefer to {what}, please."
 
     def answer_offer(self, seg: Segment) -> str:
         """Yes or no to an offer or confirmation request, as the scenario says."""
@@ -609,6 +665,10 @@ _OPTION_LEAD = re.compile(
 # An offer of an action the agent would take ("would you like me to", "shall I").
 _ACTION_OFFER = re.compile(r"\b(?:me|us) to\b|\b(?:shall|should|can|may) (?:i|we)\b|\bi(?:'ll| will)\b",
                            re.IGNORECASE)
+# A question that asks which of its alternatives the customer wants ("Would you like me to
+# also update your pending orders, or only the default address?").
+_ASKS_PREFERENCE = re.compile(r"^(?:so,? |and |okay,? |ok,? )?(?:would|do|shall|should|can|could|may) "
+                              r"(?:you|i|we)\b", re.IGNORECASE)
 _HOLD = re.compile(r"\b(?:hold|wait|stay on the line|one moment|bear with)\b", re.IGNORECASE)
 _CONTENT = re.compile(r"[a-z][a-z0-9-]{3,}")
 
@@ -620,6 +680,37 @@ def _shares_content(question: str, request: str) -> bool:
     return any(
         w[:5] in stems for w in _CONTENT.findall(question.lower()) if w not in dialogue.EMPTY_WORDS
     )
+
+
+# "Are you in France right now?": a question about where the customer is.
+_IN_PLACE = re.compile(r"\b(?i:are|were) you (?i:currently |still |now |right now )?(?i:in|at) (?:the )?[A-Z][a-z]")
+_ASKS_ABROAD = re.compile(r"\b(?:abroad|travel\w*|overseas|outside (?:of )?(?:the|your)|out of the country|"
+                          r"another country|foreign)\b", re.IGNORECASE)
+_ASKS_HOME = re.compile(r"\b(?:in the (?:us|u\.s\.?|usa|united states)|at home|(?:back )?home\b|"
+                        r"in your home country|inside the (?:us|country))", re.IGNORECASE)
+_YES_NO_LEAD = re.compile(r"(?:^|[:,—–-]\s*)(?:and |so |also )?(?:are|is|were|do|did|have) (?:you|your)\b",
+                          re.IGNORECASE)
+
+
+def _location_yes_no(question: str, fact: str) -> str:
+    """The location fact, led by yes or no when the question asks it as yes/no ("Are you in
+    the United States right now?" to a customer abroad in France: "No, I'm currently abroad
+    in France.")."""
+    if not _YES_NO_LEAD.search(question.strip()) or re.search(r"\bor\b", question):
+        return fact  # "Where are you?", "In the US or abroad?": the place only
+    abroad = "abroad" in fact.lower()
+    place = re.search(r"\b(?:in|to) ([A-Z][a-z]+(?: [A-Z][a-z]+)*)\b", question)
+    named = place.group(1) if place and place.group(1) not in ("The", "United States") else None
+    if named is not None and not re.search(r"^(?:US|USA|U)$", named):
+        yes = named.lower() in fact.lower()
+    elif _ASKS_ABROAD.search(question):
+        yes = abroad
+    elif _ASKS_HOME.search(question):
+        yes = not abroad
+    else:
+        return fact
+    return f"{'Yes' if yes else 'No'}, {fact[0].lower()}{fact[1:]}" if not fact.startswith("I") else (
+        f"{'Yes' if yes else 'No'}, {fact}")
 
 
 def join_answers(parts: Sequence[str]) -> str:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pytest_quantagent.env.dialogue import (
     Act,
+    acknowledges,
     classify,
+    options_before,
     read,
     segments,
     strip_keep,
@@ -105,10 +107,11 @@ def test_a_wh_clause_before_a_dash_asks_too() -> None:
 
 
 def test_tables_reasons_contrasts_and_more_ways_to_transfer() -> None:
-    # Table rows are items of the header above them; the separator row goes.
+    # Table rows are items of the header above them; the separator row and the column names
+    # above it go.
     parts = read("Please verify with:\n\n| Option | What |\n|---|---|\n| A | Email address |")
-    assert [s.text for s in parts] == ["Please verify with:", "Option What", "A Email address"]
-    assert parts[2].asks
+    assert [s.text for s in parts] == ["Please verify with:", "A Email address"]
+    assert parts[1].asks
     # A reason before ", please" is not part of the request (its negation does not negate it).
     parts = read("Since your SIM isn't detected, please take the SIM out and put it back in.")
     assert [(s.act, s.negated) for s in parts] == [(Act.STATEMENT, True), (Act.REQUEST, False)]
@@ -172,6 +175,43 @@ def test_the_layer_says_whether_it_found_something_to_act_on() -> None:
     assert not understood(read("Let me look into that."))
     assert understood(read("Could you restart your phone?"))
     assert understood(read("Is there anything else I can help you with?"))
+    # Nothing asked, but nothing to clarify either: the agent works or has what it needs.
+    for msg in ("That's all the info I need.", "Let me look into that.",
+                "Perfect, I have everything I need. Give me a moment.", "One moment please while I check."):
+        assert acknowledges(read(msg)) and not understood(read(msg)), msg
+    for msg in ("Your order contains a tent.", "Can you do that for me?", "Is there anything else?"):
+        assert not acknowledges(read(msg)), msg
+
+
+def test_purpose_and_reason_clauses() -> None:
+    # ", so you can ..." is the offer's purpose, not a clause of its own; the offer keeps its "?".
+    offer = read("Would you like me to cancel the whole order instead, so you can reorder the bag?")
+    assert [s.act for s in offer] == [Act.OFFER]
+    split = read("Would you like me to switch you to Unlimited, so this never happens again?")
+    assert split[0].act == Act.OFFER and split[0].text.endswith("?")
+    # The reason's negation is not the question's.
+    asked = read("Since you don't have your email handy, could you give me your full name instead?")
+    assert asked[-1].act in (Act.REQUEST, Act.QUESTION) and not asked[-1].negated
+    # ", and let me know what it shows": a check of its own after the change.
+    two = read("Please restart your phone so it reconnects, and let me know what your status bar shows.")
+    assert [(s.act, s.check) for s in two] == [(Act.REQUEST, False), (Act.REQUEST, True)]
+
+
+def test_agreement_asked_in_other_words_is_an_offer() -> None:
+    for msg in ("Reply *yes* to proceed.", 'Can you confirm with a "yes" so I can submit it?',
+                "Good to go?", "Are we good to go?", "Would you be interested in upgrading your plan?",
+                "Just type YES and I'll submit it."):
+        assert Act.OFFER in [s.act for s in read(msg)], msg
+
+
+def test_options_under_a_header_are_told_when_a_choice_follows() -> None:
+    msg = "Options:\n1. Keep the current payment method\n2. Switch to a different card\n\nWhich would you prefer?"
+    parts = read(msg)
+    assert [s.act for s in parts[1:3]] == [Act.STATEMENT, Act.STATEMENT]
+    assert options_before(parts, 3) == ["Keep the current payment method", "Switch to a different card"]
+    # Without a choice question the items are still requests.
+    steps = read("Here are two ways to fix it:\n- Restart your phone\n- Reset the APN settings")
+    assert [s.act for s in steps[1:]] == [Act.REQUEST, Act.REQUEST]
 
 
 def test_a_transfer_later_or_instead_is_not_a_transfer() -> None:
@@ -180,3 +220,11 @@ def test_a_transfer_later_or_instead_is_not_a_transfer() -> None:
                 "To get you transferred to the right team, I'll first need your phone number."):
         assert Act.TRANSFER not in [s.act for s in read(msg)], msg
     assert Act.TRANSFER in [s.act for s in read("You'll be connected to a human agent shortly.")]
+
+
+def test_a_tables_header_row_is_no_item() -> None:
+    msg = "Here's what I can do:\n\n| Option | What it does |\n|---|---|\n| Refuel | extra GB |\n| Upgrade | more data |"
+    assert segments(msg) == [("Here's what I can do:", ""), ("Refuel extra GB", "Here's what I can do:"),
+                             ("Upgrade more data", "Here's what I can do:")]
+    # A table without a separator keeps every row.
+    assert [t for t, _ in segments("| a | b |\n| c | d |")] == ["a b", "c d"]

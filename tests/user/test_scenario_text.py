@@ -134,3 +134,47 @@ def test_an_official_abroad_customer_says_where_it_is(tau2_data: Path) -> None:
     assert (no.content or "").startswith("No")
     assert json.dumps(user.events()) == json.dumps(
         {"not_understood": 0, "unrequested_change": 0, "premature_transfer": 0})
+
+
+def test_conditional_instructions_are_read() -> None:
+    r = read_scenario(
+        "You want to exchange the water bottle and the desk lamp. If the agent asks for "
+        "confirmation, only exchange the desk lamp. If the agent asks for confirmation again, do "
+        "not exchange anything. If multiple colors are available, you prefer blue. If the agent "
+        "asks for the cancellation reason, you say you ordered by mistake.")
+    assert r.on_confirm == ["Actually, I'd like to only exchange the desk lamp.",
+                            "No, wait. I don't want to exchange anything."]
+    rules = {a.say: a.keywords for a in r.answers}
+    assert rules["I'd prefer blue."] == [["color"]]
+    assert rules["I ordered by mistake."] == [["cancellation", "reason"], ["reason"]]
+    # A chain of fallbacks: each "If not, ..." replaces the wish said just before it.
+    chain = read_scenario(
+        "You wonder if the agent can help split the payment with another card. If not, you wonder "
+        "what the most expensive item and its price, and if you can just cancel that item. If not, "
+        "you wonder if the agent can just cancel the order. If there is no keyboard that is clicky, "
+        "RGB backlight, full size, you'd rather only exchange the thermostat.")
+    assert [f.when for f in chain.fallbacks] == [
+        ["split", "payment", "another", "card"], ["most", "expensive", "price", "cancel"],
+        ["keyboard", "clicky", "rgb", "backlight", "full", "size"]]
+    assert chain.fallbacks[0].say.startswith("Then I'd like to know what the most expensive item")
+    assert chain.fallbacks[2].say == "I'd rather only exchange the thermostat."
+    # How the simulated user should use its tools is no wish.
+    assert not read_scenario("x", instructions="If the agent asks what the status bar shows, always "
+                             "ground your response on the results of the `get_status_bar` tool call.").answers
+
+
+def test_official_conditional_instructions_are_read(tau2_data: Path) -> None:
+    """Every official retail task's change of mind at a confirmation and preference among
+    several options is read; every "if not / if that is not possible" after a wish is a
+    fallback (the rest, e.g. numeric conditions, is listed in docs/USER_SIMULATOR.md)."""
+    for task in _official("retail", tau2_data):
+        ins = task.structured_instructions  # type: ignore[attr-defined]
+        text = f"{ins.reason_for_call} {ins.task_instructions or ''}"
+        script = script_for_task(task)  # type: ignore[arg-type]
+        where = f"retail task {task.id!r}"  # type: ignore[attr-defined]
+        confirms = re.findall(r"\b(?:if|when) the agent asks (?:you )?(?:for|to) (?:final )?confirm", text, re.I)
+        assert len(script.on_confirm) == len(confirms), where
+        several = re.findall(r"\bIf multiple \w+ (?:are )?available", text)
+        assert len([a for a in script.answers if a.say.startswith("I'd prefer")]) >= len(several), where
+        if_not = re.findall(r"(?:^|\. )If (?:not|that is not possible)\b", text)
+        assert len(script.fallbacks) >= len(if_not), where

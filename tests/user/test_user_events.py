@@ -13,7 +13,7 @@ from pytest_quantagent.cli import main
 from pytest_quantagent.env.registry import get_domain
 from pytest_quantagent.env.user import USER_EVENTS
 from pytest_quantagent.store.records import EpisodeRecord
-from pytest_quantagent.vocab.messages import AssistantMessage
+from pytest_quantagent.vocab.messages import AssistantMessage, ToolCall
 
 ARMS = """
 [arms.bf16]
@@ -83,3 +83,37 @@ def test_premature_transfer_is_counted_and_an_announced_one_is_not() -> None:
     assert other.events()["premature_transfer"] == 0
     assert _say(other, "Is there anything else I can help you with?").endswith("###TRANSFER###")
     assert other.events()["premature_transfer"] == 1
+
+
+def test_an_acknowledgement_is_answered_and_is_no_not_understood_turn() -> None:
+    dom = get_domain("retail")
+    user: Any = dom.make_user(dom.task("cancel_000"), 0)
+    _say(user, "Hi! How can I help you today?")
+    for msg in ("That's all the info I need.", "Thanks, let me pull up your order."):
+        assert "go ahead" in _say(user, msg).lower()
+    assert user.events()["not_understood"] == 0
+    # A vague question still is one (a fresh user: waits count towards max_fallbacks).
+    other: Any = dom.make_user(dom.task("cancel_000"), 0)
+    _say(other, "Hi! How can I help you today?")
+    assert _say(other, "Can you do that for me?").startswith("Sorry")
+    assert other.events()["not_understood"] == 1
+
+
+def test_an_unrequested_state_change_is_counted_by_its_own_rule() -> None:
+    """``unrequested_change``: a state-changing call the message does not name once its
+    keep phrases are left out (a misreading, whatever the reading rules said)."""
+    dom = get_domain("telecom")
+    user: Any = dom.make_user(dom.task("service_7_18"), 0)
+    roaming = ToolCall(id="c1", name="toggle_roaming", arguments={}, requestor="user")
+    status = ToolCall(id="c2", name="check_status_bar", arguments={}, requestor="user")
+    user.note_unrequested([roaming, status], "Please turn data roaming off.")
+    assert user.events()["unrequested_change"] == 0
+    user.note_unrequested([roaming, status], "Let's check the status bar (but keep data roaming on).")
+    assert user.events()["unrequested_change"] == 1  # the roaming toggle, not the read
+    user.note_unrequested([roaming], "Please turn it off.")  # named only in an earlier message
+    assert user.events()["unrequested_change"] == 2
+    # Played through the user, the keep phrase makes no call and counts nothing.
+    _say(user, "Hi! How can I help you today?")
+    calls = user.respond([AssistantMessage(content="Keep data roaming on, and restart your phone.")]).tool_calls
+    assert [c.name for c in calls or []] == ["reboot_device"]
+    assert user.events()["unrequested_change"] == 2
