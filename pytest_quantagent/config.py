@@ -323,13 +323,16 @@ def _check_arms(qc: QuantAgentConfig) -> None:
             allowed = set(CHECKPOINT_ARMS)
             source = f"the checkpoint {name!r} (--quant-model)"
     for label in (qc.reference, *qc.arms):
+        flag = "--quant-reference" if label == qc.reference else "--quant"
         plain, own_model = arms_mod.split_model(label)
+        try:
+            sources = arms_mod.label_sources(label)
+        except ValueError as e:  # not PRECISION[+kv-DTYPE][+repair][@MODEL]
+            raise pytest.UsageError(f"{flag}: {e}") from None
         if own_model is not None:  # ARM@MODEL: an arm of another model spec
             _check_model_arm(label, plain, own_model, qc, arms_mod)
             continue
-        base = label.removesuffix(arms_mod.REPAIR_SUFFIX)
-        if label not in allowed and base not in allowed:
-            flag = "--quant-reference" if label == qc.reference else "--quant"
+        if not set(sources) & allowed:
             raise pytest.UsageError(
                 f"{flag}: unknown arm {label!r}; arms of {source}: {', '.join(sorted(allowed))}"
             )
@@ -343,7 +346,7 @@ def _check_model_arm(label: str, plain: str, model: str, qc: QuantAgentConfig, a
         raise pytest.UsageError(f"{flag}: {label!r} names an unknown model spec {model!r}; "
                                 f"model specs: {', '.join(sorted(specs_known))}")
     allowed = set(arms_mod.model_spec_arms(model))
-    if plain.removesuffix(arms_mod.REPAIR_SUFFIX) not in allowed:
+    if arms_mod.base_arm(plain) not in allowed:
         raise pytest.UsageError(f"{flag}: unknown arm {plain!r} in {label!r}; arms of model "
                                 f"spec {model!r}: {', '.join(sorted(allowed))}")
     ref = arms_mod.reference_for(label, qc.reference)

@@ -27,6 +27,12 @@ per-row result does not depend on the other rows:
   depend on the request alone. RMSNorm, RoPE (one precomputed table), SiLU, residuals,
   embedding and argmax are row-wise.
 
+- **KV-cache precision** (``kv_cache_dtype``, :mod:`pytest_quantagent.backends.kv_cache`):
+  keys (after RoPE) and values are rounded to the dtype as they are written to the row's
+  cache, per token and head, and every attention call reads them from there (a chunk's own
+  positions included), so the prefix cache holds the stored values and a hit and a miss
+  still give the same bits.
+
 Exactness was chosen over a logit-margin check with fallback: the episode records also store
 the margins themselves (``Decision.margin``, and the report's margin quantiles), which a
 tolerance scheme would let drift with the batch. The chunked computation differs from one
@@ -222,9 +228,13 @@ class BatchedDecoder:
     def __init__(
         self, model: Any, stop_ids: list[int], pad_id: int, *, chunk: int = CHUNK,
         cache_bytes: int = CACHE_BYTES, prefill_tokens: int = PREFILL_TOKENS,
+        kv_cache_dtype: str = "auto",
     ) -> None:
         import torch
 
+        from pytest_quantagent.backends.kv_cache import check_kv_cache_dtype
+
+        self.kv_cache_dtype = check_kv_cache_dtype(kv_cache_dtype)
         if chunk < 1:
             raise ValueError(f"chunk must be a positive number of tokens, got {chunk}")
         self.model = model
@@ -319,6 +329,8 @@ class BatchedDecoder:
     def _step(self, rows: list[DecodeRow]) -> list[DecodeRow]:
         import torch
 
+        from pytest_quantagent.backends.kv_cache import fake_quantize_kv
+
         spans: list[tuple[DecodeRow, int, int, int]] = []  # row, offset in the pass, from, to
         ids: list[int] = []
         budget = self.prefill_tokens
@@ -376,6 +388,8 @@ class BatchedDecoder:
                 q = q * cos + _rotate_half(q) * sin
                 k = k * cos + _rotate_half(k) * sin
                 kv = torch.stack((k, v)).transpose(1, 2)  # (2, heads, m, head_dim)
+                if self.kv_cache_dtype != "auto":  # as stored: per token and head
+                    kv = fake_quantize_kv(kv, self.kv_cache_dtype)
                 for dest, off, n in dests:
                     dest[li].copy_(kv[:, :, off:off + n])
                 q4 = q.transpose(0, 1).unsqueeze(0)  # (1, heads, m, head_dim)

@@ -146,7 +146,9 @@ class TransformersOptions(_Options):
 #: vLLM engine arguments an arm's table may set directly (``backend = "vllm"``) (passed to ``vllm.LLM``);
 #: any other engine argument goes in an ``engine_args`` table, checked against
 #: ``vllm.EngineArgs`` when the engine is built. All of them are in the arm's cache key
-#: (a parallel layout can change the numerics, hence greedy outputs).
+#: (a parallel layout can change the numerics, hence greedy outputs). ``kv_cache_dtype`` is
+#: the arm's own key (``ArmSpec.kv_cache_dtype``, also the ``+kv-DTYPE`` label modifier),
+#: handed to the engine by the backend.
 ENGINE_ARGS = frozenset(
     {
         "max_model_len",
@@ -161,7 +163,6 @@ ENGINE_ARGS = frozenset(
         "max_num_batched_tokens",
         "enable_prefix_caching",
         "enable_chunked_prefill",
-        "kv_cache_dtype",
         "swap_space",
         "cpu_offload_gb",
         "trust_remote_code",

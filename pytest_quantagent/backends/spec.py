@@ -6,7 +6,7 @@ it loaded (:attr:`BackendSpec.prepare_model`).
 
 The attribute names are those of the arm fields they come from (``backend``, ``model``,
 ``path``, ``base_url``, ``api_key_env``, ``revision``, ``quantization``, ``options``,
-``label``), so a plugin's factory written against an arm reads a spec unchanged.
+``label``, ``kv_cache_dtype``), so a plugin's factory written against an arm reads a spec unchanged.
 """
 
 from __future__ import annotations
@@ -44,5 +44,8 @@ class BackendSpec:
     """The backend's own options (checked by the backend: ``backends/options.py``)."""
     label: str = ""
     """What the backend serves, for messages (an arm label, ``user``, ``judge``)."""
+    kv_cache_dtype: str = "auto"
+    """The KV cache's dtype (:mod:`pytest_quantagent.backends.kv_cache`): the transformers
+    backend emulates it, vLLM's engine gets it, a server's is its own (recorded only)."""
     prepare_model: ModelHook | None = field(default=None, compare=False, repr=False)
     """For an in-process backend: applied to the loaded model before use (see :data:`ModelHook`)."""

@@ -26,6 +26,10 @@
   depends on which other episodes were in flight. Sampled requests (``temperature > 0``),
   and models the batched path does not support (see ``batching_reason``), are decoded one
   request at a time by ``model.generate``, so they too are batch-independent.
+- **KV-cache precision** (``kv_cache_dtype``: ``int8``, ``int4``, ``fp8``/``fp8_e4m3``,
+  ``fp8_e5m2``): keys and values are fake-quantized as they are written to the cache, on both
+  paths (:mod:`pytest_quantagent.backends.kv_cache` says how), and the version names the
+  dtype, so a KV arm's episodes never share a store key with the same weights' ``auto`` arm.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from pytest_quantagent.backends.batched_decode import (
     self_check,
     unsupported_reason,
 )
+from pytest_quantagent.backends.kv_cache import KV_SCHEMES
 from pytest_quantagent.errors import MissingDependencyError, UnknownNameError
 from pytest_quantagent.vocab.messages import Decision
 
@@ -137,7 +142,11 @@ class TransformersBackend(Backend):
         quantization: str | None = None,
         prefix_cache_mb: float = CACHE_BYTES / 2**20,
         prepare_model: ModelHook | None = None,
+        kv_cache_dtype: str = "auto",
     ) -> None:
+        from pytest_quantagent.backends.kv_cache import check_kv_cache_dtype
+
+        self.kv_cache_dtype = check_kv_cache_dtype(kv_cache_dtype)
         _require_torch()
         import torch
         from transformers import AutoModelForCausalLM
@@ -213,12 +222,14 @@ class TransformersBackend(Backend):
         cache key: a model retrained or re-quantized in place gets new episodes). ``2``: the
         chunked batched decoder (greedy requests); ``1``: one ``model.generate`` per request
         (unsupported models, or a machine that failed the self-check), whose logits differ
-        from the chunked path's in the last bits, so their episodes are not mixed."""
+        from the chunked path's in the last bits, so their episodes are not mixed. A quantized
+        KV cache adds ``/kv-<dtype>``."""
         from pytest_quantagent.backends.fingerprint import checkpoint_fingerprint
 
         if self._version is None:
             path = 2 if self.batched_decoder() is not None else 1
-            self._version = f"{path}/{checkpoint_fingerprint(self.path)}"
+            kv = "" if self.kv_cache_dtype == "auto" else f"/kv-{self.kv_cache_dtype}"
+            self._version = f"{path}/{checkpoint_fingerprint(self.path)}{kv}"
         return self._version
 
     def describe(self) -> dict[str, Any]:
@@ -232,6 +243,8 @@ class TransformersBackend(Backend):
             "path": str(self.path),
             "compute_dtype": self.compute_dtype,
             "quantization": self.quantization,
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "kv_cache_scheme": KV_SCHEMES[self.kv_cache_dtype],
             "batching": self.batching_reason or "batched",
             "torch": torch.__version__,
             "transformers": transformers.__version__,
@@ -316,7 +329,8 @@ class TransformersBackend(Backend):
             if self.batching_reason is None:
                 try:
                     decoder = BatchedDecoder(self.model, self.stop_ids, self.pad_id,
-                                             cache_bytes=self.prefix_cache_bytes)
+                                             cache_bytes=self.prefix_cache_bytes,
+                                             kv_cache_dtype=self.kv_cache_dtype)
                     vocab = int(self.model.config.vocab_size)
                     self.batching_reason = self_check(decoder, min(self.max_batch, 24), vocab)
                 except Exception as e:  # decoding alone is always available
@@ -370,6 +384,14 @@ class TransformersBackend(Backend):
             "output_logits": any(r.want_margins for r in requests),
             "use_cache": True,
         }
+        if self.kv_cache_dtype != "auto":
+            from transformers.generation import utils as gen_utils
+
+            from pytest_quantagent.backends.kv_cache import quantized_cache
+
+            # transformers 5.x renames the argument ``cache`` (``past_key_values`` deprecated)
+            name = "cache" if "cache" in getattr(gen_utils, "ALL_CACHE_NAMES", ()) else "past_key_values"
+            gen_kwargs[name] = quantized_cache(self.kv_cache_dtype)
         if sample:
             torch.manual_seed(requests[0].seed)
             gen_kwargs.update(temperature=requests[0].temperature, top_k=0, top_p=1.0)
@@ -588,7 +610,7 @@ def create_backend(arm: BackendSpec, options: BackendOptions) -> TransformersBac
     fp32, and fp32 matmuls are the fast path on CPU), ``device``, ``max_batch``,
     ``max_new_tokens``, ``threads`` (default ``$QUANTAGENT_TORCH_THREADS`` or 1),
     ``prefix_cache_mb`` (the prefix cache's bound, default 128; 0 turns it off: same
-    results, more prefill).
+    results, more prefill). The arm's ``kv_cache_dtype`` is emulated (``backends/kv_cache.py``).
     """
     opts = dict(arm.options)
     threads = int(opts.get("threads", os.environ.get("QUANTAGENT_TORCH_THREADS", 1)))
@@ -602,4 +624,5 @@ def create_backend(arm: BackendSpec, options: BackendOptions) -> TransformersBac
         quantization=arm.quantization,
         prefix_cache_mb=float(opts.get("prefix_cache_mb", CACHE_BYTES / 2**20)),
         prepare_model=arm.prepare_model,
+        kv_cache_dtype=arm.kv_cache_dtype,
     )

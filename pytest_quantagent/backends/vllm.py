@@ -13,6 +13,10 @@
 - **Batching**: concurrent episodes' ``generate`` calls are gathered and sent to vLLM as one
   ``LLM.chat`` batch (vLLM schedules them with continuous batching), in a worker thread so
   the event loop keeps running.
+- **KV cache**: the arm's ``kv_cache_dtype`` (``+kv-fp8``, or the TOML key) is the engine's
+  ``kv_cache_dtype``; vLLM takes ``auto``, ``fp8`` (E4M3), ``fp8_e4m3`` and ``fp8_e5m2``
+  (with the checkpoint's calibrated k/v scales when it has them, else 1.0), and the
+  emulated-only ``int8``/``int4`` are refused before the engine is built.
 - **Memory**: ``aclose`` releases the engine and the GPU memory before the next arm's
   engine is built (the runner closes each arm's backend when the arm is done).
 
@@ -36,6 +40,7 @@ from pytest_quantagent.backends.base import (
     Generation,
     RawToolCall,
 )
+from pytest_quantagent.backends.kv_cache import VLLM_KV_CACHE_DTYPES
 from pytest_quantagent.backends.openai_parse import tool_name_decisions
 from pytest_quantagent.backends.options import ENGINE_ARGS, VLLM_OPTIONS
 from pytest_quantagent.errors import MissingDependencyError
@@ -52,6 +57,18 @@ _VLLM_QUANTIZATION: dict[str, str | None] = {
 _INT_ARGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
              "max_num_seqs", "max_num_batched_tokens", "max_model_len")
 
+
+
+def check_vllm_kv_cache_dtype(dtype: str, label: str = "") -> str:
+    """``dtype`` when vLLM's ``kv_cache_dtype`` accepts it; else ``ValueError`` naming the arm,
+    the dtype and what vLLM accepts (``int8``/``int4`` are emulated by the transformers
+    backend only)."""
+    if dtype not in VLLM_KV_CACHE_DTYPES:
+        who = f"arm {label!r}: " if label else ""
+        raise ValueError(f"{who}kv_cache_dtype {dtype!r} is not one vLLM serves; vLLM accepts "
+                         f"{', '.join(VLLM_KV_CACHE_DTYPES)} ({dtype!r} is emulated by the "
+                         "transformers backend only)")
+    return dtype
 
 
 def _import_vllm() -> Any:
@@ -143,12 +160,17 @@ class VLLMBackend(Backend):
         enforce_eager: bool = False,
         tensor_parallel_size: int = 1,
         chat_template_kwargs: dict[str, Any] | None = None,
+        kv_cache_dtype: str = "auto",
         **engine_args: Any,
     ) -> None:
+        check_vllm_kv_cache_dtype(kv_cache_dtype)
         vllm = _import_vllm()
         self._vllm = vllm
         self.model = model
         self.quantization = quantization
+        self.kv_cache_dtype = kv_cache_dtype
+        if kv_cache_dtype != "auto":
+            engine_args["kv_cache_dtype"] = kv_cache_dtype
         self._llm: Any = vllm.LLM(
             model=model,
             revision=revision,
@@ -175,6 +197,7 @@ class VLLMBackend(Backend):
             "version": self.version(),
             "model": self.model,
             "quantization": self.quantization,
+            "kv_cache_dtype": self.kv_cache_dtype,
             "vllm": getattr(self._vllm, "__version__", "?"),
             "engine_args": dict(self.engine_args),
         }
@@ -298,6 +321,9 @@ def engine_kwargs(spec: BackendSpec) -> dict[str, Any]:
     table = spec.options.get("engine_args", {})
     if not isinstance(table, dict):
         raise ValueError(f"arm {spec.label!r}: engine_args must be a table, got {table!r}")
+    if "kv_cache_dtype" in table:
+        raise ValueError(f"arm {spec.label!r}: give kv_cache_dtype as the arm's own key (or the "
+                         "label's '+kv-DTYPE'), not in engine_args")
     twice = sorted(set(table) & set(opts))
     if twice:
         raise ValueError(f"arm {spec.label!r}: {twice[0]!r} is given both in the arm's table and in engine_args")
@@ -330,6 +356,7 @@ def create_backend(spec: BackendSpec, options: BackendOptions) -> VLLMBackend:
             f"allowed: {', '.join(sorted(VLLM_OPTIONS))}"
         )
     opts = engine_kwargs(spec)
+    check_vllm_kv_cache_dtype(spec.kv_cache_dtype, spec.label)
     vllm = _import_vllm()  # fail with the install line before anything else
     extra = set(opts) - ENGINE_ARGS - {"chat_template_kwargs"}
     known = _engine_arg_names(vllm)
@@ -346,8 +373,9 @@ def create_backend(spec: BackendSpec, options: BackendOptions) -> VLLMBackend:
         quantization=vllm_quantization(spec.quantization),
         revision=spec.revision,
         chat_template_kwargs=ctk,
+        kv_cache_dtype=spec.kv_cache_dtype,
         **opts,
     )
 
 
-__all__ = ["ENGINE_ARGS", "VLLMBackend", "create_backend", "engine_kwargs", "logprobs_to_tokens", "output_to_generation", "vllm_quantization"]
+__all__ = ["ENGINE_ARGS", "VLLMBackend", "check_vllm_kv_cache_dtype", "create_backend", "engine_kwargs", "logprobs_to_tokens", "output_to_generation", "vllm_quantization"]

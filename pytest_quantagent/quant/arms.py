@@ -16,11 +16,20 @@ Arms come from two places:
   maps arm labels (``bf16``, ``int4``, ...) to arms. The bundled specs are registered by
   ``pytest_quantagent.quant.bundled``, imported lazily on first lookup.
 
-An arm label may carry a ``+repair`` suffix (``int4+repair``): the same model with the
-reflexive-repair mode on. It may name its model spec after ``@`` (``int4@tiny-agent``,
-``int4+repair@tiny-agent``): the arm of that model spec whatever the run's model, paired with
-the same model's reference arm (``bf16@tiny-agent``, :func:`reference_for`), so one run can
-hold the cells of several models.
+An arm label is written ``PRECISION[+kv-DTYPE][+repair][@MODEL]``, modifiers in that order
+(:data:`LABEL_FORM`; any other order is refused, naming the label and this form):
+
+- ``+kv-DTYPE`` (``int4+kv-int8``, ``bf16+kv-fp8``): the same arm with its KV cache stored in
+  ``DTYPE`` (:attr:`ArmSpec.kv_cache_dtype`, one of
+  :data:`~pytest_quantagent.backends.kv_cache.KV_CACHE_DTYPES`); its reference is still the
+  reference arm with the KV cache as served (``auto``);
+- ``+repair`` (``int4+repair``): the same model with the reflexive-repair mode on;
+- ``@MODEL`` (``int4@tiny-agent``, ``int4+kv-int8+repair@tiny-agent``): the arm of that model
+  spec whatever the run's model, paired with the same model's reference arm
+  (``bf16@tiny-agent``, :func:`reference_for`), so one run can hold the cells of several models.
+
+An arms-TOML table may set ``kv_cache_dtype`` itself (``[arms.int4kv] kv_cache_dtype = "int8"``);
+an arm ``[arms."int4+kv-int8"]`` gets it from its label.
 
 The same TOML file may pin the LLM user simulator in a ``[user]`` table, written like an arm
 plus the user's decoding settings (see :func:`load_user_config`)::
@@ -46,6 +55,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_quantagent.backends.kv_cache import AUTO as KV_AUTO
+from pytest_quantagent.backends.kv_cache import (
+    KV_CACHE_DTYPES,
+    VLLM_KV_CACHE_DTYPES,
+    check_kv_cache_dtype,
+)
 from pytest_quantagent.errors import DataFileError, UnknownNameError
 from pytest_quantagent.quant.replay import REPLAY, options_model
 
@@ -54,17 +69,92 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-#: Precision names the project knows (an arm label is one of these, optionally + "+repair").
+#: Precision names the project knows (an arm label is one of these, plus modifiers).
 KNOWN_PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp32", "fp8", "int8", "int4", "int4-rtn")
 REPAIR_SUFFIX = "+repair"
+KV_PREFIX = "+kv-"
+"""Before an arm's KV-cache dtype in its label (``int4+kv-int8``)."""
 MODEL_SEP = "@"
 """Between an arm label and the model spec it is taken from (``int4@tiny-agent``)."""
+LABEL_FORM = "PRECISION[+kv-DTYPE][+repair][@MODEL]"
+"""The one order of an arm label's modifiers (e.g. ``int4+kv-int8+repair@tiny-agent-prone``)."""
 REPAIR_MODES: tuple[str, ...] = ("none", "reflexive")
 DEFAULT_MODEL_SPEC = "tiny-agent"
+#: KV-cache dtypes a ``+kv-DTYPE`` label modifier may name (``auto`` is the label without one).
+LABEL_KV_DTYPES: tuple[str, ...] = tuple(d for d in KV_CACHE_DTYPES if d != KV_AUTO)
+#: Backends that store the KV cache themselves, so a ``+kv-DTYPE`` label can set it on an arm
+#: of theirs: the transformers backend emulates every dtype, vLLM's engine is given it. A
+#: server (``openai``) keeps the KV cache it was started with: a KV arm served by one is its
+#: own table, pointing at a server started with that dtype.
+KV_SETTING_BACKENDS: frozenset[str] = frozenset({"transformers", "vllm"})
 
 ArmSource = Literal["model", "results"]
 
-_LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(\+repair)?$")
+_PRECISION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+_MODIFIER_RE = re.compile(r"\+(?:kv-[A-Za-z0-9_.\-]*|repair|[^+@]*)")
+
+
+@dataclass(frozen=True)
+class ArmLabel:
+    """An arm label's parts: ``int4+kv-int8+repair@m`` → precision ``int4``, KV-cache dtype
+    ``int8``, repair on, model ``m``."""
+
+    precision: str
+    kv_cache_dtype: str | None = None
+    """The ``+kv-DTYPE`` modifier's dtype; None when the label has none."""
+    repair: bool = False
+    model: str | None = None
+
+    @property
+    def plain(self) -> str:
+        """The label without ``@MODEL``."""
+        kv = f"{KV_PREFIX}{self.kv_cache_dtype}" if self.kv_cache_dtype is not None else ""
+        return f"{self.precision}{kv}{REPAIR_SUFFIX if self.repair else ''}"
+
+    def __str__(self) -> str:
+        return self.plain if self.model is None else f"{self.plain}{MODEL_SEP}{self.model}"
+
+
+def parse_label(label: str) -> ArmLabel:
+    """Split an arm label written :data:`LABEL_FORM` into its parts. ``ValueError`` for a
+    label that is not of that form (modifiers out of order, repeated or unknown, a modifier
+    after ``@MODEL``), naming the label and the allowed form; :class:`UnknownNameError` for a
+    ``+kv-`` dtype outside :data:`LABEL_KV_DTYPES`."""
+    plain, sep, model = label.partition(MODEL_SEP)
+    example = "e.g. 'int4+kv-int8+repair@tiny-agent'"
+    m = _PRECISION_RE.match(plain)
+    if m is None:
+        raise ValueError(f"arm label {label!r} must start with a precision (letters, digits, "
+                         f"'-', '_', '.'); the form is {LABEL_FORM}, {example}")
+    mods = _MODIFIER_RE.findall(plain, m.end())
+    if "".join(mods) != plain[m.end():]:
+        raise ValueError(f"arm label {label!r} is not of the form {LABEL_FORM} ({example})")
+    kv: str | None = None
+    repair = False
+    for mod in mods:
+        if mod.startswith(KV_PREFIX) and kv is None and not repair:
+            kv = mod.removeprefix(KV_PREFIX)
+            if kv not in LABEL_KV_DTYPES:
+                raise UnknownNameError("KV-cache dtype", kv, LABEL_KV_DTYPES,
+                                       hint=f"In arm label {label!r} ({LABEL_FORM}); a label "
+                                       "without '+kv-' is the KV cache as served ('auto')")
+        elif mod == REPAIR_SUFFIX and not repair:
+            repair = True
+        else:
+            known = mod.startswith(KV_PREFIX) or mod == REPAIR_SUFFIX
+            what = "repeated or out of order" if known else "not a modifier (+kv-DTYPE, +repair)"
+            raise ValueError(f"arm label {label!r}: {mod!r} is {what}; modifiers go in the "
+                             f"order {LABEL_FORM}, {example}")
+    if sep and ("+" in model and (KV_PREFIX in model or model.endswith(REPAIR_SUFFIX))):
+        raise ValueError(f"arm label {label!r}: a modifier after '@{model.split('+')[0]}'; "
+                         f"modifiers go before the model, in the order {LABEL_FORM}, {example}")
+    return ArmLabel(m.group(), kv, repair, model if sep else None)
+
+
+def base_arm(label: str) -> str:
+    """The arm ``label`` is resolved from: its precision, without ``+kv-DTYPE``, ``+repair``
+    and ``@MODEL`` (``int4+kv-int8+repair@m`` → ``int4``)."""
+    return parse_label(label).precision
 
 
 @dataclass(frozen=True)
@@ -90,6 +180,9 @@ class ArmSpec:
     """Repair mode: one of :data:`REPAIR_MODES`."""
     options: Mapping[str, Any] = field(default_factory=dict, hash=False)
     """Backend-specific options (e.g. ``responses`` for ``mock``, ``timeout_s``)."""
+    kv_cache_dtype: str = KV_AUTO
+    """The KV cache's dtype (``+kv-DTYPE`` / the TOML key): one of
+    :data:`~pytest_quantagent.backends.kv_cache.KV_CACHE_DTYPES`; ``auto`` = as served."""
 
     def __post_init__(self) -> None:
         if self.repair not in REPAIR_MODES:
@@ -97,6 +190,7 @@ class ArmSpec:
                 f"repair ({self.repair!r}) of arm {self.label!r} must be one of "
                 + ", ".join(repr(m) for m in REPAIR_MODES)
             )
+        check_kv_cache_dtype(self.kv_cache_dtype, f"kv_cache_dtype of arm {self.label!r}:")
 
     @property
     def source(self) -> ArmSource:
@@ -107,12 +201,18 @@ class ArmSpec:
 
     @property
     def precision(self) -> str:
-        """The label without its model (``@MODEL``) and ``+repair`` suffix."""
-        return split_model(self.label)[0].removesuffix(REPAIR_SUFFIX)
+        """The label's weight precision, without its modifiers (``+kv-DTYPE``, ``+repair``,
+        ``@MODEL``); the label itself when it is not of the form :data:`LABEL_FORM`."""
+        try:
+            return parse_label(self.label).precision
+        except ValueError:
+            return self.label
 
     def cache_fields(self) -> dict[str, Any]:
         """The fields that change an episode's outcome (for the cache key; no endpoint URL,
-        no API key variable: moving a server or rotating a key changes nothing)."""
+        no API key variable: moving a server or rotating a key changes nothing). The KV-cache
+        dtype is there when it is not ``auto`` (the keys of earlier arms stay what they were)."""
+        kv = {} if self.kv_cache_dtype == KV_AUTO else {"kv_cache_dtype": self.kv_cache_dtype}
         return {
             "label": self.label,
             "backend": self.backend,
@@ -123,6 +223,7 @@ class ArmSpec:
             "repair": self.repair,
             "options": {k: self.options[k] for k in sorted(self.options)
                         if k not in _NON_OUTCOME_OPTIONS},
+            **kv,
         }
 
 
@@ -133,11 +234,12 @@ _NON_OUTCOME_OPTIONS = frozenset({"timeout_s", "concurrency", "max_connections",
                                   "endpoints"})
 
 _SPEC_FIELDS = frozenset(
-    {"backend", "model", "path", "base_url", "api_key_env", "quantization", "revision", "repair"}
+    {"backend", "model", "path", "base_url", "api_key_env", "quantization", "revision", "repair",
+     "kv_cache_dtype"}
 )
 
 ModelSpecResolver = Callable[[str], ArmSpec]
-"""Maps an arm label without ``+repair`` (``"int4"``) to its :class:`ArmSpec`; raises
+"""Maps a precision (an arm label without modifiers, ``"int4"``) to its :class:`ArmSpec`; raises
 :class:`UnknownNameError` for a label the model spec does not provide."""
 
 _MODEL_SPECS: dict[str, tuple[ModelSpecResolver, tuple[str, ...]]] = {}
@@ -182,9 +284,9 @@ def model_spec_arms(name: str) -> tuple[str, ...]:
 
 
 def parse_arm_labels(value: str, allowed: Iterable[str] | None = None) -> list[str]:
-    """Parse ``"bf16,int4"`` into labels; refuse empty, duplicate or malformed labels, and
-    (when ``allowed`` is given) labels outside it. ``+repair`` variants of allowed labels
-    are allowed."""
+    """Parse ``"bf16,int4"`` into labels; refuse empty, duplicate or malformed labels (see
+    :func:`parse_label`), and (when ``allowed`` is given) labels outside it. Labels whose base
+    arm is allowed (``int4+kv-int8+repair`` for ``int4``) are allowed."""
     labels = [p.strip() for p in value.split(",")]
     allowed_set = None if allowed is None else set(allowed)
     known = sorted(allowed_set) if allowed_set is not None else list(KNOWN_PRECISIONS)
@@ -192,19 +294,34 @@ def parse_arm_labels(value: str, allowed: Iterable[str] | None = None) -> list[s
         raise UnknownNameError("arm", value, known, hint="give a comma-separated list such as 'bf16,int4'")
     seen: set[str] = set()
     for label in labels:
-        plain, model = split_model(label)
-        if not _LABEL_RE.match(plain) or model == "":
-            raise UnknownNameError("arm", label, known)
+        try:
+            parsed = parse_label(label)
+        except UnknownNameError:
+            raise
+        except ValueError as e:  # not of the form LABEL_FORM: say which arms there are too
+            raise UnknownNameError("arm", label, known, hint=str(e)[:1].upper() + str(e)[1:]) from None
+        if parsed.model == "":
+            raise UnknownNameError("arm", label, known, hint=f"{label!r} names no model after '@'")
         if label in seen:
             raise ValueError(f"arm {label!r} is listed twice in {value!r}")
         seen.add(label)
-        if model is not None:  # ARM@MODEL: resolve_arm checks the model spec and its arms
+        if parsed.model is not None:  # ARM@MODEL: resolve_arm checks the model spec and its arms
             continue
-        if allowed_set is not None and label not in allowed_set and (
-            label.removesuffix(REPAIR_SUFFIX) not in allowed_set
-        ):
-            raise UnknownNameError("arm", label, known)
+        if allowed_set is not None and not set(label_sources(label)) & allowed_set:
+            raise UnknownNameError("arm", label, known,
+                                   hint=f"a label may add modifiers to one of them ({LABEL_FORM})")
     return labels
+
+
+def label_sources(label: str) -> tuple[str, ...]:
+    """The labels an arm label may be taken from, in the order :func:`resolve_arm` tries an
+    arms config: itself, without ``+repair``, without ``+kv-DTYPE``, the precision alone
+    (``int4+kv-int8+repair`` → that, ``int4+kv-int8``, ``int4+repair``, ``int4``); no
+    ``@MODEL``."""
+    parsed = parse_label(label)
+    kv, p = parsed.kv_cache_dtype, parsed.precision
+    out = (parsed.plain, ArmLabel(p, kv).plain, ArmLabel(p, None, parsed.repair).plain, p)
+    return tuple(dict.fromkeys(out))
 
 
 def _read_config(p: Path) -> dict[str, Any]:
@@ -220,7 +337,8 @@ def _read_config(p: Path) -> dict[str, Any]:
 #: Top-level tables an arms config may have (``[judge]``: the judge model, same keys as
 #: ``[user]``).
 KNOWN_TABLES: tuple[str, ...] = ("arms", "user", "judge")
-_STRING_FIELDS = ("model", "path", "base_url", "api_key_env", "quantization", "revision", "repair")
+_STRING_FIELDS = ("model", "path", "base_url", "api_key_env", "quantization", "revision", "repair",
+                  "kv_cache_dtype")
 _USER_DECODING = ("temperature", "max_tokens")
 
 
@@ -326,8 +444,13 @@ def load_arms_config(path: str | Path) -> dict[str, ArmSpec]:
         where = f"arms.{label}"
         if not isinstance(table, dict):
             raise DataFileError(p, where, f"must be a table ([arms.{label}] backend = ...), got {table!r}")
-        if not _LABEL_RE.match(label):
-            raise DataFileError(p, where, f"bad arm label {label!r} (letters, digits, '-', '_', '.', optional '+repair')")
+        try:
+            parsed = parse_label(label)
+        except ValueError as e:
+            raise DataFileError(p, where, f"bad arm label: {e}") from None
+        if parsed.model is not None:
+            raise DataFileError(p, where, f"bad arm label {label!r}: an arms-config label names no "
+                                f"model ('@'); the form is {LABEL_FORM.removesuffix('[@MODEL]')}")
         if isinstance(table.get("base_url"), list):
             # base_url = [...] is the endpoints list (validated as the backend's option).
             if "endpoints" in table:
@@ -342,9 +465,22 @@ def load_arms_config(path: str | Path) -> dict[str, ArmSpec]:
             if isinstance(first, str):
                 table = {**table, "base_url": first}
         backend, options = _check_table(p, where, table)
-        repair = table.get("repair", "reflexive" if label.endswith(REPAIR_SUFFIX) else "none")
+        repair = table.get("repair", "reflexive" if parsed.repair else "none")
         if repair not in REPAIR_MODES:
             raise DataFileError(p, f"{where}.repair", f"{repair!r} is not one of {', '.join(REPAIR_MODES)}")
+        kv = table.get("kv_cache_dtype", parsed.kv_cache_dtype or KV_AUTO)
+        if kv not in KV_CACHE_DTYPES:
+            raise DataFileError(p, f"{where}.kv_cache_dtype",
+                                f"{kv!r} is not a KV-cache dtype; allowed: {', '.join(KV_CACHE_DTYPES)}")
+        if parsed.kv_cache_dtype is not None and kv != parsed.kv_cache_dtype:
+            raise DataFileError(p, f"{where}.kv_cache_dtype",
+                                f"{kv!r} contradicts the label's '+kv-{parsed.kv_cache_dtype}'; "
+                                "remove the key or rename the arm")
+        if backend == "vllm" and kv not in VLLM_KV_CACHE_DTYPES:
+            raise DataFileError(p, f"{where}.kv_cache_dtype",
+                                f"vLLM serves no {kv!r} KV cache; it accepts "
+                                f"{', '.join(VLLM_KV_CACHE_DTYPES)} ({kv!r} is emulated by the "
+                                "transformers backend only)")
         out[label] = ArmSpec(
             label=label,
             backend=backend,
@@ -356,6 +492,7 @@ def load_arms_config(path: str | Path) -> dict[str, ArmSpec]:
             revision=table.get("revision"),
             repair=repair,
             options=options,
+            kv_cache_dtype=kv,
         )
     return out
 
@@ -375,11 +512,36 @@ def reference_for(label: str, reference: str) -> str:
 
 
 def with_repair(label: str) -> str:
-    """The ``+repair`` twin of a label (``int4@m`` → ``int4+repair@m``); itself when it has one."""
+    """The ``+repair`` twin of a label (``int4+kv-int8@m`` → ``int4+kv-int8+repair@m``);
+    itself when it has one."""
     base, model = split_model(label)
     if not base.endswith(REPAIR_SUFFIX):
         base += REPAIR_SUFFIX
     return base if model is None else f"{base}{MODEL_SEP}{model}"
+
+
+def _with_modifiers(spec: ArmSpec, label: str, parsed: ArmLabel) -> ArmSpec:
+    """``spec`` (the arm ``label`` is taken from) with the label's modifiers applied."""
+    changes: dict[str, Any] = {"label": label}
+    if parsed.repair:
+        changes["repair"] = "reflexive"
+    kv = parsed.kv_cache_dtype
+    if kv is not None and spec.kv_cache_dtype != kv:
+        if spec.kv_cache_dtype != KV_AUTO:
+            raise ValueError(f"arm {label!r}: its base arm {spec.label!r} already sets "
+                             f"kv_cache_dtype = {spec.kv_cache_dtype!r}; name the base arm "
+                             "without a KV-cache dtype, or drop the label's '+kv-'")
+        if spec.backend not in KV_SETTING_BACKENDS:
+            raise ValueError(
+                f"arm {label!r}: backend {spec.backend!r} of {spec.label!r} cannot change its KV "
+                f"cache (backends that can: {', '.join(sorted(KV_SETTING_BACKENDS))}); a server "
+                f"keeps the KV cache it was started with, so give {label!r} its own arms-config "
+                f"table (a server started with that KV-cache dtype; kv_cache_dtype = {kv!r})")
+        if spec.backend == "vllm" and kv not in VLLM_KV_CACHE_DTYPES:
+            raise ValueError(f"arm {label!r}: vLLM serves no {kv!r} KV cache; it accepts "
+                             f"{', '.join(VLLM_KV_CACHE_DTYPES)}")
+        changes["kv_cache_dtype"] = kv
+    return spec if changes == {"label": spec.label} else replace(spec, **changes)
 
 
 def resolve_arm(
@@ -387,24 +549,27 @@ def resolve_arm(
     model_spec: str | None = None,
     config: Mapping[str, ArmSpec] | None = None,
 ) -> ArmSpec:
-    """Resolve one arm label, from ``config`` when given, else from a model spec
-    (default :data:`DEFAULT_MODEL_SPEC`). ``X+repair`` falls back to arm ``X`` with repair on.
+    """Resolve one arm label (:data:`LABEL_FORM`), from ``config`` when given, else from a
+    model spec (default :data:`DEFAULT_MODEL_SPEC`). ``X+kv-D+repair`` is taken from the
+    config's ``X+kv-D+repair``, ``X+kv-D``, ``X+repair`` or ``X`` (the first there), with the
+    label's modifiers applied; a model spec resolves the precision ``X``.
     ``X@MODEL`` is arm ``X`` of model spec (or checkpoint) ``MODEL``, whatever ``model_spec``
     and ``config`` say.
     """
-    base_label, own_model = split_model(label)
-    if own_model is not None:
-        if not own_model:
+    parsed = parse_label(label)
+    if parsed.model is not None:
+        if not parsed.model:
             raise UnknownNameError("model spec", "", list_model_specs(),
                                    hint=f"{label!r} names no model after '@'")
-        return replace(resolve_arm(base_label, model_spec=own_model), label=label)
+        return replace(resolve_arm(parsed.plain, model_spec=parsed.model), label=label)
     if config is not None:
         if label in config:
-            return config[label]
-        base = label.removesuffix(REPAIR_SUFFIX)
-        if base != label and base in config:
-            return replace(config[base], label=label, repair="reflexive")
-        raise UnknownNameError("arm", label, config, hint="arms come from the --config file")
+            return config[label]  # its table says everything (the label's modifiers included)
+        for name in label_sources(label)[1:]:
+            if name in config:
+                return _with_modifiers(config[name], label, parsed)
+        raise UnknownNameError("arm", label, config,
+                               hint=f"arms come from the --config file ({LABEL_FORM})")
     name = model_spec or DEFAULT_MODEL_SPEC
     _load_bundled()
     if name not in _MODEL_SPECS:
@@ -413,16 +578,12 @@ def resolve_arm(
         if checkpoint_kind(name) is None:
             raise UnknownNameError("model spec", name, _MODEL_SPECS,
                                    hint="or an HF id ORG/NAME, or a checkpoint folder")
-        spec = resolve_checkpoint_arm(name, label.removesuffix(REPAIR_SUFFIX))
-        return spec if spec.label == label else replace(spec, label=label, repair="reflexive")
+        return _with_modifiers(resolve_checkpoint_arm(name, parsed.precision), label, parsed)
     resolver, arms = _MODEL_SPECS[name]
-    base = label.removesuffix(REPAIR_SUFFIX)
-    if base not in arms:
-        raise UnknownNameError("arm", label, arms, hint=f"model spec {name!r} provides these arms")
-    spec = resolver(base)
-    if base != label:
-        spec = replace(spec, label=label, repair="reflexive")
-    return spec
+    if parsed.precision not in arms:
+        raise UnknownNameError("arm", label, arms, hint=f"model spec {name!r} provides these arms "
+                               f"(plus modifiers: {LABEL_FORM})")
+    return _with_modifiers(resolver(parsed.precision), label, parsed)
 
 
 # -- The LLM user simulator's model ---------------------------------------------------------

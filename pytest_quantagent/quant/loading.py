@@ -93,7 +93,7 @@ def backend_spec(arm: ArmSpec) -> BackendSpec:
     return BackendSpec(
         backend=arm.backend, model=arm.model, path=arm.path, base_url=arm.base_url,
         api_key_env=arm.api_key_env, revision=arm.revision, quantization=arm.quantization,
-        options=options, label=arm.label,
+        options=options, label=arm.label, kv_cache_dtype=arm.kv_cache_dtype,
         prepare_model=(on_load_quantizer(arm.quantization)
                        if arm.backend in IN_PROCESS_BACKENDS else None),
     )

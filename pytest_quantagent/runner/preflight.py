@@ -384,6 +384,9 @@ COMPARED_SETTINGS: dict[str, str] = {
 INFORMATIONAL_SETTINGS: dict[str, str] = {
     "served_model": "the model id the arm calls",
     "root": "the checkpoint behind the served name (a /v1/models entry's root)",
+    "kv_cache_dtype": "the KV cache's dtype: the arm's (its label's +kv-DTYPE or the arms "
+                      "TOML's kv_cache_dtype; auto = as served), or what the server exposes "
+                      "(a /v1/models entry's kv_cache_dtype); a KV arm's intended difference",
 }
 UNKNOWN = "unknown"
 _REASONING_KEYS = ("chat_template_kwargs", "reasoning_effort", "include_reasoning", "reasoning",
@@ -458,6 +461,9 @@ def _server_fields(spec: ArmSpec, timeout_s: float) -> dict[str, str]:
                 rp = entry.get("reasoning_parser")
                 if isinstance(rp, str) and rp:
                     out["reasoning_parser"] = rp
+                kv = entry.get("kv_cache_dtype")
+                if isinstance(kv, str) and kv:
+                    out["kv_cache_dtype"] = kv
             root = base.removesuffix("/v1")
             try:
                 resp = client.get(root + "/version")
@@ -482,6 +488,7 @@ def serving_settings(spec: ArmSpec, timeout_s: float = DEFAULT_TIMEOUT_S) -> dic
                                      (*COMPARED_SETTINGS, *INFORMATIONAL_SETTINGS)}
     s["backend"] = (spec.backend, toml)
     s["served_model"] = (spec.model, toml)
+    s["kv_cache_dtype"] = (spec.kv_cache_dtype, toml)
     if spec.source == "results":
         return s
     s["temperature"] = ((_canon(extra["temperature"]), f"{toml} extra_body") if "temperature" in extra
@@ -505,6 +512,8 @@ def serving_settings(spec: ArmSpec, timeout_s: float = DEFAULT_TIMEOUT_S) -> dic
         s["tool_schemas"] = ("strict" if opts.get("constrained") else "as given", toml)
         s["max_output_chars"] = (_canon(opts.get("max_output_chars", 32_768)), toml)
         for name, value in _server_fields(spec, timeout_s).items():
+            if name == "kv_cache_dtype" and value != spec.kv_cache_dtype != "auto":
+                value = f"{value} (the arms TOML says {spec.kv_cache_dtype})"
             s[name] = (value, "the server")
     elif spec.backend == "vllm":
         for name, key in (("max_model_len", "max_model_len"), ("tool_parser", "tool_call_parser"),

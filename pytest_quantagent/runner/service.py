@@ -152,7 +152,7 @@ def run_arms(
                 result = await run_cell(domain=dom, runtimes=runtimes, plan=plan,
                                         settings=settings, store=store, user=user, judge=judge,
                                         progress=None if shown is None else shown.arm)
-            out.backends = {rt.arm.label: rt.backend.describe() for rt in runtimes}
+            out.backends = {rt.arm.label: _described(rt) for rt in runtimes}
             if user is not None:
                 out.user = {"identity": user.identity, "describe": user.describe()}
             if judge is not None:
@@ -224,3 +224,13 @@ def _check_replay_versions(replays: Sequence[ArmSpec], domain: str, allow_mixed:
 
 
 __all__ = ["ArmsRun", "Progress", "RunRequest", "TaskSelection", "run_arms", "run_sync"]
+
+
+def _described(runtime: Any) -> dict[str, Any]:
+    """``backend.describe()`` of an arm, naming the arm's KV-cache dtype where the backend
+    does not (a server's KV cache is its own: the arms TOML's word is recorded as such)."""
+    described: dict[str, Any] = dict(runtime.backend.describe())
+    kv = runtime.arm.kv_cache_dtype
+    if "kv_cache_dtype" not in described and kv != "auto":
+        described["kv_cache_dtype"] = f"{kv} (the arms TOML says; the server is not asked)"
+    return described

@@ -112,7 +112,7 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @needs_bundled
-@pytest.mark.parametrize("arm", ["bf16", "int4"])
+@pytest.mark.parametrize("arm", ["bf16", "int4", "int4+kv-int8"])
 def test_bundled_arm_decodes_the_same_alone_and_in_any_batch(arm: str) -> None:
     backend = create_backend(backend_spec(resolve_arm(arm, "tiny-agent-prone")), BackendOptions())
     reqs = _requests(8)
@@ -293,8 +293,9 @@ def _next_turn(backend: TransformersBackend, request: GenerateRequest, answer: G
 
 
 @needs_bundled
-def test_a_conversation_decodes_the_same_from_the_prefix_cache_and_without_it() -> None:
-    backend = create_backend(backend_spec(resolve_arm("bf16", "tiny-agent-prone")), BackendOptions())
+@pytest.mark.parametrize("arm", ["bf16", "bf16+kv-fp8"])
+def test_a_conversation_decodes_the_same_from_the_prefix_cache_and_without_it(arm: str) -> None:
+    backend = create_backend(backend_spec(resolve_arm(arm, "tiny-agent-prone")), BackendOptions())
     decoder = backend.batched_decoder()
     assert decoder is not None, backend.batching_reason
     first = _requests(6)
@@ -304,7 +305,7 @@ def test_a_conversation_decodes_the_same_from_the_prefix_cache_and_without_it() 
     warm = [_view(g) for g in backend.generate_batch(second)]  # first turns' chunks cached
     assert decoder.cache.reused - before >= 6 * decoder.chunk  # the cache did serve them
     assert warm == _alone(backend, second)  # each from an empty cache
-    off = create_backend(backend_spec(resolve_arm("bf16", "tiny-agent-prone")), BackendOptions())
+    off = create_backend(backend_spec(resolve_arm(arm, "tiny-agent-prone")), BackendOptions())
     off.prefix_cache_bytes = 0
     off_decoder = off.batched_decoder()
     assert off_decoder is not None and off_decoder.cache.max_bytes == 0

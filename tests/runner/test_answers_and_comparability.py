@@ -191,7 +191,7 @@ def test_the_plugin_says_not_comparable_and_accepts_by_name_or_ini(
     [cell] = json.loads((pytester.path / "report.json").read_text())["cells"]
     assert cell["verdict"] == "INCONCLUSIVE"
     assert cell["reasons"][0] == "not comparable: tool_parser: qwen3_coder vs hermes"
-    assert ("mini/int4: serving compared (reference vs arm): 15 settings; differs: tool_parser "
+    assert ("mini/int4: serving compared (reference vs arm): 16 settings; differs: tool_parser "
             "qwen3_coder vs hermes; same: backend, temperature") in result.stdout.str()
 
     result = pytester.runpytest(*args, "--quant-accept-difference=tool_parser")
