@@ -42,7 +42,12 @@ from pytest_quantagent.backends.base import (
     RawToolCall,
     nearest_rank_ms,
 )
-from pytest_quantagent.backends.secrets import redact, without_userinfo
+from pytest_quantagent.backends.secrets import (
+    basic_authorization,
+    credentials_conflict,
+    redact,
+    without_userinfo,
+)
 from pytest_quantagent.backends.spec import BackendSpec
 from pytest_quantagent.backends.wrapper import Slots, with_timeout
 from pytest_quantagent.errors import ConfigurationError, ContextOverflowError
@@ -465,7 +470,8 @@ class NativeHTTPClient:
         host_header = self.host if u.port is None else f"{self.host}:{u.port}"
         extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         self._head_tail = f"Host: {host_header}\r\n{extra}Connection: keep-alive\r\n".encode()
-        self._auth = b""
+        basic = basic_authorization(base_url)  # user:password@ → Basic (backends.secrets' rule)
+        self._auth = b"" if basic is None else f"Authorization: {basic}\r\n".encode()
         self.timeout_s = timeout_s
         self._idle: list[_HTTPConnection] = []
         self._slots = Slots(max_connections)
@@ -751,6 +757,9 @@ class OpenAICompatBackend(Backend):
                 raise ValueError(f"endpoint {shown!r}: weight ({weight!r}) must be a number > 0")
         if len({u.rstrip("/") for u, _ in pairs}) != len(pairs):
             raise ValueError("endpoints: the same URL is listed twice")
+        conflict = credentials_conflict([u for u, _ in pairs], "the api_key" if api_key else None)
+        if conflict is not None:
+            raise ConfigurationError(conflict)
         self.model = model
         self.base_url = pairs[0][0].rstrip("/")
         self.shown_url = without_userinfo(self.base_url)
@@ -793,7 +802,9 @@ class OpenAICompatBackend(Backend):
                 client.set_key(api_key)
             return client
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-        hx = httpx.AsyncClient(base_url=url, headers={"Content-Type": "application/json"},
+        basic = basic_authorization(url)  # sent as a header; the URL (and httpx's log) without it
+        hx = httpx.AsyncClient(base_url=without_userinfo(url), headers={
+            "Content-Type": "application/json", **({"Authorization": basic} if basic else {})},
                                timeout=httpx.Timeout(timeout_s), limits=limits)
         if api_key is not None:
             _set_bearer(hx.headers, api_key)
