@@ -302,26 +302,29 @@ def _check_tasks(qc: QuantAgentConfig) -> None:
             raise pytest.UsageError(f"--quant-tasks={qc.tasks}: {e}") from None
 
 
+def allowed_arms(qc: QuantAgentConfig) -> tuple[set[str], str]:
+    """The arm labels ``--quant`` accepts in this run (without ``+repair`` and ``@MODEL``
+    forms) and where they come from: the arms config's tables, else the model spec's arms,
+    else a checkpoint's. One list for ``--quant`` and the ``precision`` marker."""
+    from pytest_quantagent.quant import arms as arms_mod
+
+    if qc.config_path is not None:
+        return set(arms_mod.load_arms_config(qc.config_path)), f"the arms config {qc.config_path}"
+    name = qc.model or arms_mod.DEFAULT_MODEL_SPEC
+    if name in arms_mod.list_model_specs():
+        return set(arms_mod.model_spec_arms(name)), f"model spec {name!r}"
+    # an HF id or checkpoint folder (options.parse_model checked the form)
+    from pytest_quantagent.quant.checkpoint import CHECKPOINT_ARMS
+
+    return set(CHECKPOINT_ARMS), f"the checkpoint {name!r} (--quant-model)"
+
+
 def _check_arms(qc: QuantAgentConfig) -> None:
     try:
         from pytest_quantagent.quant import arms as arms_mod
     except ImportError:
         return
-    if qc.config_path is not None:
-        specs = arms_mod.load_arms_config(qc.config_path)
-        allowed: set[str] = set(specs)
-        source = f"the arms config {qc.config_path}"
-    else:
-        name = qc.model or arms_mod.DEFAULT_MODEL_SPEC
-        specs_known = arms_mod.list_model_specs()
-        if name in specs_known:
-            allowed = set(arms_mod.model_spec_arms(name))
-            source = f"model spec {name!r}"
-        else:  # an HF id or checkpoint folder (options.parse_model checked the form)
-            from pytest_quantagent.quant.checkpoint import CHECKPOINT_ARMS
-
-            allowed = set(CHECKPOINT_ARMS)
-            source = f"the checkpoint {name!r} (--quant-model)"
+    allowed, source = allowed_arms(qc)
     for label in (qc.reference, *qc.arms):
         plain, own_model = arms_mod.split_model(label)
         if own_model is not None:  # ARM@MODEL: an arm of another model spec
