@@ -244,7 +244,7 @@ class JudgeCache:
             append_line_locked(self.path, line)
 
     async def aput(self, key: str, met: bool, reason: str) -> None:
-        """:meth:`put` for the event loop: awaits the file's one writer's batch fsync
+        """:meth:`put` for the event loop: awaits the file's one writer's batch write
         (:class:`~pytest_quantagent.store.jsonl.LineAppender`); the loop never blocks."""
         line = self._remember(key, met, reason)
         if line is not None:

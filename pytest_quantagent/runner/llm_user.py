@@ -266,8 +266,9 @@ class UserTurnCache:
         return stored
 
     async def aput(self, key: str, message: UserMessage) -> UserMessage:
-        """:meth:`put` for the event loop: awaits the file's one writer (its batch's fsync;
-        :class:`~pytest_quantagent.store.jsonl.LineAppender`), no thread blocked on a lock."""
+        """:meth:`put` for the event loop: awaits the file's one writer (its batch's write;
+        :class:`~pytest_quantagent.store.jsonl.LineAppender`, which fsyncs off this path), no
+        thread blocked on a lock."""
         stored, line = self._remember(key, message)
         if line is not None:
             assert self.path is not None

@@ -1,6 +1,6 @@
 """The side caches' one writer per process (issue 36 item 9): lines queued while another
 process holds the file lock are written in one batch when it is released (no polling
-thread per line), the event loop runs on meanwhile, two processes appending at once lose
+thread per line) and fsynced once the queue drains, the event loop runs on meanwhile, two processes appending at once lose
 no line and tear none, and a writer's error reaches the waiting caller."""
 
 from __future__ import annotations
@@ -47,6 +47,12 @@ def test_lines_queued_behind_a_held_lock_are_one_batch_when_it_is_released(tmp_p
     assert [r["key"] for r in rows] == [f"k{i}" for i in range(50)]  # queue order, none lost
     # The first line may have been taken alone before the others queued: at most 2 batches.
     assert appender.batches <= 2
+    # Written for every process at once; fsynced by the writer when its queue drained.
+    for _ in range(1000):
+        if appender.syncs:
+            break
+        threading.Event().wait(0.01)
+    assert appender.syncs >= 1
 
 
 def test_the_judge_cache_never_blocks_the_event_loop(tmp_path: Path) -> None:
