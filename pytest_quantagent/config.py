@@ -87,7 +87,13 @@ class QuantAgentConfig:
         return bool(self.explicit)
 
     def run_dict(self) -> dict[str, Any]:
-        """The settings as plain JSON data (the report's ``run`` section)."""
+        """The settings as plain JSON data (the report's ``run`` section); a model spec's URL
+        credentials (``--quant-user-model=openai:m@https://user:pw@host/v1``) redacted."""
+        from pytest_quantagent.backends.secrets import redact
+
+        def shown(spec: str | None) -> str | None:
+            return None if spec is None else redact(spec)
+
         return {
             "model": self.model,
             "arms": list(self.arms),
@@ -100,10 +106,10 @@ class QuantAgentConfig:
             "seed": self.seed,
             "budget": self.error_budget,
             "user": self.user,
-            "user_model": self.user_model,
+            "user_model": shown(self.user_model),
             "repair": self.repair,
             "tau2_data": None if self.tau2_data is None else str(self.tau2_data),
-            "judge_model": self.judge_model,
+            "judge_model": shown(self.judge_model),
             "max_steps": self.max_steps,
             "until_decided": self.until_decided,
             "max_episodes": self.max_episodes,

@@ -222,13 +222,14 @@ def test_no_credential_reaches_any_output_of_a_run(pytester: pytest.Pytester,
             'http_client = "httpx"\n'
             f'[arms.int4]\nbackend = "openai"\nmodel = "m"\nbase_url = "{urls["int4"]}"\n'
             'api_key_env = "QA_SECRET_KEY"\n'
-            # the user: password, native client; the judge: key, httpx client
-            f'[user]\nbackend = "openai"\nmodel = "m"\nbase_url = "{with_pw(urls["user"])}"\n'
+            # the user (a model spec on the command line): password, native client; the
+            # judge: key, httpx client
             f'[judge]\nbackend = "openai"\nmodel = "m"\nbase_url = "{urls["judge"]}"\n'
             'api_key_env = "QA_SECRET_KEY"\nhttp_client = "httpx"\n'))
         pytester.makepyfile(_TEST)
         result = pytester.runpytest(
             "--quant-config=arms.toml", "--domain=mininl", "--quant=int4", "--quant-user=llm",
+            f"--quant-user-model=openai:m@{with_pw(urls['user'])}",
             "--junitxml=junit.xml", "--quant-report=report.json", "--quant-html=report.html",
             "--quant-cache-dir=cache", "--quant-concurrency=1", "-o", "log_cli=true",
             "--log-cli-level=DEBUG", "-rA")
