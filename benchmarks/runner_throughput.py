@@ -40,11 +40,20 @@ the servers' answers left during the harness's level (mean, from their ``/_fake/
 their timers fire up to a millisecond late, which no client can win back. ``--no-ceiling``
 skips the ceiling runs.
 
+``--user llm`` plays the customer with the LLM user simulator (its own fake server): the
+agent asks the customer every 4th step instead of calling a tool (the same number of agent
+calls), the user model answers each question and the agent's last message (``###STOP###``),
+every answer a cache miss appended to ``user_turns.jsonl`` in the store (the opening request
+is the scenario's); ``--user both`` runs each level with the scripted user
+and then the LLM user, side by side. The ideal counts the user's model calls too (they are
+sequential with the agent's), so ``eff`` compares the two paths' harness overhead.
+
 It imports the package of the checkout it lives in (not an installed copy)::
 
     python benchmarks/runner_throughput.py [--json] [--domain retail] [--latency 0.05]
                                          [--concurrency 64] [--waves 10] [--endpoints 4]
                                          [--failover] [--baseline] [--no-ceiling]
+                                         [--user scripted|llm|both]
 """
 
 from __future__ import annotations
@@ -127,6 +136,15 @@ def synthetic_script(n_calls: int) -> list[dict[str, Any]]:
     calls = [{"tool_calls": [{"name": f"get_record_{i % 16:02d}",
                               "arguments": {"record_id": f"r{i % 20:04d}"}}]} for i in range(n_calls - 1)]
     return [*calls, STOP]
+
+
+def dialogue_script(script: list[dict[str, Any]], every: int = 4) -> tuple[list[dict[str, Any]], int]:
+    """``script`` with every ``every``-th agent step a question to the customer instead of a
+    tool call (the same number of model calls), for the LLM user mode: the user model
+    answers each; and how many such questions there are."""
+    out = [step if (i + 1) % every else {"content": "Is there anything else I can look up?"}
+           for i, step in enumerate(script[:-1])]
+    return [*out, script[-1]], sum(1 for step in out if "content" in step)
 
 
 def _read_calls(domain: Domain, task: Task) -> list[tuple[str, dict[str, Any]]]:
@@ -320,9 +338,11 @@ async def _ceiling_level(urls: list[str], bodies: list[bytes], concurrency: int,
 
 async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency: int, episodes: int,
                      store_dir: Path, *, tag: str = "", events: list[tuple[float, Any]] = (),
-                     server_cpu: Any = None, bodies: list[bytes] | None = None) -> dict[str, Any]:
+                     server_cpu: Any = None, bodies: list[bytes] | None = None,
+                     user_url: str | None = None) -> dict[str, Any]:
     """One timed level; ``bodies``, when given, receives the request bodies of the untimed
-    first episode (what the ceiling client sends)."""
+    first episode (what the ceiling client sends); ``user_url``: the LLM user's server (the
+    scripted user without it)."""
     from pytest_quantagent.backends.http_client import NativeHTTPClient
     from pytest_quantagent.quant.arms import ArmSpec
     from pytest_quantagent.runner.batch import PlannedEpisode, RunSettings, run_arm
@@ -336,8 +356,18 @@ async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency:
                   options=options)
     rt = build_arm(arm, concurrency=concurrency)
     plan = [PlannedEpisode(task_id, trial, trial) for trial in range(episodes)]
-    settings = RunSettings(concurrency=concurrency, max_steps=400, episode_timeout_s=120)
+    settings = RunSettings(concurrency=concurrency, max_steps=400, episode_timeout_s=120,
+                           user_sim="scripted" if user_url is None else "llm")
     store = EpisodeStore(store_dir / f"c{concurrency}{tag}")
+    user_rt = None
+    if user_url is not None:
+        from pytest_quantagent.quant.arms import UserModelConfig
+        from pytest_quantagent.runner.build import USER_TURNS_FILE, build_user
+
+        user_rt = build_user(UserModelConfig(arm=ArmSpec(
+            label="user", backend="openai", model="fake-user", base_url=user_url,
+            options={"logprobs": False})), cache_path=store.run_dir / USER_TURNS_FILE,
+            concurrency=concurrency)
     loop = asyncio.get_running_loop()
     try:
         # One untimed episode first: lazy imports and first connections are not steady state.
@@ -350,10 +380,13 @@ async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency:
 
         NativeHTTPClient.post = capture  # type: ignore[method-assign]
         try:
-            await run_arm(domain=domain, runtime=rt, plan=[PlannedEpisode(task_id, -1, 0)], settings=settings)
+            await run_arm(domain=domain, runtime=rt, plan=[PlannedEpisode(task_id, -1, 0)], settings=settings,
+                          user=user_rt)
         finally:
             NativeHTTPClient.post = post  # type: ignore[method-assign]
         rt.client.total.calls = rt.client.total.retries = 0
+        if user_rt is not None:
+            user_rt.client.total.calls = user_rt.client.total.retries = 0
         for e in getattr(rt.backend, "endpoints", []):
             e.reset_figures()
         # Kill/restart events run in a thread (a blocking process start must not stall the loop).
@@ -365,7 +398,8 @@ async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency:
         server_stats(urls)  # start the servers' lateness figures afresh
         srv0 = server_cpu() if server_cpu else 0.0
         ru0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-        recs = await run_arm(domain=domain, runtime=rt, plan=plan, settings=settings, store=store)
+        recs = await run_arm(domain=domain, runtime=rt, plan=plan, settings=settings, store=store,
+                             user=user_rt)
         wall, ru1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
         srv = (server_cpu() - srv0) if server_cpu else None
         late = _late_mean_ms(server_stats(urls))
@@ -375,16 +409,20 @@ async def _run_level(domain: Domain, task_id: str, urls: list[str], concurrency:
         cpu = user + sys_
         endpoint_stats = rt.backend.endpoint_stats()
         after_restart = endpoint_stats[0]["requests"] - at_restart[0] if at_restart else None
+        user_calls = user_rt.client.total.calls if user_rt is not None else 0
     finally:
         await rt.aclose()
+        if user_rt is not None:
+            await user_rt.aclose()
     bad = [r for r in recs if not r.scored or r.n_errors]
     if bad:
         raise SystemExit(f"benchmark episode went wrong: {bad[0].termination} {bad[0].error_message} "
                          f"{[c.detail for c in bad[0].calls if c.error][:2]}")
     stored = [r.key for r in store.records()]
     steps = sum(r.steps for r in recs)
-    calls = rt.client.total.calls
+    calls = rt.client.total.calls + user_calls
     return {"concurrency": concurrency, "episodes": len(recs), "wall_s": round(wall, 3),
+            "user": "scripted" if user_rt is None else "llm", "user_calls": user_calls,
             "model_calls": calls, "retries": rt.client.total.retries, "steps": steps,
             "cpu_s": round(cpu, 3), "cpu_user_s": round(user, 3), "cpu_sys_s": round(sys_, 3),
             "cpu_ms_per_call": round(1000 * cpu / calls, 4),
@@ -411,12 +449,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="also run each level with the standard library JSON codec, side by side")
     ap.add_argument("--no-ceiling", action="store_true",
                     help="skip the instrument's ceiling (a minimal client) after each level")
+    ap.add_argument("--user", choices=("scripted", "llm", "both"), default="scripted",
+                    help="user simulator: scripted (default), llm, or both side by side")
     args = ap.parse_args(argv)
     levels = [int(x) for x in args.concurrency.split(",")]
     if args.calls < 2 or args.latency <= 0 or args.waves < 1 or min(levels) < 1 or args.endpoints < 1:
         ap.error("--calls >= 2, --latency > 0, --waves >= 1, --endpoints >= 1 and concurrency levels >= 1")
     if args.failover and args.endpoints < 2:
         ap.error("--failover needs --endpoints >= 2")
+    if args.failover and args.user != "scripted":
+        ap.error("--failover runs with the scripted user only")
 
     from pytest_quantagent.backends import json_codec
 
@@ -430,13 +472,25 @@ def main(argv: list[str] | None = None) -> int:
 
     episodes = {c: max(4, args.waves * c) for c in levels}
     budget = sum(episodes[c] * args.calls * args.latency / c for c in levels) * (2 if args.baseline else 1)
+    users = ["scripted", "llm"] if args.user == "both" else [args.user]
+    budget *= len(users)
     servers = Servers(script, args.latency, 60 + 10 * budget, args.endpoints)
+    user_servers = llm_servers = None
+    if "llm" in users:
+        # The agent asks the customer every 4th step; the customer (its reply chosen by its
+        # own turn: the opening is the scenario's) asks for one more record each time, then
+        # ends with ###STOP### after the agent's last message.
+        llm_script, questions = dialogue_script(script)
+        llm_servers = Servers(llm_script, args.latency, 60 + 10 * budget, args.endpoints)
+        user_servers = Servers([{"content": "The opening."}]
+                               + [{"content": "Yes, please look up one more record."}] * questions
+                               + [{"content": "###STOP###"}], args.latency, 60 + 10 * budget, 1)
     codecs = ["std", "orjson"] if args.baseline else [None]
     try:
         results = []
         with tempfile.TemporaryDirectory(prefix="qa-bench-") as tmp:
             for c in levels:
-                for codec in codecs:
+                for codec, user_kind in [(k, u) for k in codecs for u in users]:
                     if codec is not None:
                         json_codec.use_json(codec)
                     events: list[tuple[float, Any]] = []
@@ -445,13 +499,16 @@ def main(argv: list[str] | None = None) -> int:
                         events = [(expect / 3, lambda: servers.kill(0)), (2 * expect / 3, lambda: servers.restart(0))]
                     load = round(os.getloadavg()[0], 2)
                     bodies: list[bytes] = []
-                    r = asyncio.run(_run_level(domain, task_id, servers.urls, c, episodes[c], Path(tmp),
-                                               tag=f"-{codec}" if codec else "", events=events,
-                                               server_cpu=servers.cpu_s, bodies=bodies))
+                    user_url = user_servers.urls[0] if user_kind == "llm" and user_servers else None
+                    agents = llm_servers if user_kind == "llm" and llm_servers else servers
+                    r = asyncio.run(_run_level(domain, task_id, agents.urls, c, episodes[c], Path(tmp),
+                                               tag=(f"-{codec}" if codec else "") + f"-{user_kind}",
+                                               events=events, server_cpu=agents.cpu_s, bodies=bodies,
+                                               user_url=user_url))
                     calls_per_ep = r["model_calls"] / r["episodes"]
                     eps = r["episodes"] / r["wall_s"]
                     ideal = c / (calls_per_ep * args.latency)
-                    if not args.no_ceiling and not events:
+                    if not args.no_ceiling and not events and user_url is None:
                         # Same bodies, servers and concurrency, right after the level.
                         ceil = asyncio.run(_ceiling_level(servers.urls, bodies, c, episodes[c]))
                         ceil_eff = episodes[c] / ceil["wall_s"] / (c / (len(bodies) * args.latency))
@@ -470,6 +527,9 @@ def main(argv: list[str] | None = None) -> int:
                     results.append(r)
     finally:
         servers.close()
+        for extra in (user_servers, llm_servers):
+            if extra is not None:
+                extra.close()
 
     out = {"latency_s": args.latency, "domain": domain.name, "model_calls_per_episode": args.calls,
            "endpoints": args.endpoints, "cpu_count": os.cpu_count(),
@@ -479,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"domain {domain.name}, latency {args.latency * 1000:.0f} ms, {args.calls} model calls/episode, "
           f"{args.endpoints} endpoint(s), load avg {out['load_avg_1m']} on {out['cpu_count']} CPUs")
-    print(f"{'conc':>5} {'json':>6} {'episodes':>8} {'waves':>5} {'eps/s':>8} {'ideal':>8} {'eff':>6} "
+    print(f"{'conc':>5} {'user':>8} {'json':>6} {'episodes':>8} {'waves':>5} {'eps/s':>8} {'ideal':>8} {'eff':>6} "
           f"{'ceiling':>7} {'of ceil':>7} {'calls/s':>8} {'cpu ms/step':>12} {'(user+sys)':>14} "
           f"{'cpu ms/call':>12} {'server':>7} {'late':>6} {'load':>5}")
 
@@ -488,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for r in results:
         us = f"{1000 * r['cpu_user_s'] / r['steps']:.3f}+{1000 * r['cpu_sys_s'] / r['steps']:.3f}"
-        print(f"{r['concurrency']:>5} {r['json_codec']:>6} {r['episodes']:>8} {r['waves']:>5} "
+        print(f"{r['concurrency']:>5} {r['user']:>8} {r['json_codec']:>6} {r['episodes']:>8} {r['waves']:>5} "
               f"{r['episodes_per_s']:>8.2f} {r['ideal_per_s']:>8.2f} {r['efficiency']:>6.3f} "
               f"{opt(r.get('ceiling_efficiency'), '.3f', 7)} {opt(r.get('of_ceiling'), '.3f', 7)} "
               f"{r['calls_per_s']:>8.0f} {r['cpu_ms_per_step']:>12.3f} {us:>14} {r['cpu_ms_per_call']:>12.3f} "

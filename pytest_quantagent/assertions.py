@@ -86,12 +86,64 @@ def paired_successes(
     return PairedSuccess(a_vals, r_vals, clusters, unpaired)
 
 
+class AssertionArgumentError(ValueError):
+    """A bad argument to an assertion: reported as one line (at collection when the call's
+    value is written in the test, else by the failing test), never a traceback."""
+
+
 def _check_fraction(name: str, value: object, low: float = 0.0, high: float = 1.0) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
         math.isfinite(value) and low < value < high
     ):
-        raise ValueError(f"{name}={value!r} is not allowed; {name} must be a number in ({low}, {high})")
+        hint = ""
+        if name == "margin" and isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and math.isfinite(value) and 1 <= value < 100:
+            hint = (f"; did you mean margin={value / 100:g}? ({value:g} points: margins are "
+                    "fractions of 1)")
+        raise AssertionArgumentError(
+            f"{name}={value!r} is not allowed; {name} must be a number in ({low}, {high}){hint}")
     return float(value)
+
+
+def _check_max_ratio(max_ratio: object) -> float:
+    if isinstance(max_ratio, bool) or not isinstance(max_ratio, (int, float)) or not (
+        math.isfinite(max_ratio) and max_ratio >= 1
+    ):
+        raise AssertionArgumentError(
+            f"max_ratio={max_ratio!r} is not allowed; max_ratio must be a number >= 1")
+    return float(max_ratio)
+
+
+def _check_budgets(budgets: Iterable[object], run_budget: int) -> list[int]:
+    ks = list(budgets)
+    if not ks:
+        raise AssertionArgumentError("budgets is empty; give budgets such as (2, 5)")
+    for k in ks:
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= run_budget:
+            raise AssertionArgumentError(
+                f"budget {k!r} in budgets={tuple(ks)!r} is not allowed; budgets must be "
+                f"integers from 1 to the run's error budget {run_budget} "
+                "(raise --error-budget to judge larger ones)"
+            )
+    return [int(k) for k in ks]  # type: ignore[call-overload]
+
+
+def _check_min_rank_corr(min_rank_corr: object) -> float:
+    if isinstance(min_rank_corr, bool) or not isinstance(min_rank_corr, (int, float)) or not (
+        -1.0 <= min_rank_corr <= 1.0
+    ):
+        raise AssertionArgumentError(
+            f"min_rank_corr={min_rank_corr!r} is not allowed; it must be a number from -1 to 1"
+        )
+    return float(min_rank_corr)
+
+
+def _check_min_failures(min_failures: object) -> int:
+    if isinstance(min_failures, bool) or not isinstance(min_failures, int) or min_failures < 1:
+        raise AssertionArgumentError(
+            f"min_failures={min_failures!r} is not allowed; it must be an integer >= 1"
+        )
+    return min_failures
 
 
 def _pts(x: float) -> str:
@@ -268,7 +320,7 @@ def _channel_list(channel: str | Iterable[str] | None) -> list[str]:
     names = [channel] if isinstance(channel, str) else list(channel)
     for n in names:
         if n not in _CHANNEL_NAMES:
-            raise UnknownNameError("channel", n, _CHANNEL_NAMES)
+            raise AssertionArgumentError(str(UnknownNameError("channel", n, _CHANNEL_NAMES)))
     return names
 
 
@@ -304,11 +356,7 @@ def assert_no_channel_amplification(
     names = _channel_list(channel)
     cfg = _config(cell)
     if max_ratio is not None:
-        if isinstance(max_ratio, bool) or not isinstance(max_ratio, (int, float)) or not (
-            math.isfinite(max_ratio) and max_ratio >= 1
-        ):
-            raise ValueError(f"max_ratio={max_ratio!r} is not allowed; max_ratio must be a number >= 1")
-        cfg = replace(cfg, max_ratio=float(max_ratio))
+        cfg = replace(cfg, max_ratio=_check_max_ratio(max_ratio))
     if alpha is not None:
         cfg = replace(cfg, alpha=_check_fraction("alpha", alpha, 0.0, 0.5))
     analysis = _analysis(cell, cfg)
@@ -397,16 +445,9 @@ def assert_budget_robust(
         ks = list(cfg.tight_budgets) if cfg.tight_budgets is not None else \
             [k for k in (2, 5) if k < cell.run_budget]
     else:
-        ks = list(budgets)
-        if not ks:
-            raise ValueError("budgets is empty; give budgets such as (2, 5)")
-    for k in ks:
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= cell.run_budget:
-            raise ValueError(
-                f"budget {k!r} in budgets={tuple(ks)!r} is not allowed; budgets must be "
-                f"integers from 1 to the run's error budget {cell.run_budget} "
-                "(raise --error-budget to judge larger ones)"
-            )
+        ks = _check_budgets(budgets, cell.run_budget)
+    for k in ks:  # the run's own --quant-tight-budgets were checked against it already
+        _check_budgets([k], cell.run_budget)
     if alpha is not None:
         cfg = replace(cfg, alpha=_check_fraction("alpha", alpha, 0.0, 0.5))
     ks = [k for k in ks if k < cell.run_budget]
@@ -460,16 +501,8 @@ def assert_failure_set_invariant(
     """
     __tracebackhide__ = True
 
-    if isinstance(min_rank_corr, bool) or not isinstance(min_rank_corr, (int, float)) or not (
-        -1.0 <= min_rank_corr <= 1.0
-    ):
-        raise ValueError(
-            f"min_rank_corr={min_rank_corr!r} is not allowed; it must be a number from -1 to 1"
-        )
-    if isinstance(min_failures, bool) or not isinstance(min_failures, int) or min_failures < 1:
-        raise ValueError(
-            f"min_failures={min_failures!r} is not allowed; it must be an integer >= 1"
-        )
+    _check_min_rank_corr(min_rank_corr)
+    _check_min_failures(min_failures)
     alpha = _check_fraction("alpha", alpha, 0.0, 0.5)
     names = [c.value for c in NAMED_CHANNELS] if channel is None else _channel_list(channel)
     fs: dict[str, dict[str, Any]] = cell.analysis().get("failure_set", {})
@@ -505,3 +538,81 @@ def assert_failure_set_invariant(
         _cannot_judge(cell, f"{cell.id}: cannot judge the failure set: " + "; ".join(unjudged)
                       + " (run more tasks or trials: --quant-tasks, --quant-trials)")
     return checked
+
+
+# --------------------------------------------------------------------------- static check
+
+#: Each checked parameter → its check (value, the run's error budget); the same checks the
+#: assertions make when they run.
+_PARAM_CHECKS: dict[str, Any] = {
+    "margin": lambda v, _k: None if v is None else _check_fraction("margin", v),
+    "alpha": lambda v, _k: None if v is None else _check_fraction("alpha", v, 0.0, 0.5),
+    "power": lambda v, _k: None if v is None else _check_fraction("power", v),
+    "max_ratio": lambda v, _k: None if v is None else _check_max_ratio(v),
+    "channel": lambda v, _k: _channel_list(v),
+    "budgets": lambda v, k: None if v is None else _check_budgets(v, k),
+    "min_rank_corr": lambda v, _k: _check_min_rank_corr(v),
+    "min_failures": lambda v, _k: _check_min_failures(v),
+}
+
+_CHECKED_FUNCTIONS = ("assert_score_equivalent", "score_equivalence",
+                      "assert_no_channel_amplification", "assert_budget_robust",
+                      "assert_failure_set_invariant")
+
+
+class _Unknown:
+    """An argument whose value is not written in the call (a name, an expression)."""
+
+
+def static_argument_problems(fn: Any, run_budget: int) -> list[tuple[int, str]]:
+    """(line, problem) for each call of an assertion in ``fn``'s source whose arguments are
+    written as literals and are not allowed (``channel="unknown_tools"``, ``margin=7.5``,
+    an unknown keyword), found before any episode runs. Arguments that are not literals
+    are left to the assertion itself; a source that cannot be read gives no problems."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        src = textwrap.dedent(inspect.getsource(fn))
+        tree = ast.parse(src)
+        first = fn.__code__.co_firstlineno
+    except (OSError, TypeError, SyntaxError, AttributeError):
+        return []
+    funcs = {name: globals()[name] for name in _CHECKED_FUNCTIONS}
+
+    def value(node: ast.expr) -> Any:
+        try:
+            return ast.literal_eval(node)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return _Unknown()
+
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+        if name not in funcs:
+            continue
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            continue  # *args / **kwargs: not statically known
+        line = first + node.lineno - 1
+        args = [value(a) for a in node.args]
+        kwargs = {str(k.arg): value(k.value) for k in node.keywords}
+        try:
+            bound = inspect.signature(funcs[name]).bind(*args, **kwargs) if args else \
+                inspect.signature(funcs[name]).bind(None, **kwargs)
+        except TypeError as e:
+            out.append((line, f"{name}(): {e}"))
+            continue
+        for param, v in list(bound.arguments.items())[1:]:
+            check = _PARAM_CHECKS.get(param)
+            if check is None or isinstance(v, _Unknown) or (
+                    isinstance(v, (list, tuple)) and any(isinstance(x, _Unknown) for x in v)):
+                continue
+            try:
+                check(v, run_budget)
+            except ValueError as e:
+                out.append((line, f"{name}(): {e}"))
+    return sorted(out)

@@ -87,7 +87,13 @@ class QuantAgentConfig:
         return bool(self.explicit)
 
     def run_dict(self) -> dict[str, Any]:
-        """The settings as plain JSON data (the report's ``run`` section)."""
+        """The settings as plain JSON data (the report's ``run`` section); a model spec's URL
+        credentials (``--quant-user-model=openai:m@https://user:pw@host/v1``) redacted."""
+        from pytest_quantagent.backends.secrets import redact
+
+        def shown(spec: str | None) -> str | None:
+            return None if spec is None else redact(spec)
+
         return {
             "model": self.model,
             "arms": list(self.arms),
@@ -100,10 +106,10 @@ class QuantAgentConfig:
             "seed": self.seed,
             "budget": self.error_budget,
             "user": self.user,
-            "user_model": self.user_model,
+            "user_model": shown(self.user_model),
             "repair": self.repair,
             "tau2_data": None if self.tau2_data is None else str(self.tau2_data),
-            "judge_model": self.judge_model,
+            "judge_model": shown(self.judge_model),
             "max_steps": self.max_steps,
             "until_decided": self.until_decided,
             "max_episodes": self.max_episodes,
@@ -302,26 +308,29 @@ def _check_tasks(qc: QuantAgentConfig) -> None:
             raise pytest.UsageError(f"--quant-tasks={qc.tasks}: {e}") from None
 
 
+def allowed_arms(qc: QuantAgentConfig) -> tuple[set[str], str]:
+    """The arm labels ``--quant`` accepts in this run (without ``+repair`` and ``@MODEL``
+    forms) and where they come from: the arms config's tables, else the model spec's arms,
+    else a checkpoint's. One list for ``--quant`` and the ``precision`` marker."""
+    from pytest_quantagent.quant import arms as arms_mod
+
+    if qc.config_path is not None:
+        return set(arms_mod.load_arms_config(qc.config_path)), f"the arms config {qc.config_path}"
+    name = qc.model or arms_mod.DEFAULT_MODEL_SPEC
+    if name in arms_mod.list_model_specs():
+        return set(arms_mod.model_spec_arms(name)), f"model spec {name!r}"
+    # an HF id or checkpoint folder (options.parse_model checked the form)
+    from pytest_quantagent.quant.checkpoint import CHECKPOINT_ARMS
+
+    return set(CHECKPOINT_ARMS), f"the checkpoint {name!r} (--quant-model)"
+
+
 def _check_arms(qc: QuantAgentConfig) -> None:
     try:
         from pytest_quantagent.quant import arms as arms_mod
     except ImportError:
         return
-    if qc.config_path is not None:
-        specs = arms_mod.load_arms_config(qc.config_path)
-        allowed: set[str] = set(specs)
-        source = f"the arms config {qc.config_path}"
-    else:
-        name = qc.model or arms_mod.DEFAULT_MODEL_SPEC
-        specs_known = arms_mod.list_model_specs()
-        if name in specs_known:
-            allowed = set(arms_mod.model_spec_arms(name))
-            source = f"model spec {name!r}"
-        else:  # an HF id or checkpoint folder (options.parse_model checked the form)
-            from pytest_quantagent.quant.checkpoint import CHECKPOINT_ARMS
-
-            allowed = set(CHECKPOINT_ARMS)
-            source = f"the checkpoint {name!r} (--quant-model)"
+    allowed, source = allowed_arms(qc)
     for label in (qc.reference, *qc.arms):
         flag = "--quant-reference" if label == qc.reference else "--quant"
         plain, own_model = arms_mod.split_model(label)

@@ -92,15 +92,17 @@ class RunSetup:
         return [self.arm(label) for label in self.labels()]
 
     def known_arms(self) -> tuple[str, ...]:
-        """Arm labels a ``precision`` marker may name: the run's arms, the project's
-        precisions, and the arms of ``--quant-config`` (with their ``+repair`` variants)."""
+        """Arm labels a ``precision`` marker may name: the run's arms and every arm
+        ``--quant`` accepts in this run (:func:`~pytest_quantagent.config.allowed_arms`: the
+        arms config's, else the model spec's or checkpoint's), with their ``+repair``
+        variants: a marker never names an arm that ``--quant`` would then refuse."""
         if self._known is None:
+            from pytest_quantagent.config import allowed_arms
             from pytest_quantagent.quant import arms as arms_mod
 
-            labels = {*self.qc.arms, self.qc.reference, *arms_mod.KNOWN_PRECISIONS}
-            if self.qc.config_path is not None:
-                labels.update(arms_mod.load_arms_config(self.qc.config_path))
-            labels.update([f"{a}{arms_mod.REPAIR_SUFFIX}" for a in labels])
+            labels = {*self.qc.arms, self.qc.reference, *allowed_arms(self.qc)[0]}
+            labels.update([f"{a}{arms_mod.REPAIR_SUFFIX}" for a in labels
+                           if not a.endswith(arms_mod.REPAIR_SUFFIX)])
             self._known = tuple(sorted(labels))
         return self._known
 

@@ -34,6 +34,8 @@ from pytest_quantagent.quant_cell import (  # QuantCell: still importable from h
 from pytest_quantagent.resolve import RunSetup, default_arm
 
 if TYPE_CHECKING:
+    from collections.abc import Generator
+
     from pytest_quantagent.quant.arms import ArmSpec
     from pytest_quantagent.verdict import AnalysisConfig
 
@@ -65,6 +67,8 @@ class QuantAgentSession:
         # Looked up once per run, not once per test (markers are validated per test).
         self._domain_names: tuple[list[str] | None] | None = None
         self._marker_errors: list[str] = []
+        self._argument_errors: list[str] = []
+        """Assertion calls whose literal arguments are not allowed (found at collection)."""
         self.seen_cells: set[CellKey] = set()
         """Cells some test used (from test reports, so xdist workers' cells count)."""
         self.report: dict[str, Any] | None = None
@@ -136,6 +140,7 @@ class QuantAgentSession:
             self._marker_errors.append(str(e))
             metafunc.parametrize("_quantagent_cell_key", [None], ids=["bad-marker"])
             return
+        self._check_static_arguments(metafunc)
         cells = self.cells_for(args)
         if not cells:
             # Markers excluded every cell of this run: the test does not apply here.
@@ -148,11 +153,42 @@ class QuantAgentSession:
             return
         metafunc.parametrize("_quantagent_cell_key", cells, ids=[c.id for c in cells])
 
+    def _check_static_arguments(self, metafunc: pytest.Metafunc) -> None:
+        """Assertion calls written in the test with literal arguments are checked now, before
+        any episode runs (``channel="unknown_tools"``, ``margin=7.5``)."""
+        import sys
+
+        if "pytest_quantagent.assertions" not in sys.modules:
+            return  # the test module imports no assertion of ours
+        from pytest_quantagent.assertions import static_argument_problems
+
+        for line, problem in static_argument_problems(metafunc.function, self.qc.error_budget):
+            self._argument_errors.append(f"{metafunc.definition.nodeid} (line {line}): {problem}")
+
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if self._marker_errors:
-            n = len(self._marker_errors)
-            pytest.exit(f"quantagent: {n} bad marker{'s' if n > 1 else ''}:\n  "
-                        + "\n  ".join(self._marker_errors), returncode=pytest.ExitCode.USAGE_ERROR)
+        parts = []
+        for errors, what in ((self._marker_errors, "bad marker"),
+                             (self._argument_errors, "bad assertion argument")):
+            if errors:
+                parts.append(f"quantagent: {len(errors)} {what}{'s' if len(errors) > 1 else ''}:"
+                             "\n  " + "\n  ".join(errors))
+        if parts:
+            # Every problem of the run at once, printed once, before any episode.
+            pytest.exit("\n".join(parts), returncode=pytest.ExitCode.USAGE_ERROR)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
+                                  ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """A bad assertion argument the collection could not see (a computed value) fails
+        its test with one line, not a traceback."""
+        import sys
+
+        report = yield
+        mod = sys.modules.get("pytest_quantagent.assertions")
+        if (mod is not None and call.excinfo is not None and report.failed
+                and call.excinfo.errisinstance(mod.AssertionArgumentError)):
+            report.longrepr = f"{item.nodeid}: bad assertion argument: {call.excinfo.value}"
+        return report
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         # Tests off the grid may still carry our markers: validate them all the same.

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import SecretStr
 
-from pytest_quantagent.backends.secrets import redact, without_userinfo
+from pytest_quantagent.backends.secrets import basic_authorization, redact, without_userinfo
 from pytest_quantagent.backends.wrapper import Slots, with_timeout
 
 _MAX_RETRY_AFTER_S = 120.0
@@ -372,7 +372,8 @@ class NativeHTTPClient:
         host_header = self.host if u.port is None else f"{self.host}:{u.port}"
         extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         self._head_tail = f"Host: {host_header}\r\n{extra}Connection: keep-alive\r\n".encode()
-        self._auth = b""
+        basic = basic_authorization(base_url)  # user:password@ → Basic (backends.secrets' rule)
+        self._auth = b"" if basic is None else f"Authorization: {basic}\r\n".encode()
         self.timeout_s = timeout_s
         self._idle: list[_HTTPConnection] = []
         self._slots = Slots(max_connections)

@@ -55,7 +55,12 @@ from pytest_quantagent.backends.openai_parse import (
     BadResponseError,
     parse_response,
 )
-from pytest_quantagent.backends.secrets import redact, without_userinfo
+from pytest_quantagent.backends.secrets import (
+    basic_authorization,
+    credentials_conflict,
+    redact,
+    without_userinfo,
+)
 from pytest_quantagent.backends.spec import BackendSpec
 from pytest_quantagent.errors import ConfigurationError, ContextOverflowError
 
@@ -124,6 +129,9 @@ class OpenAICompatBackend(Backend):
                 raise ValueError(f"endpoint {shown!r}: weight ({weight!r}) must be a number > 0")
         if len({u.rstrip("/") for u, _ in pairs}) != len(pairs):
             raise ValueError("endpoints: the same URL is listed twice")
+        conflict = credentials_conflict([u for u, _ in pairs], "the api_key" if api_key else None)
+        if conflict is not None:
+            raise ConfigurationError(conflict)
         self.model = model
         self.base_url = pairs[0][0].rstrip("/")
         self.shown_url = without_userinfo(self.base_url)
@@ -161,7 +169,9 @@ class OpenAICompatBackend(Backend):
                 client.set_key(api_key)
             return client
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-        hx = httpx.AsyncClient(base_url=url, headers={"Content-Type": "application/json"},
+        basic = basic_authorization(url)  # sent as a header; the URL (and httpx's log) without it
+        hx = httpx.AsyncClient(base_url=without_userinfo(url), headers={
+            "Content-Type": "application/json", **({"Authorization": basic} if basic else {})},
                                timeout=httpx.Timeout(timeout_s), limits=limits)
         if api_key is not None:
             set_bearer(hx.headers, api_key)

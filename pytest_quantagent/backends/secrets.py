@@ -5,13 +5,22 @@ environment (its ``repr`` and ``str`` are ``'**********'``, so a traceback's fra
 ``pytest -l`` — show nothing); it is revealed only where the request header is set. Any
 server text that is stored or printed goes through :func:`redact` (the key itself, bearer
 tokens, ``api_key=...`` pairs), and URLs are shown through :func:`without_userinfo`.
+
+**Credentials in a URL** (``http://user:password@host/v1``) are one rule for every remote
+model (arms, LLM user, judge), the pre-flight and the run alike, with either HTTP client:
+they are sent as HTTP Basic authentication (``Authorization: Basic``, from
+:func:`basic_authorization`) and removed from the URL itself, so no request line, log line
+or shown URL holds them. An Authorization header holds one credential, so a URL with
+credentials *and* an ``api_key_env`` (sent as ``Authorization: Bearer``) is a configuration
+error naming the model (:func:`credentials_conflict`), never one silently replacing the other.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterable
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from pydantic import SecretStr
 
@@ -31,6 +40,41 @@ def without_userinfo(url: str) -> str:
         return u._replace(netloc=u.netloc.rpartition("@")[2]).geturl()
     except ValueError:
         return "<unparseable URL>"
+
+
+def url_credentials(url: str) -> tuple[str, str] | None:
+    """``(user, password)`` of a URL's userinfo, percent-decoded; None when it has none."""
+    try:
+        u = urlsplit(url)
+    except ValueError:
+        return None
+    if u.username is None and u.password is None:
+        return None
+    return unquote(u.username or ""), unquote(u.password or "")
+
+
+def basic_authorization(url: str) -> str | None:
+    """The ``Authorization`` header value for a URL's credentials (``Basic <base64>``), or
+    None when the URL has none."""
+    creds = url_credentials(url)
+    if creds is None:
+        return None
+    return "Basic " + base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode("ascii")
+
+
+def credentials_conflict(urls: Iterable[str], key_from: str | None) -> str | None:
+    """Why a model's URLs and its key (``key_from`` names where the key comes from, e.g.
+    ``"api_key_env 'MY_KEY'"``; None: no key) cannot both be sent (one Authorization
+    header), or None."""
+    if not key_from:
+        return None
+    for url in urls:
+        if url_credentials(url) is not None:
+            return (f"base_url {without_userinfo(url)!r} carries a user name and password "
+                    f"(sent as HTTP Basic authentication) and {key_from} gives a key (sent as "
+                    "Bearer); a request has one Authorization header: drop the user:password@ "
+                    "from the URL or the key")
+    return None
 
 
 def redact(text: str, secrets: Iterable[SecretStr | str | None] = ()) -> str:

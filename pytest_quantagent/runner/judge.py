@@ -39,7 +39,11 @@ from pytest_quantagent.env.tasks import RewardType, Task
 from pytest_quantagent.errors import ConfigurationError, QuantAgentError
 from pytest_quantagent.quant.arms import ArmSpec, UserModelConfig
 from pytest_quantagent.quant.loading import create_arm_backend
-from pytest_quantagent.store.jsonl import append_line_locked, read_appended_rows
+from pytest_quantagent.store.jsonl import (
+    aappend_line_locked,
+    append_line_locked,
+    read_appended_rows,
+)
 from pytest_quantagent.store.records import EpisodeRecord
 from pytest_quantagent.vocab.channels import SCORABLE_TERMINATIONS
 from pytest_quantagent.vocab.messages import (
@@ -224,14 +228,28 @@ class JudgeCache:
             row = self._mem.get(key)
         return row
 
-    def put(self, key: str, met: bool, reason: str) -> None:
+    def _remember(self, key: str, met: bool, reason: str) -> str | None:
+        """Record a verdict in memory unless ``key`` has one; the line to append."""
         if key in self._mem:
-            return
+            return None
         self._mem[key] = {"met": met, "reason": reason}
         if self.path is None:
-            return
-        append_line_locked(
-            self.path, json.dumps({"key": key, "met": met, "reason": reason}, ensure_ascii=False) + "\n")
+            return None
+        return json.dumps({"key": key, "met": met, "reason": reason}, ensure_ascii=False) + "\n"
+
+    def put(self, key: str, met: bool, reason: str) -> None:
+        line = self._remember(key, met, reason)
+        if line is not None:
+            assert self.path is not None
+            append_line_locked(self.path, line)
+
+    async def aput(self, key: str, met: bool, reason: str) -> None:
+        """:meth:`put` for the event loop: awaits the file's one writer's batch write
+        (:class:`~pytest_quantagent.store.jsonl.LineAppender`); the loop never blocks."""
+        line = self._remember(key, met, reason)
+        if line is not None:
+            assert self.path is not None
+            await aappend_line_locked(self.path, line)
 
 
 # --------------------------------------------------------------------------- runtime
@@ -282,7 +300,7 @@ class JudgeRuntime:
                               "judge_error": error}
                 else:
                     met, reason = verdicts[j]
-                    self.cache.put(keys[i], met, reason)
+                    await self.cache.aput(keys[i], met, reason)
                     out[i] = {"assertion": assertions[i], "met": met, "reason": reason}
         return [v for v in out if v is not None]
 

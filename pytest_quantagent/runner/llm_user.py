@@ -42,7 +42,11 @@ from pytest_quantagent.backends.wrapper import ModelClient, UsageCounter, bind_e
 from pytest_quantagent.env.tasks import StructuredUserInstructions, Task
 from pytest_quantagent.quant.arms import UserModelConfig
 from pytest_quantagent.runner.agent import generation_to_message, tool_calls_to_openai
-from pytest_quantagent.store.jsonl import append_line_locked, read_appended_rows
+from pytest_quantagent.store.jsonl import (
+    aappend_line_locked,
+    append_line_locked,
+    read_appended_rows,
+)
 from pytest_quantagent.vocab.messages import (
     AssistantMessage,
     Message,
@@ -188,8 +192,8 @@ class LLMUserSpec:
 class UserTurnCache:
     """User turns by transcript key: in memory, optionally mirrored to a JSONL file.
 
-    The file is append-only (one ``{"key", "message"}`` per line) under a file lock, so
-    concurrent processes can share it; the first answer stored for a key wins (in memory and
+    The file is append-only (one ``{"key", "message"}`` per line, written by the process's one
+    writer under a file lock taken once per batch), so concurrent processes can share it; the first answer stored for a key wins (in memory and
     on reload), and a torn last line is ignored until it is complete. Within one event loop a
     key being sampled is sampled once: other episodes asking for it wait for that answer
     (:meth:`claim`), so arms running concurrently still share the same bytes.
@@ -262,10 +266,13 @@ class UserTurnCache:
         return stored
 
     async def aput(self, key: str, message: UserMessage) -> UserMessage:
-        """:meth:`put` for the event loop: the locked, fsynced append runs in a thread."""
+        """:meth:`put` for the event loop: awaits the file's one writer (its batch's write;
+        :class:`~pytest_quantagent.store.jsonl.LineAppender`, which fsyncs off this path), no
+        thread blocked on a lock."""
         stored, line = self._remember(key, message)
         if line is not None:
-            await asyncio.to_thread(self._append, line)
+            assert self.path is not None
+            await aappend_line_locked(self.path, line)
         return stored
 
     def _remember(self, key: str, message: UserMessage) -> tuple[UserMessage, str | None]:

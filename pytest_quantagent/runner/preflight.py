@@ -91,6 +91,12 @@ def _check_openai(spec: ArmSpec, timeout_s: float) -> str | None:
     endpoints = arm_endpoints(spec.base_url, spec.options)
     if not endpoints:
         return "backend 'openai' needs base_url (e.g. http://127.0.0.1:8000/v1)"
+    from pytest_quantagent.backends.secrets import credentials_conflict
+
+    conflict = credentials_conflict([u for u, _ in endpoints], spec.api_key_env
+                                    and f"api_key_env {spec.api_key_env!r}")
+    if conflict is not None:
+        return conflict
     key: SecretStr | None = None
     if spec.api_key_env:
         key = SecretStr(os.environ.get(spec.api_key_env) or "")
@@ -151,14 +157,10 @@ def _check_endpoint(spec: ArmSpec, base_url: str, key: Any, timeout_s: float
         ok = False
     if not ok:
         return f"base_url {shown!r} is not an http:// or https:// URL with a host", None
-    url = base_url.rstrip("/") + "/models"
     try:
-        # The run's route: the httpx client honours HTTP(S)_PROXY/NO_PROXY (httpx's
-        # trust_env), the native one (plain http:// endpoints by default) connects directly.
-        with httpx.Client(timeout=timeout_s, trust_env=_run_uses_httpx(spec)) as client:
-            if key is not None:
-                _bearer(client, key)
-            resp = client.get(url)
+        with _client(spec, key, timeout_s) as client:
+            resp = client.get(_shown(base_url).rstrip("/") + "/models",
+                              headers=_url_auth(base_url))
     except httpx.TimeoutException:
         return f"no answer to GET /models within {timeout_s:g} s (is the server up?)", None
     except httpx.HTTPError as e:
@@ -203,8 +205,24 @@ def _run_uses_httpx(spec: ArmSpec) -> bool:
     return not all(u.startswith("http://") for u, _ in arm_endpoints(spec.base_url, spec.options))
 
 
-def _bearer(client: Any, key: Any) -> None:
-    client.headers["Authorization"] = "Bearer " + key.get_secret_value()
+def _client(spec: ArmSpec, key: Any, timeout_s: float) -> Any:
+    """An ``httpx.Client`` on the run's route with the run's credentials: HTTP(S)_PROXY /
+    NO_PROXY honoured (httpx's ``trust_env``) exactly when the run's client is httpx (the
+    native one, plain http:// endpoints by default, connects directly); the key as Bearer.
+    Requests go to the URL without its user:password (sent as Basic by :func:`_url_auth`),
+    as the run sends them (``backends.secrets``' rule)."""
+    import httpx
+
+    headers = {} if key is None else {"Authorization": "Bearer " + key.get_secret_value()}
+    return httpx.Client(timeout=timeout_s, trust_env=_run_uses_httpx(spec), headers=headers)
+
+
+def _url_auth(url: str) -> dict[str, str]:
+    """The Basic ``Authorization`` header of a URL's credentials (none without)."""
+    from pytest_quantagent.backends.secrets import basic_authorization
+
+    basic = basic_authorization(url)
+    return {} if basic is None else {"Authorization": basic}
 
 
 def _engine_check(modules: Sequence[str], extra: str) -> BackendCheck:
@@ -434,15 +452,19 @@ def _server_fields(spec: ArmSpec, timeout_s: float) -> dict[str, str]:
     endpoints = arm_endpoints(spec.base_url, spec.options)
     if not endpoints:
         return {}
-    base = endpoints[0][0].rstrip("/")
-    headers = {}
+    from pydantic import SecretStr
+
+    first = endpoints[0][0]
+    base = _shown(first).rstrip("/")
+    auth = _url_auth(first)
+    key = None
     if spec.api_key_env and os.environ.get(spec.api_key_env):
-        headers["Authorization"] = "Bearer " + os.environ[spec.api_key_env]
+        key = SecretStr(os.environ[spec.api_key_env])
     out: dict[str, str] = {}
     try:
-        with httpx.Client(timeout=timeout_s, trust_env=False, headers=headers) as client:
+        with _client(spec, key, timeout_s) as client:
             try:
-                data = client.get(base + "/models").json()
+                data = client.get(base + "/models", headers=auth).json()
                 entry = next((m for m in data.get("data", []) if isinstance(m, dict)
                               and str(m.get("id")) == spec.model), None)
             except (httpx.HTTPError, ValueError, AttributeError, TypeError):
@@ -466,7 +488,7 @@ def _server_fields(spec: ArmSpec, timeout_s: float) -> dict[str, str]:
                     out["kv_cache_dtype"] = kv
             root = base.removesuffix("/v1")
             try:
-                resp = client.get(root + "/version")
+                resp = client.get(root + "/version", headers=auth)
                 version = resp.json().get("version") if resp.status_code == 200 else None
             except (httpx.HTTPError, ValueError, AttributeError):
                 version = None

@@ -132,14 +132,137 @@ def count_lines(path: Path, offset: int = 0) -> int:
         return 0
 
 
+class LineAppender:
+    """The one writer of a side cache file (LLM user turns, judge verdicts) in this process.
+
+    Lines handed to :meth:`submit` (from any thread or event loop) queue up; one writer
+    thread takes everything queued, locks the file against other processes once for the
+    batch (``flock`` on ``<file>.lock``, the lock :class:`filelock.FileLock` takes: the
+    kernel wakes a waiter when it is released, no polling), writes the batch with one
+    ``write`` and then resolves every line's future: the lines are then in the file for every
+    process, and survive this one being killed. The writer fsyncs when its queue is drained
+    (and at least every :attr:`SYNC_EVERY_S` under load), off every caller's path. An episode
+    awaiting its turn's line waits for one shared write, never on a lock retried every 50 ms
+    in a thread pool nor on a disk flush (issue 36 item 9).
+
+    Crash safety is the file's rule (:func:`read_appended_rows`): a writer that dies
+    mid-write leaves a torn last line, which readers skip until it is complete. A cache line
+    lost to a power cut is asked again. Use :func:`appender_for` (one appender per file and
+    process)."""
+
+    SYNC_EVERY_S = 0.5
+
+    def __init__(self, path: Path) -> None:
+        import queue
+
+        self.path = path
+        self._queue: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self._lock = _ProcessLock(str(path) + ".lock")
+        self._thread: threading.Thread | None = None
+        self._start = threading.Lock()
+        self.batches = 0
+        """Batches written (each one lock and one write)."""
+        self.syncs = 0
+        """fsyncs of the file (one per drained queue, or per :attr:`SYNC_EVERY_S`)."""
+
+    def submit(self, line: str) -> Any:
+        """Queue one whole ``line`` (ending in a newline); the returned
+        :class:`concurrent.futures.Future` is resolved once it is written (or failed)."""
+        from concurrent.futures import Future
+
+        fut: Future[None] = Future()
+        self._queue.put((line, fut))
+        if self._thread is None:
+            with self._start:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, daemon=True,
+                                                    name=f"quantagent-append-{self.path.name}")
+                    self._thread.start()
+        return fut
+
+    def append(self, line: str) -> None:
+        """Append ``line`` and wait until it is written (raises the write's error)."""
+        self.submit(line).result()
+
+    async def aappend(self, line: str) -> None:
+        """:meth:`append` for the event loop: awaits the batch's write, no thread blocked."""
+        import asyncio
+
+        await asyncio.wrap_future(self.submit(line))
+
+    def _run(self) -> None:
+        import queue
+        import time
+
+        unsynced_since: float | None = None
+        while True:
+            if unsynced_since is not None and (
+                    self._queue.empty() or time.monotonic() - unsynced_since > self.SYNC_EVERY_S):
+                self._sync()
+                unsynced_since = None
+            batch = [self._queue.get()]
+            while True:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                self._write("".join(line for line, _ in batch))
+            except Exception as e:  # every waiter of the batch gets the error
+                for _, fut in batch:
+                    fut.set_exception(e)
+                continue
+            if unsynced_since is None:
+                unsynced_since = time.monotonic()
+            for _, fut in batch:
+                fut.set_result(None)
+
+    def _write(self, data: str) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock, self.path.open("a", encoding="utf-8") as f:
+            f.write(data)
+            f.flush()
+        self.batches += 1
+
+    def _sync(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return  # removed meanwhile: nothing of ours to flush
+        try:
+            os.fsync(fd)
+            self.syncs += 1
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+_APPENDERS: dict[tuple[int, str], LineAppender] = {}
+_APPENDERS_LOCK = threading.Lock()
+
+
+def appender_for(path: Path) -> LineAppender:
+    """This process's one :class:`LineAppender` of ``path`` (a forked child gets its own)."""
+    key = (os.getpid(), os.path.abspath(path))
+    with _APPENDERS_LOCK:
+        got = _APPENDERS.get(key)
+        if got is None:
+            got = _APPENDERS[key] = LineAppender(Path(path))
+        return got
+
+
 def append_line_locked(path: Path, line: str) -> None:
-    """Append one whole ``line`` to ``path`` under its file lock, flushed and fsynced (the
-    side caches' write; processes sharing a store may append at once)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"), path.open("a", encoding="utf-8") as f:
-        f.write(line)
-        f.flush()
-        os.fsync(f.fileno())
+    """Append one whole ``line`` to ``path``, locked against other processes, through the
+    file's one writer (:func:`appender_for`, which fsyncs off the caller's path); returns
+    once it is written (the side caches' write; processes sharing a store may append at
+    once)."""
+    appender_for(path).append(line)
+
+
+async def aappend_line_locked(path: Path, line: str) -> None:
+    """:func:`append_line_locked` for the event loop (awaits the writer's batch write)."""
+    await appender_for(path).aappend(line)
 
 
 def iter_store_lines(path: str | Path, warn: Any = None) -> Iterator[tuple[int, bytes]]:

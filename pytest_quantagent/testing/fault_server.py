@@ -30,7 +30,8 @@ finish reason; ``empty_every``: every N-th chat request is answered with an empt
 ``model_root``: reported as every served model's ``root`` (as vLLM does: the checkpoint
 behind a served name). ``require_key``: every request without ``Authorization: Bearer <key>`` gets a 401 echoing
 what it sent. Counters: ``requests`` (chat requests), ``model_requests`` (GETs), ``injected``
-(faults by kind), ``refused`` (wrong key). Nothing here is used by the harness itself.
+(faults by kind), ``refused`` (wrong key), ``authorizations`` (the ``Authorization`` headers
+received, by value). Nothing here is used by the harness itself.
 """
 
 from __future__ import annotations
@@ -109,6 +110,8 @@ class FaultServer(FakeOpenAIServer):
         self.completion_tokens = completion_tokens
         self.finish_reason = finish_reason
         self.empty_every = empty_every
+        self.authorizations: Counter[str] = Counter()
+        """The ``Authorization`` header of every request (``""``: none), by value."""
         self.arrivals: list[float] = []
         """Loop time of each chat request (to check retry spacing)."""
 
@@ -195,6 +198,9 @@ class FaultServer(FakeOpenAIServer):
                 if line.lower().startswith(b"content-length:"):
                     length = int(line.split(b":", 1)[1])
             body = await reader.readexactly(length) if length else b""
+            self.authorizations[next((line.split(b":", 1)[1].strip().decode("latin-1")
+                                      for line in head.split(b"\r\n")
+                                      if line.lower().startswith(b"authorization:")), "")] += 1
             if self.require_key is not None and (
                     f"authorization: bearer {self.require_key.lower()}\r\n".encode() not in head.lower() + b"\r\n"):
                 self.refused += 1

@@ -176,28 +176,78 @@ def test_names(quant_cell):
     ("call", "message"),
     [
         ("assert_score_equivalent(quant_cell, margin=1.5)",
-         "*ValueError: margin=1.5 is not allowed; margin must be a number in (0.0, 1.0)"),
-        ("assert_score_equivalent(quant_cell, alpha=0.7)",
-         "*ValueError: alpha=0.7 is not allowed; alpha must be a number in (0.0, 0.5)"),
+         "margin=1.5 is not allowed; margin must be a number in (0.0, 1.0); did you mean "
+         "margin=0.015? (1.5 points: margins are fractions of 1)"),
+        ("assert_score_equivalent(quant_cell, margin=7.5)",
+         "margin=7.5 is not allowed; margin must be a number in (0.0, 1.0); did you mean "
+         "margin=0.075? (7.5 points: margins are fractions of 1)"),
+        ("assert_score_equivalent(quant_cell, 0.05, alpha=0.7)",
+         "alpha=0.7 is not allowed; alpha must be a number in (0.0, 0.5)"),
         ("assert_no_channel_amplification(quant_cell, channel='unknown_tools')",
-         "*unknown channel 'unknown_tools'; known channels: bad_arguments, cross_role_tool, malformed_call, "
+         "unknown channel 'unknown_tools'; known channels: bad_arguments, cross_role_tool, malformed_call, "
          "policy_violation, unknown_tool, user_tool_error, wrong_entity"),
         ("assert_no_channel_amplification(quant_cell, max_ratio=0)",
-         "*ValueError: max_ratio=0 is not allowed; max_ratio must be a number >= 1"),
+         "max_ratio=0 is not allowed; max_ratio must be a number >= 1"),
         ("assert_budget_robust(quant_cell, budgets=(2, 11))",
-         "*ValueError: budget 11 in budgets=(2, 11) is not allowed; budgets must be integers from 1 to "
+         "budget 11 in budgets=(2, 11) is not allowed; budgets must be integers from 1 to "
          "the run's error budget 10 (raise --error-budget to judge larger ones)"),
-        ("assert_budget_robust(quant_cell, budgets=())", "*ValueError: budgets is empty*"),
+        ("assert_budget_robust(quant_cell, budgets=())", "budgets is empty"),
         ("assert_failure_set_invariant(quant_cell, min_rank_corr=2)",
-         "*ValueError: min_rank_corr=2 is not allowed; it must be a number from -1 to 1"),
+         "min_rank_corr=2 is not allowed; it must be a number from -1 to 1"),
         ("assert_failure_set_invariant(quant_cell, min_failures=0)",
-         "*ValueError: min_failures=0 is not allowed; it must be an integer >= 1"),
+         "min_failures=0 is not allowed; it must be an integer >= 1"),
+        ("assert_score_equivalent(quant_cell, margins=0.05)",
+         "assert_score_equivalent(): got an unexpected keyword argument 'margins'"),
     ],
 )
-def test_bad_arguments_raise_clear_errors(fake: pytest.Pytester, call: str, message: str) -> None:
-    result = run(fake, f"def test_bad(quant_cell):\n    {call}\n", "--quant=fp8")
+def test_bad_literal_arguments_are_refused_before_any_episode(fake: pytest.Pytester, call: str,
+                                                              message: str) -> None:
+    """Issue 36 item 10: a bad argument written in the test is one line at collection, not a
+    traceback after every episode ran."""
+    result = run(fake, f"def test_bad(quant_cell):\n    x = 1\n    {call}\n", "--quant=fp8")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stdout.str() + result.stderr.str()
+    assert "quantagent: 1 bad assertion argument:" in text, text
+    line = "test_bad_literal_arguments_are_refused_before_any_episode.py::test_bad (line 6): "
+    assert text.count(line) == 1 and text.count(message) == 1, text
+    assert "Traceback" not in text and "passed" not in text and "failed" not in text
+    assert "quantagent telecom-fp8" not in text  # no cell was run (no progress line)
+
+
+def test_every_bad_assertion_argument_of_a_run_is_reported_together(fake: pytest.Pytester) -> None:
+    result = run(fake, """
+def test_one(quant_cell):
+    assert_no_channel_amplification(quant_cell, channel="unknown_tools")
+
+def test_two(quant_cell):
+    assert_score_equivalent(quant_cell, margin=7.5)
+    assert_budget_robust(quant_cell, budgets=(2, 11))
+
+def test_fine(quant_cell):
+    m = 0.05
+    assert_score_equivalent(quant_cell, margin=m)
+""", "--quant=fp8")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stdout.str() + result.stderr.str()
+    assert "quantagent: 3 bad assertion arguments:" in text
+    for what in ("::test_one (line 6): assert_no_channel_amplification(): unknown channel",
+                 "::test_two (line 9): assert_score_equivalent(): margin=7.5",
+                 "::test_two (line 10): assert_budget_robust(): budget 11"):
+        assert text.count(what) == 1, (what, text)
+    assert "test_fine" not in text
+
+
+def test_a_computed_bad_argument_fails_its_test_with_one_line(fake: pytest.Pytester) -> None:
+    result = run(fake, """
+def test_bad(quant_cell):
+    margin = float("7.5")  # not visible at collection
+    assert_score_equivalent(quant_cell, margin=margin)
+""", "--quant=fp8")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([message])
+    text = result.stdout.str()
+    assert text.count("test_bad[telecom-fp8]: bad assertion argument: margin=7.5 is not allowed; margin must be a "
+                      "number in (0.0, 1.0); did you mean margin=0.075?") == 1, text
+    assert "Traceback" not in text and "assertions.py:" not in text, text
 
 
 def test_verdict_thresholds_from_options_reach_report_and_assertions(fake: pytest.Pytester) -> None:

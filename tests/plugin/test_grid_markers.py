@@ -96,7 +96,7 @@ def test_markers_are_registered(pytester: pytest.Pytester) -> None:
          "*@pytest.mark.domain takes domain names as positional arguments only; unknown keyword argument(s): name*"),
         ("domain()", "*@pytest.mark.domain needs at least one domain name*"),
         ("precision('int3')",
-         "*@pytest.mark.precision: unknown arm 'int3'; known arms: bf16, bf16+repair, fp16, *int4*"),
+         "*@pytest.mark.precision: unknown arm 'int3'; known arms: bf16, bf16+repair, fp8, *int4*"),
         ("precision(arm='int4', strict=True)",
          "*@pytest.mark.precision takes arm names as positional arguments only; unknown keyword argument(s): arm, strict*"),
         ("precision(4)", "*@pytest.mark.precision arguments must be arm names (strings); got 4*"),
@@ -225,13 +225,45 @@ def test_every_bad_marker_of_a_run_is_reported_together(pytester: pytest.Pyteste
         @pytest.mark.domain('airline')
         def test_three(quant_cell):
             pass
+
+        @pytest.mark.error_budget('2')
+        def test_four(quant_cell):
+            pass
         """,
     )
     result = pytester.runpytest("--quant=int4", "--domain=telecom")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     text = result.stdout.str() + result.stderr.str()
-    assert "3 bad markers" in text
+    assert "4 bad markers" in text  # one run names all four (issue 36 item 10), once each
     for what in ("test_one: @pytest.mark.precision: unknown arm 'int3'",
-                 "test_two: @pytest.mark.error_budget(99)", "test_three: @pytest.mark.domain"):
+                 "test_two: @pytest.mark.error_budget(99)", "test_three: @pytest.mark.domain",
+                 "test_four: @pytest.mark.error_budget K must be an integer"):
         assert text.count(what) == 1, (what, text)
     assert "passed" not in text
+
+
+def test_a_precision_markers_known_arms_are_the_arms_quant_accepts(pytester: pytest.Pytester) -> None:
+    """Issue 36 item 10: precision('int5')'s error listed fp16, fp32 and int8, which --quant
+    then refused for the run's model spec; the marker's list is --quant's."""
+    from pytest_quantagent.quant.arms import DEFAULT_MODEL_SPEC, model_spec_arms
+
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.precision('int5')
+        def test_one(quant_cell):
+            pass
+        """)
+    result = pytester.runpytest("--quant=int4", "--domain=telecom")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stdout.str() + result.stderr.str()
+    listed = text.split("unknown arm 'int5'; known arms: ", 1)[1].splitlines()[0]
+    arms = [a.strip(" !") for a in listed.split(", ")]
+    accepted = set(model_spec_arms(DEFAULT_MODEL_SPEC))  # what --quant checks against
+    assert set(arms) == accepted | {f"{a}+repair" for a in accepted}
+    assert not {"fp16", "fp32", "int8"} & set(arms)
+    # and --quant itself names the same list for a bad arm
+    result = pytester.runpytest("--quant=int5", "--domain=telecom")
+    quant = (result.stdout.str() + result.stderr.str()).split("arms of model spec 'tiny-agent': ", 1)[1]
+    assert {a.strip(" !") for a in quant.splitlines()[0].split(", ")} == accepted

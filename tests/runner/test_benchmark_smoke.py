@@ -45,3 +45,20 @@ def test_benchmark_json_shape() -> None:
 def test_benchmark_efficiency_is_at_most_ideal() -> None:
     for r in _bench()["results"]:
         assert 0 < r["efficiency"] <= 1.05, r
+
+
+def test_benchmark_llm_user_mode_runs_both_users_side_by_side() -> None:
+    out = subprocess.run(
+        [sys.executable, str(BENCH), "--json", "--concurrency", "2", "--rounds", "1",
+         "--latency", "0.01", "--calls", "6", "--user", "both", "--no-ceiling"],
+        capture_output=True, text=True, timeout=180, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert out.returncode == 0, out.stderr
+    scripted, llm = json.loads(out.stdout)["results"]
+    assert (scripted["user"], llm["user"]) == ("scripted", "llm")
+    assert scripted["user_calls"] == 0
+    # --calls 6: the agent asks the customer at its 4th step and ends at its 6th; the user
+    # model answers both (the opening is the scenario's), and its calls count in the ideal
+    assert llm["user_calls"] == 2 * llm["episodes"]
+    assert llm["model_calls"] == 8 * llm["episodes"]
+    assert llm["ideal_per_s"] == round(2 / (8 * 0.01), 3)
