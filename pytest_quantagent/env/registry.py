@@ -26,6 +26,9 @@ from pytest_quantagent.errors import DataFileError, UnknownNameError
 _PKG = Path(__file__).resolve().parent.parent
 _cache: dict[tuple[str, str | None, str | None, str], Domain] = {}
 _modules: dict[Path, ModuleType] = {}
+_packages: dict[Path, list[tuple[str, ModuleType]]] = {}
+"""Per loaded domain, its parent package, its package and its ``domain`` module, to put back
+in ``sys.modules`` when something removed them (see :func:`_load_module`)."""
 _lock = threading.Lock()
 
 
@@ -56,6 +59,11 @@ def _load_module(path: Path, name: str) -> ModuleType:
     so the domain's relative imports (``from .tools import ...``) work."""
     mod = _modules.get(path)
     if mod is not None:
+        # pytester's in-process runs restore sys.modules afterwards, dropping the domain's
+        # packages when they were first imported inside one while this cache keeps the module;
+        # a lazy relative import in the domain (``from .user_sim import ...``) needs them back
+        for pkg_name, pkg in _packages.get(path, ()):
+            sys.modules.setdefault(pkg_name, pkg)
         return mod
     root = str(path.parent.parent)
     parent = sys.modules.get(_PARENT)
@@ -67,6 +75,7 @@ def _load_module(path: Path, name: str) -> ModuleType:
         parent.__path__.append(root)
     mod = importlib.import_module(f"{_PARENT}.{name}.domain")
     _modules[path] = mod
+    _packages[path] = [(n, sys.modules[n]) for n in (_PARENT, f"{_PARENT}.{name}", mod.__name__)]
     return mod
 
 

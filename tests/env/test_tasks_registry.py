@@ -161,3 +161,26 @@ def test_bad_retail_db_names_the_file(tau2_data: Path, tmp_path: Path) -> None:
     with pytest.raises(DataFileError, match=r"db\.json at line 1 column \d+: invalid JSON"):
         registry.get_domain("retail", tau2_data=tmp_path)
     registry.clear_cache()
+
+
+def test_a_domain_survives_its_packages_being_dropped_from_sys_modules() -> None:
+    # pytester's in-process runs restore sys.modules when they end: a domain first loaded
+    # inside one lost its packages there while the registry kept its module, so the next
+    # lazy relative import in the domain failed ("No module named
+    # 'pytest_quantagent_domains.telecom'")
+    import importlib
+    import sys
+
+    from pytest_quantagent.env import registry
+
+    registry.get_domain("telecom")
+    saved = {k: v for k, v in sys.modules.items() if k.startswith("pytest_quantagent_domains")}
+    try:
+        for k in saved:
+            del sys.modules[k]
+        registry.clear_cache()
+        registry.get_domain("telecom")
+        assert importlib.import_module("pytest_quantagent_domains.telecom.user_sim")
+    finally:
+        registry.clear_cache()
+        sys.modules.update({k: v for k, v in saved.items() if k not in sys.modules})
