@@ -6,7 +6,8 @@ only tasks whose scenario (the domain's ``scenario_key``) is in none of the bund
 (train and test split) nor the generated tasks of the bundled models' training corpus
 (:data:`TRAINING_DRAWS`, from ``scripts/train_reference.py corpus`` with its defaults), and
 no two tasks of a pool share a scenario. Ids are ``fresh-<seed>-<index>-<kind>``; the first
-N tasks of a pool are the same whatever size is asked for.
+N tasks of a pool are the same whatever size is asked for, and whatever sizes were asked for
+before in the same process.
 
 Telecom's scenario space is small (about 2,000 scenarios, ~540 outside the training corpus,
 all troubleshooting kinds), hence :data:`FRESH_CAP`.
@@ -97,9 +98,10 @@ def fresh_tasks(domain: Domain, n: int, seed: int = 0) -> list[Task]:
                 seen.add(k)
                 kind = (t.description.notes or "").removeprefix("kind=") if t.description else ""
                 kind = kind or t.id.rsplit("_", 2)[0]
+                # the whole batch is kept (never cut at n): the pool's tasks must not depend
+                # on the sizes asked for before (the waves of a run until decided ask 40, 80,
+                # 160, ...; a fixed run asks its size once)
                 tasks.append(t.model_copy(update={"id": f"{FRESH_PREFIX}{seed}-{len(tasks):04d}-{kind}"}))
-                if len(tasks) >= n:
-                    break
         out = tasks[:n]
     domain.add_tasks(out)
     return out

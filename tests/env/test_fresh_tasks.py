@@ -33,6 +33,21 @@ def test_same_seed_same_tasks_and_prefix_stable(name: str) -> None:
     assert a != [t.model_dump_json() for t in fresh.fresh_tasks(dom, 10, seed=4)]
 
 
+@pytest.mark.parametrize("name", ["retail", "telecom"])
+def test_a_pool_does_not_depend_on_the_sizes_asked_for_before(name: str) -> None:
+    # a run until decided asks its pool in waves (40, 80, 160, 320); a fixed run asks 320 at
+    # once: both must play the same tasks (the first request used to drop the rest of its
+    # generator batch, so later tasks depended on the order of requests)
+    dom = get_domain(name)
+    fresh._pools.clear()
+    once = [t.model_dump_json() for t in fresh.fresh_tasks(dom, 320)]
+    fresh._pools.clear()
+    for n in (40, 80, 160):
+        fresh.fresh_tasks(dom, n)
+    waves = [t.model_dump_json() for t in fresh.fresh_tasks(dom, 320)]
+    assert waves == once
+
+
 def test_above_cap_is_refused() -> None:
     with pytest.raises(ValueError, match="telecom offers 1 to 500 fresh tasks"):
         fresh.fresh_tasks(get_domain("telecom"), 501)
