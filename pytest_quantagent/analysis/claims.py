@@ -225,6 +225,7 @@ class ChannelFigures:
     reference_per_episode_ci: list[float | None] | None = None
     method: str | None = None
     ratio_upper: float | None = None
+    ratio_estimate: float | None = None
     rate_increase: float | None = None
     rate_increase_upper: float | None = None
     tested: bool | None = None
@@ -294,6 +295,7 @@ def channel_claims(a: ArmData, r: ArmData, p: Pairing, cfg: AnalysisConfig) -> C
             fig.ratio = fnum(rr.ratio)
             fig.ratio_ci = [fnum(rr.ci.low), fnum(rr.ci.high)]
             fig.ratio_upper = fnum(rr.upper)
+            fig.ratio_estimate = fnum(rr.estimate)
             fig.ratio_p, fig.increase_p = fnum(rr.amplified_p), fnum(rr.increase_p)
             fig.p = fnum(rr.damage_p)
             fig.rate_increase = fnum(rr.increase)

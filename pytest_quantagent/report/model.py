@@ -123,6 +123,9 @@ class ChannelStats(_Model):
     method: str | None = None
     ratio_upper: float | None = None
     """One-sided 1 − α upper bound of the ratio (LOSSLESS needs it below max_ratio)."""
+    ratio_estimate: float | None = None
+    """The stratified (within pair or task) point estimate of the ratio, inside ``ratio_ci``;
+    ``ratio`` is the crude ratio of the per-call rates."""
     rate_increase: float | None = None
     rate_increase_upper: float | None = None
     """One-sided 1 − α upper bound of the per-call rate increase (rare-channel route)."""

@@ -7,6 +7,7 @@ line. Works on the report JSON (a dict) so a saved report re-renders without re-
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -79,7 +80,13 @@ def _channels(cell: dict[str, Any], top: int = 2) -> str:
         elif ratio is not None and (ch.get("arm_count") or ch.get("reference_count")):
             p = ch.get("p_holm")
             ptxt = "" if p is None else f" p={p:.1g}"
-            rows.append((ratio, f"{name} ×{ratio:.2f}{ptxt}"))
+            est = ch.get("ratio_estimate")
+            # the crude ratio, and the stratified estimate its CI is about when they part
+            within = (f" (×{est:.2f} within {'pairs' if ch.get('strata') == 'pair' else 'tasks'})"
+                      if isinstance(est, (int, float)) and math.isfinite(est) and ratio
+                      and math.isfinite(ratio) and abs(math.log(max(est, 1e-9) / ratio)) > 0.1
+                      else "")
+            rows.append((ratio, f"{name} ×{ratio:.2f}{within}{ptxt}"))
     rows.sort(key=lambda r: -r[0])
     return "\n".join(text for _, text in rows[:top]) or "—"
 

@@ -237,6 +237,11 @@ class ChannelRatio:
     the intersection-union test, ``max(amplified_p, increase_p)``."""
     strata: str = "task"
     """``pair`` (one stratum per paired episode) or ``task``."""
+    estimate: float = math.nan
+    """The stratified point estimate: the ratio at which the score statistic (without its
+    continuity correction) is 0, inside ``ci``. It differs from the crude ``ratio`` when the
+    strata differ in calls, e.g. a candidate whose extra failures come with as many extra
+    calls in the same pair (nan when no stratum that both arms ran has a failure)."""
 
 
 def _cluster_sums(x: np.ndarray, lab: np.ndarray, g: int) -> np.ndarray:
@@ -390,6 +395,15 @@ def channel_ratio(
             return math.inf
         return float(_opt.brentq(lambda v: z(v) - q, lo_b, hi_b, xtol=1e-10))
 
+    def z0(v: float) -> float:
+        return _score_z(v, y, sa, t, sr, lab_arg, unmatched, 0.0)
+
+    if z0(lo_b) <= 0:
+        est = 0.0
+    elif z0(hi_b) >= 0:
+        est = math.inf
+    else:
+        est = math.exp(float(_opt.brentq(z0, lo_b, hi_b, xtol=1e-10)))
     qc = float(_st.t.ppf(0.5 + confidence / 2, df))
     qa = float(_st.t.ppf(1 - alpha, df))
     lo_l = bound(qc)
@@ -402,4 +416,4 @@ def channel_ratio(
     return ChannelRatio(int(ya), int(yr), int(na), int(nr), ratio, ci,
                         math.exp(up_l) if math.isfinite(up_l) else math.inf, p, max_ratio,
                         inc, inc_up, g, "stratified-robust-score", tolerance, inc_p,
-                        max(p, inc_p), strata)
+                        max(p, inc_p), strata, est)

@@ -226,3 +226,31 @@ def test_channel_damage_p_is_the_intersection_union_test() -> None:
     assert lo.increase_p == pytest.approx(float(sps.norm.sf(lo.increase / se)), rel=1e-9)
     with pytest.raises(ValueError, match=r"tolerance=-0\.1 is not allowed"):
         channel_ratio(ya, calls, yr, calls, tolerance=-0.1)
+
+
+def test_the_ratio_estimate_is_the_conditional_mle_and_lies_in_its_interval() -> None:
+    # Reference: the stratified Poisson rate ratio's conditional MLE maximises
+    # sum_i [y_i log pi_i + (t_i - y_i) log(1 - pi_i)], pi_i = rho a_i / (rho a_i + r_i)
+    # (Breslow & Day 1987, vol. II §3.4), maximised here with scipy.optimize (tolerance 1e-4
+    # relative: the optimiser's). Strata: 12 tasks, in half of which the candidate makes
+    # twice the calls at the same per-call rate.
+    rng = np.random.default_rng(5)
+    nr = rng.integers(20, 60, 12).astype(float)
+    na = nr.copy()
+    na[:6] *= 2.0  # half the tasks: the candidate makes twice the calls ...
+    yr = rng.poisson(0.05 * nr).astype(float)
+    ya = rng.poisson(0.05 * na).astype(float)  # ... at the same per-call rate
+    yr[0] += 1  # every stratum both arms ran has failures somewhere
+    rr = channel_ratio(ya, na, yr, nr)
+    t = ya + yr
+
+    def nll(log_rho: float) -> float:
+        pi = np.exp(log_rho) * na / (np.exp(log_rho) * na + nr)
+        return -float(np.sum(ya * np.log(pi) + (t - ya) * np.log1p(-pi)))
+
+    mle = math.exp(optimize.minimize_scalar(nll, bounds=(-5, 5), method="bounded",
+                                            options={"xatol": 1e-9}).x)
+    assert rr.estimate == pytest.approx(mle, rel=1e-4)
+    assert rr.ci.low <= rr.estimate <= rr.ci.high
+    crude = (ya.sum() / na.sum()) / (yr.sum() / nr.sum())
+    assert rr.ratio == pytest.approx(crude)
