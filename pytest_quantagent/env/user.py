@@ -527,6 +527,7 @@ class ScriptedUser:
         a yes/no to an offer (once), identity asked for, facts asked for."""
         said: list[str] = []
         offered = False
+        first_reply = ""
         prev: Segment | None = None
         statements: list[str] = []
         for i, seg in enumerate(parts):
@@ -548,14 +549,25 @@ class ScriptedUser:
                     seg = replace(seg, text=f"{told} {seg.text}")
                 if not offered:
                     offered = True
-                    reply = self.answer_offer(seg)
+                    reply = first_reply = self.answer_offer(seg)
                     said.append(reply)
                     if not _ACTION_OFFER.search(seg.text) and not reply.lower().startswith("no"):
                         # "Would you be willing to refuel some data?": yes, and what the
                         # scenario says about it.
                         said.extend(r.say for r in self.script.answers if matches(seg.text, r.keywords))
+                else:
+                    # "Shall I proceed? Also, would you like me to cancel #W2 too?": every
+                    # offer of the message gets its answer, not only the first.
+                    more = self.answer_more_offer(seg, first_reply)
+                    if more:
+                        said.append(more)
                 continue
             context = f"{seg.header} {seg.text}".strip()
+            if seg.text.rstrip(" *").endswith(":") and _ASKS_FOR_LIST.search(seg.text):
+                # "To pull up your account, I'll need one of the following: - your email, or
+                # - your name and zip": what the list under it names is what is asked.
+                context = " ".join([context, *(p.text for p in parts[i + 1:]
+                                               if p.header and seg.text[:30] in p.header)])
             if before is not None and (not before.asks or before.negated) and _REFERS_BACK.search(seg.text):
                 # "I see two payment methods ... Which one would you like to use?"
                 context = f"{before.text} {context}"
@@ -573,6 +585,16 @@ class ScriptedUser:
                 got = [choice] if choice else []
             said.extend(got)
         return said
+
+    def answer_more_offer(self, seg: Segment, first: str) -> str | None:
+        """The answer to a further offer of a message whose first offer got ``first``: a
+        decline when the customer accepted the first and does not want this one ("Yes, I
+        confirm. But not the other part, please: just what I asked for."); nothing when the
+        answer is the same as the first's."""
+        agreed = not first.lower().startswith(("no", "i don't", "sorry"))
+        if agreed and not self.wants(seg.text):
+            return "But not the other part, please: just what I asked for, nothing else."
+        return None
 
     def offer_wanted(self, text: str) -> bool:
         """Whether the customer wants what an offer or an option proposes (the base user
@@ -669,6 +691,10 @@ _ACTION_OFFER = re.compile(r"\b(?:me|us) to\b|\b(?:shall|should|can|may) (?:i|we
 # also update your pending orders, or only the default address?").
 _ASKS_PREFERENCE = re.compile(r"^(?:so,? |and |okay,? |ok,? )?(?:would|do|shall|should|can|could|may) "
                               r"(?:you|i|we)\b", re.IGNORECASE)
+# A request whose list says what to give ("I'll need one of the following:"), not one to
+# review ("let me confirm the details:").
+_ASKS_FOR_LIST = re.compile(r"^(?!.*\b(?:confirm|review|double-check|summary)\b).*\b(?:need|provide|share|send|"
+                            r"give|tell)\b", re.IGNORECASE)
 _HOLD = re.compile(r"\b(?:hold|wait|stay on the line|one moment|bear with)\b", re.IGNORECASE)
 _CONTENT = re.compile(r"[a-z][a-z0-9-]{3,}")
 
