@@ -168,7 +168,7 @@ def last_sentence(line: str) -> str:
     return parts[-1] if parts else line
 
 
-_EMOJI_AFTER_END = re.compile(r"(?<=[.!?])[ \t]*[\u2600-\u27bf\U0001f300-\U0001faff\ufe0f\u200d]+(?=[ \t]|$)")
+_EMOJI_AFTER_END = re.compile(r"(?<=[.!?])[ \t]*[\u231a-\u23ff\u2b00-\u2bff\u2600-\u27bf\U0001f300-\U0001faff\ufe0f\u200d]+(?=[ \t]|$)")
 _BARE_HEADER = re.compile(r"[A-Za-z][\w'’ /&-]{0,40}", re.IGNORECASE)
 
 
@@ -664,14 +664,18 @@ EMPTY_WORDS = frozenset(
     "check look see clarify explain confirm handle fix help go ahead and or but with what which "
     "mean meant about more bit little quickly real quick let know tell give say be is are was "
     "were been being have has had get got make sure first next mind if same thanks thank great "
-    "perfect sorry hmm well oh like want need would step steps happens happened happen".split()
+    "perfect sorry hmm well oh like want need would step steps happens happened happen "
+    "mentioned earlier before above suggested".split()
 )
 
 
 def vague(text: str) -> bool:
     """True when a segment names nothing the user could act on or answer (only pronouns,
     politeness and generic verbs: "Can you do that for me?", "Please check it.")."""
-    words = re.findall(r"[a-z][a-z'-]*", text.lower())
+    # "Could you do the thing on your phone that I mentioned earlier?": the phone is where,
+    # not what.
+    text = re.sub(r"\b(?:on|with|from|in) (?:your|the) (?:phone|device)\b", " ", text.lower())
+    words = re.findall(r"[a-z][a-z'-]*", text)
     return bool(words) and all(w in EMPTY_WORDS or w.endswith("'s") for w in words)
 
 

@@ -509,10 +509,14 @@ class ScriptedUser:
             # happening?": what the customer came for (an answer, not a fallback).
             self._fallbacks = 0
             return request
-        if any(not dialogue.vague(p.text) for p in asks) and _shares_content(said, request):
-            # "How long would you like the line suspended for?" when the request says it.
+        questions = [p for p in asks if not dialogue.vague(p.text)]
+        if questions and _shares_content(said, request):
+            # "How long would you like the line suspended for?" when the request says it: the
+            # sentence of the scenario that answers it, said as an answer, not "As I said: <the
+            # whole request>".
             self._fallbacks = 0
-            return f"As I said: {request}"
+            return _closest_sentence(" ".join(p.text for p in questions),
+                                     [request, *self.script.facts.values()])
         if any(p.act == Act.QUESTION and not dialogue.vague(p.text) for p in asks):
             return self._pick("I'm not sure, I don't know that.", "Sorry, I don't know that.")
         self._event("not_understood")
@@ -716,6 +720,19 @@ _ASKS_HOME = re.compile(r"\b(?:in the (?:us|u\.s\.?|usa|united states)|at home|(
                         r"in your home country|inside the (?:us|country))", re.IGNORECASE)
 _YES_NO_LEAD = re.compile(r"(?:^|[:,—–-]\s*)(?:and |so |also )?(?:are|is|were|do|did|have) (?:you|your)\b",
                           re.IGNORECASE)
+
+
+def _closest_sentence(question: str, texts: Sequence[str]) -> str:
+    """The sentence of ``texts`` sharing the most content words with ``question`` (by their
+    first five letters); the first text when none shares any."""
+    stems = {w[:5] for w in _CONTENT.findall(question.lower()) if w not in dialogue.EMPTY_WORDS}
+    best, score = texts[0], 0
+    for t in texts:
+        for sent in re.split(r"(?<=[.!?])\s+", t):
+            n = len(stems & {w[:5] for w in _CONTENT.findall(sent.lower()) if w not in dialogue.EMPTY_WORDS})
+            if n > score or (n == score and n and len(sent) < len(best)):
+                best, score = sent, n
+    return best
 
 
 def _location_yes_no(question: str, fact: str) -> str:
