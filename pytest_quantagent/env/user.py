@@ -587,8 +587,30 @@ class ScriptedUser:
             if not got:
                 choice = self.choose(seg, options)
                 got = [choice] if choice else []
+            if not got and seg.either_or and seg.act == Act.QUESTION:
+                # "Is the data completely not working, or just slow?": what the scenario says
+                # of the alternative it speaks to.
+                told_alt = self.scenario_alternative(seg.text)
+                got = [told_alt] if told_alt else []
             said.extend(got)
         return said
+
+    def scenario_alternative(self, text: str) -> str | None:
+        """For an either/or question, the scenario's sentence about the one alternative that
+        shares content words with it (None when none or several do)."""
+        text = text.rsplit(":", 1)[-1]
+        alts = [a for a in _ALTERNATIVE.split(text) if a.strip(" ,.?!")]
+        if len(alts) < 2:
+            return None
+        scen = [*self.script.requests, *self.script.facts.values()]
+        stems = {w[:5] for t in scen for w in _CONTENT.findall(t.lower()) if w not in dialogue.EMPTY_WORDS}
+        own = [len({w[:5] for w in _CONTENT.findall(a.lower()) if w not in dialogue.EMPTY_WORDS}
+                   - {w[:5] for b in alts if b is not a for w in _CONTENT.findall(b.lower())} & stems)
+               for a in alts]
+        if sum(1 for n in own if n) != 1:
+            return None
+        best = alts[own.index(max(own))]
+        return _closest_sentence(best, scen, shortest=False)
 
     def answer_more_offer(self, seg: Segment, first: str) -> str | None:
         """The answer to a further offer of a message whose first offer got ``first``: a
@@ -722,15 +744,16 @@ _YES_NO_LEAD = re.compile(r"(?:^|[:,—–-]\s*)(?:and |so |also )?(?:are|is|wer
                           re.IGNORECASE)
 
 
-def _closest_sentence(question: str, texts: Sequence[str]) -> str:
+def _closest_sentence(question: str, texts: Sequence[str], shortest: bool = True) -> str:
     """The sentence of ``texts`` sharing the most content words with ``question`` (by their
-    first five letters); the first text when none shares any."""
+    first five letters; of equals the shortest, else the first); the first text when none
+    shares any."""
     stems = {w[:5] for w in _CONTENT.findall(question.lower()) if w not in dialogue.EMPTY_WORDS}
     best, score = texts[0], 0
     for t in texts:
         for sent in re.split(r"(?<=[.!?])\s+", t):
             n = len(stems & {w[:5] for w in _CONTENT.findall(sent.lower()) if w not in dialogue.EMPTY_WORDS})
-            if n > score or (n == score and n and len(sent) < len(best)):
+            if n > score or (shortest and n == score and n and len(sent) < len(best)):
                 best, score = sent, n
     return best
 
