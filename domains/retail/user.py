@@ -170,7 +170,7 @@ _NOT_THERE = re.compile(r"\bthere(?:'s| is| are) no\b|\bno (?:\w+[ ,-]+){0,4}(?:
 _ALSO = re.compile(r"\balso\b|\bas well\b|\btoo\b|\bwhile (?:i'm|i am|we're) at it\b|\bin addition\b|"
                    r"\badditionally\b|\bsince you (?:also )?have\b", re.I)
 # A question asking whether an alternative will do ("Would that work for you instead?").
-_WILL_IT_DO = re.compile(r"\bwould (?:the|that|this|it)\b[^?]{0,60}\bwork\b|\b(?:would|will|does|could) (?:that|this|it|one of these|either)(?: one)? (?:work|do|suit you|be "
+_WILL_IT_DO = re.compile(r"^\W*(?:is it |would it be )?(?:ok|okay|alright|fine) (?:to|if i) \w+|\bwould (?:the|that|this|it)\b[^?]{0,60}\bwork\b|\b(?:would|will|does|could) (?:that|this|it|one of these|either)(?: one)? (?:work|do|suit you|be "
                          r"(?:ok|okay|fine|alright|acceptable))\b|\b(?:is|would) (?:that|this)(?: one)? (?:be )?(?:ok|okay|"
                          r"fine|alright|acceptable)\b|\bhow about (?:that|this)\b", re.I)
 # A suite, unit or apartment number of an address ("Suite 641", "Apt 2B").
@@ -448,7 +448,7 @@ class RetailUser(ScriptedUser):
         wanted = self.wanted_items()
         for name, want, values in wanted:
             head = name.split()[-1].lower()[:5]
-            about = [ln for ln in lines if head in ln.lower()] or []
+            about = self._lines_about(lines, head, [n.split()[-1].lower()[:5] for n, _, _ in wanted])
             if not about and len(wanted) == 1 and not re.search(r"\|", text):
                 # "the 8 outlets / 6 ft variant isn't showing, but I have 8 outlets with a 10 ft
                 # cord": values of its options, with the item left unnamed.
@@ -487,6 +487,23 @@ class RetailUser(ScriptedUser):
                         if said - {v.replace(" ", "") for v in values}:
                             return True
         return False
+
+    @staticmethod
+    def _lines_about(lines: Sequence[str], head: str, heads: Sequence[str]) -> list[str]:
+        """The lines that name an item (by ``head``) and those after them that name no other
+        item ("the yellow compact umbrella is sold out. I could offer the red compact one
+        instead")."""
+        out: list[str] = []
+        on = False
+        for ln in lines:
+            low = ln.lower()
+            if head in low:
+                on = True
+            elif any(h in low for h in heads if h != head) or ln.count("|") >= 2:
+                on = False
+            if on:
+                out.append(ln)
+        return out
 
     @staticmethod
     def _to_column(lines: Sequence[str]) -> int | None:

@@ -594,7 +594,9 @@ _GB = re.compile(r"(\d+(?:\.\d+)?)\s*GB\b", re.I)
 _LINE_NUMBER = re.compile(r"\b\d{3}-\d{4}\b")
 _WANTS_HUMAN = re.compile(r"\b(?:human|real person|representative|live agent|talk to a person)\b", re.I)
 # An offer that names nothing itself ("Shall I go ahead?", "Would you like that?", "Okay?").
-_BARE_OFFER = re.compile(r"\b(?:that|this|it)\b|\b(?:go ahead|proceed|okay|ok|alright|sound good)\b", re.I)
+_BARE_OFFER = re.compile(r"\b(?:that|this|it)\b|\b(?:go ahead|proceed|continue|okay|ok|alright|sound good|"
+                         r"submit|confirm)\b|^\W*(?:do you want|would you like|shall|should) (?:me|us|i|we) to \w+\W*$",
+                         re.I)
 # "if you see it", "if it's there": the payment request the phone shows.
 _SEE_IT = re.compile(r"^(?:you (?:can )?(?:see|got|received|have|find) (?:it|one|the (?:payment )?request)|"
                      r"it(?:'s| is) there|it (?:shows|appears|arrived|came through))\b", re.I)
