@@ -338,7 +338,7 @@ _REQUEST = _rx(
     r"(?!be\b|like\b|want\b|prefer\b|mind if\b)\w",
     r"\bwould you mind\b", r"\bplease\b", r"\bkindly\b",
     r"\b(?:i|we)(?:'d| would) (?:like|need|ask) (?:you|for you) to\b",
-    r"\b(?:i|we) (?:need|want) you to\b", r"\bi(?:'ll| will) need you to\b",
+    r"\b(?:i|we)(?: just| really| also| only| now)? (?:need|want) you to\b", r"\bi(?:'ll| will) need you to\b",
     r"\b(?:i|we)(?:'ll| will)? (?:first |also |just |still )?need (?:a few|some|the following|two|three|these|a couple|your|one of|either|any of|one or)\b",
     r"\b(?:i|we)(?:'ll| will|'d| would)? (?:need|require)(?: from you)?:",
     r"\b(?:i|we)(?:'ll| will)? (?:first |just )?need to (?:verify|confirm|authenticate|validate) (?:your identity|you)\b",
