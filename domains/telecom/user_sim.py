@@ -231,6 +231,7 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("what", "apn"),
         ("look", "apn"),
         ("view", "apn"),
+        ("open", "apn"),
     ),
     _intent(
         "reset_apn_settings",
@@ -607,6 +608,8 @@ _SEE_IT = re.compile(r"^(?:you (?:can )?(?:see|got|received|have|find) (?:it|one
 _PERMISSION_COND = re.compile(r"\b(storage|sms|phone|network)\b(?: permission)?[^,]*?\b(?:allowed|granted|"
                               r"enabled|permitted|given|on|off|missing|denied)\b|\b(?:no|without|lacks?|missing)\b "
                               r"(storage|sms|phone|network) permission\b")
+_MMSC_COND = re.compile(r"\bmmsc(?: url)?\b[^,]*?\b(?:is |isn't |is not )?(not set|missing|empty|blank|isn't set|"
+                        r"not configured|set|configured|there)\b")
 _APN_COND = re.compile(r"\bapn(?: name)?\b[^,]*?\b(?:is|isn't|is not|shows|says|other than|not)\s+"
                        r"[\"'*]*(internet|broken|mms)\b")
 # A condition on where the customer is ("if you're outside the US", "if you're abroad").
@@ -1102,6 +1105,13 @@ class TelecomUser(ScriptedUser):
                 return self._sentence_calls(then), []
             state = "has" if has else "does not have"
             return [], [f"The {app} app {state} the {name} permission on my phone."]
+        mmsc = _MMSC_COND.search(low)
+        if mmsc is not None:
+            # "If the MMSC URL is not set, reset the APN settings": read in the APN settings.
+            unset = device.active_apn_settings.mmsc_url is None
+            if unset == bool(re.search(r"\bnot\b|n't\b|missing|empty|blank", mmsc.group(0))):
+                return [("check_apn_settings", {}), *self._sentence_calls(then)], []
+            return [("check_apn_settings", {})], []
         apn = _APN_COND.search(low)
         if apn is not None:
             current = str(getattr(device.active_apn_settings.apn_name, "value", device.active_apn_settings.apn_name))

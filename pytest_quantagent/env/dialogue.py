@@ -83,6 +83,9 @@ _CLAUSE_END = re.compile(
     r",\s+and\s+(?=(?:please\s+)?(?:let me know|tell me|report back|send me)\b)|"
     r"\s+(?:and then|after that|afterwards)\s+|\s+then\s+(?=[a-z]+\b(?! (?:it|that)\b))|"
     r"\s+(?=(?:before|after|once|when|until|while) you\b)|:\s+(?=(?:please|could you|can you|kindly|go ahead)\b)|"
+    # "Check your APN settings: if the MMSC URL is not set, reset them": a step, then a
+    # conditional step.
+    r":\s+(?=if\b[^,?]{3,60},)|"
     # Inline enumerations: "Two checks: (1) is data on, and (2) is a VPN connected?"
     r":\s+(?=\(?\d\)\s)|,?\s+(?:and\s+)?(?=\(\d\)\s)|"
     # Two questions in one sentence: "How would you like to pay, and do you want me to proceed?"
@@ -541,6 +544,10 @@ BARE_CONDITIONS = {"so": True, "yes": True, "it is": True, "not": False, "no": F
                    "it does": True, "it doesn't": False}
 
 
+# "If the MMSC URL is not set", "if the APN isn't internet", "if a permission is not granted":
+# a setting the phone shows, not the user's situation.
+_SETTING_STATE = _rx(r"\b(?:mmsc|apn|permissions?)\b[^,]*\b(?:not|isn't|aren't) (?:set|configured|granted|allowed|"
+                     r"enabled|there|internet|listed)\b")
 # "Once you've confirmed the amount, pay it": a check the user makes now, not its situation.
 _CHECKED = _rx(r"^you(?:'ve| have)? (?:confirmed|checked|verified|reviewed|seen|received|got|looked at)\b")
 
@@ -553,7 +560,8 @@ def condition(text: str) -> tuple[str, str, str] | None:
     if m is None:
         return None
     word, cond, then = m.group(1).lower(), m.group(2), m.group(3)
-    if _SITUATION.search(cond) and cond.strip().lower() not in BARE_CONDITIONS and not _CHECKED.search(cond):
+    if (_SITUATION.search(cond) and cond.strip().lower() not in BARE_CONDITIONS and not _CHECKED.search(cond)
+            and not _SETTING_STATE.search(cond)):
         return None
     return word, cond, then
 
