@@ -813,9 +813,9 @@ class TelecomUser(ScriptedUser):
         told = {(float(n), u.rstrip("s").lower()) for n, u in _DURATION.findall(dialogue.strip_markdown(text))}
         if spans and told and not told & spans and {u for _, u in told} & {u for _, u in spans}:
             # "I'll suspend the line for 6 months" to a customer away for 3 months.
-            said = next((f for f in [*self.script.facts.values(), *self.script.requests]
-                         if _DURATION.search(f)), scen)
-            return f"No, that's not right. {said}"
+            how_long = next((f for f in [*self.script.facts.values(), *self.script.requests]
+                             if _DURATION.search(f)), scen)
+            return f"No, that's not right. {how_long}"
         mine = set(_LINE_NUMBER.findall(" ".join([*self.script.requests, *self.script.identity.values(),
                                                   *self.script.facts.values()])))
         said = set(_LINE_NUMBER.findall(text))
