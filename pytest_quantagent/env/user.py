@@ -745,17 +745,22 @@ _YES_NO_LEAD = re.compile(r"(?:^|[:,—–-]\s*)(?:and |so |also )?(?:are|is|wer
 
 
 def _closest_sentence(question: str, texts: Sequence[str], shortest: bool = True) -> str:
-    """The sentence of ``texts`` sharing the most content words with ``question`` (by their
-    first five letters; of equals the shortest, else the first); the first text when none
-    shares any."""
+    """What the scenario says about ``question``: the sentences of ``texts`` sharing two or
+    more content words with it (by their first five letters), in order ("I have an order
+    sent to Texas ... I don't remember the order number." to "the order number of the order
+    that went to Texas?"); else the one sharing the most (of equals the shortest, else the
+    first); the first text when none shares any."""
     stems = {w[:5] for w in _CONTENT.findall(question.lower()) if w not in dialogue.EMPTY_WORDS}
     best, score = texts[0], 0
+    close: list[str] = []
     for t in texts:
         for sent in re.split(r"(?<=[.!?])\s+", t):
             n = len(stems & {w[:5] for w in _CONTENT.findall(sent.lower()) if w not in dialogue.EMPTY_WORDS})
+            if n >= 2 and sent not in close:
+                close.append(sent)
             if n > score or (shortest and n == score and n and len(sent) < len(best)):
                 best, score = sent, n
-    return best
+    return " ".join(close) if len(close) > 1 else best
 
 
 def _location_yes_no(question: str, fact: str) -> str:
