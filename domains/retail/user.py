@@ -141,6 +141,8 @@ _FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
                             r"\brepresentative\b", re.I)),
     ("reship", re.compile(r"\bre-?ship|\bre-?send|\bsend (?:you )?(?:a )?(?:new|replacement)\b|"
                           r"\breplacement (?:order|item|unit)\b", re.I)),
+    ("purchase", re.compile(r"\bplace (?:a |an )?(?:new |separate |second )?order\b|\bnew order\b|\bpurchase\b|"
+                            r"\bbuy\b|\border (?:a|another|one more)\b", re.I)),
     ("extra", re.compile(r"\bupgrade|\bexpress\b|\bexpedite|\bwarranty\b|\bprotection plan\b|"
                          r"\bstore credit\b|\badd (?:more )?(?:funds|money|credit|balance)\b|\breload\b|"
                          r"\brewards? program\b|"
@@ -154,7 +156,7 @@ _IMPLIED = {
     "exchange": {"exchange", "items"},
 }
 _MORE_THAN_ASKED = re.compile(
-    r"\b(?:the other|any other|other|the rest of the|remaining|more|additional) (?:items?|products?|orders?)\b|"
+    r"\b(?:the other|any other|other|the rest of the|remaining|more|additional)(?: \w+)? (?:items?|products?|orders?)\b|"
     r"\banything else\b|\ball (?:of )?the (?:other )?items\b",
     re.I,
 )
@@ -163,6 +165,24 @@ _MORE_THAN_ASKED = re.compile(
 _NOT_THERE = re.compile(r"\bthere(?:'s| is| are) no\b|\bno (?:\w+[ ,-]+){0,4}(?:is |are )?(?:available|in stock|left)\b|"
                         r"\bwe (?:don't|do not) have\b|\b(?:couldn't|could not|can't|cannot) (?:find|locate)\b",
                         re.I)
+# An offer of more than the action under way ("Would you also like to return the boots?",
+# "while I'm at it, shall I cancel #W2 too?").
+_ALSO = re.compile(r"\balso\b|\bas well\b|\btoo\b|\bwhile (?:i'm|i am|we're) at it\b|\bin addition\b|"
+                   r"\badditionally\b|\bsince you (?:also )?have\b", re.I)
+# A question asking whether an alternative will do ("Would that work for you instead?").
+_WILL_IT_DO = re.compile(r"^\W*(?:is it |would it be )?(?:ok|okay|alright|fine) (?:to|if i) \w+|\bwould (?:the|that|this|it)\b[^?]{0,60}\bwork\b|\b(?:would|will|does|could) (?:that|this|it|one of these|either)(?: one)? (?:work|do|suit you|be "
+                         r"(?:ok|okay|fine|alright|acceptable))\b|\b(?:is|would) (?:that|this)(?: one)? (?:be )?(?:ok|okay|"
+                         r"fine|alright|acceptable)\b|\bhow about (?:that|this)\b", re.I)
+# A suite, unit or apartment number of an address ("Suite 641", "Apt 2B").
+_UNIT = re.compile(r"\b(?:suite|ste\.?|unit|apt\.?|apartment|#)\s*(\w+)", re.I)
+# What the scenario's request leaves out ("return all items except the pet bed").
+_EXCEPT = re.compile(r"\b(?:except(?: for)?|but not|other than|apart from|excluding)\s+(?:the\s+|my\s+|for\s+)?"
+                     r"([a-z][a-z -]*?[a-z])(?=\s*(?:[.,;)]|$|\band\b|\bwhich\b))", re.I)
+# Words of an offer that name no thing ("would you also like to return ... from that order").
+_OFFER_WORDS = frozenset(
+    "would like also want wish return cancel exchange modify change items item order orders same that this "
+    "from these those them well while shall proceed pending still too them there their your mine".split())
+_ASKS_ACTION = re.compile(r"\b(?:would|do) you (?:like|want) (?:me|us) to\b|\b(?:shall|should|can) (?:i|we)\b", re.I)
 _ACTION_WORDS = frozenset("exchange return cancel modify change order rather like would only".split())
 _MUST_VERIFY = re.compile(r"\bneed to (?:verify|confirm|authenticate|validate) (?:your identity|you)\b", re.I)
 _WOULD_YOU = re.compile(r"^(?:and |so )?(?:would|do) you (?:also |still )?(?:like|want|wish)\b", re.I)
@@ -184,7 +204,8 @@ _PREFERENCE = re.compile(
     r"\bdoes \w+(?: \w+)? matter to you\b|\bdo you (?:care|mind) (?:about|if)\b|"
     # "do you want the new tent in the same green color?", "would you like it in blue?"
     r"\b(?:do|would) you (?:still |also )?(?:want|like|prefer)\b[^?]*\b(?:in (?:the same|a different|another)|"
-    r"same|colou?r|size|material|capacity|version|variant|style|model)\b",
+    r"same (?:one|colou?r|size|material|capacity|version|variant|style|model|kind|type)|colou?r|size|material|"
+    r"capacity|version|variant|style|model)\b",
     re.I,
 )
 # The state of a US address ("Boise, ID 83760").
@@ -242,6 +263,7 @@ class RetailUser(ScriptedUser):
         self.expect_refusal = expect_refusal
         self.options = {k: frozenset(v) for k, v in (options or {}).items()}
         self._message = ""
+        self._parts: list[Segment] = []
         self._confirms = 0
         self._fallen_back: set[int] = set()
 
@@ -250,6 +272,7 @@ class RetailUser(ScriptedUser):
         scenario's "if there is no clicky keyboard, only exchange the thermostat"; "if not,
         you wonder what the most expensive item is"), each once; None when the message
         refuses nothing the scenario has a fallback for."""
+        text = dialogue.strip_markdown(text)
         if not self.script.fallbacks or not (_REFUSAL.search(text) or _NOT_THERE.search(text)):
             return None
         for i, fb in enumerate(self.script.fallbacks):
@@ -262,6 +285,11 @@ class RetailUser(ScriptedUser):
             # "I could offer one with no backlight. Shall I?" to "you'd go for no backlight": yes.
             agree = any(same_word(w, x) for w in content_words(fb.say) for x in content_words(told)
                         if w not in _ACTION_WORDS)
+            for m in re.finditer(r"\b(?:no|without)\s+(\w+)", fb.say, re.I):
+                # "I'd go for no backlight" to "the closest is clicky, white backlight":
+                # the offer must have no backlight too, not just name it.
+                if not re.search(rf"\b(?:no|without)\s+(?:\w+\s+)?{re.escape(m.group(1))}", told, re.I):
+                    agree = False
             return f"{'Yes' if agree else 'No, thank you'}. {fb.say}"
         return None
 
@@ -277,15 +305,39 @@ class RetailUser(ScriptedUser):
         goal = self._goal()
         offered = families(text)
         if not offered and self._message:
-            # "I can reship it right away. Would you like that?": what the message proposes.
+            # "I can reship it right away. Would you like that?": what the message proposes,
+            # told in its statements (another offer of the message is not this one's).
             # (A refund or payment the message mentions comes with the action, not as one.)
-            offered = families(self._message) - {"refund", "payment"}
+            told = " ".join(p.text for p in self._parts if not p.asks) or self._message
+            offered = families(told) - {"refund", "payment"}
         if offered - {"refund", "payment"} and _MORE_THAN_ASKED.search(text):
             # "Would you like me to return the other items as well?"
+            return False
+        also = _ALSO.search(text)
+        if also and self._beyond_scenario(text[also.start():], offered):
+            # "Would you also like to return the hiking boots?", "since you also have #W2
+            # pending, shall I cancel that one too?": orders or items the scenario never names.
             return False
         if "transfer" in offered and "transfer" not in goal:
             return False
         return all(f in goal or goal & _IMPLIED.get(f, set()) for f in offered)
+
+    def _scenario_text(self) -> str:
+        return " ".join([*self.script.requests, *self.script.facts.values()])
+
+    def _beyond_scenario(self, text: str, offered: set[str]) -> bool:
+        """An offer naming an order id, or (for an action on items) only things, that the
+        scenario never names."""
+        mine = set(_ORDER_ID.findall(self._scenario_text()))
+        theirs = set(_ORDER_ID.findall(text))
+        if theirs and mine and not theirs & mine:
+            return True
+        if not offered & {"cancel", "return", "exchange", "items"}:
+            return False
+        words = {w for w in re.findall(r"[a-z]{4,}", dialogue.strip_markdown(text).lower())
+                 if w not in dialogue.EMPTY_WORDS and w not in _OFFER_WORDS}
+        scen = self._scenario_text().lower()
+        return bool(words) and not any(w[:5] in scen for w in words)
 
     def correction(self, text: str, offer: str = "") -> str | None:
         """What is wrong in a confirmation the agent asks for, as the customer says it: an
@@ -330,14 +382,38 @@ class RetailUser(ScriptedUser):
             numbers = set(re.findall(r"\d+", address))
             if not numbers <= set(re.findall(r"\d+", text)):
                 return f"No, that's not quite right. {address}"
+        units = {u.lower() for u in _UNIT.findall(address)}
+        said_units = {u.lower() for u in _UNIT.findall(dialogue.strip_markdown(text))}
+        if units and said_units and not said_units & units:
+            # "Suite 614" when the customer said Suite 641.
+            return f"No, that's not quite right. {address}"
         if self._wrong_item(text):
             return f"No, that's not the item I want. {facts['item']}"
+        left_out = self._left_out(text)
+        if left_out is not None:
+            return f"No, not the {left_out}. {facts.get('item') or self.script.requests[0]}"
         reason = facts.get("reason", "")
         if reason:
             want_r = {k for k, p in _REASONS if p.search(reason)}
             said_r = {k for k, p in _REASONS if p.search(text)}
             if want_r and said_r and not said_r & want_r:
                 return f"No, the reason is different: {reason}"
+        return None
+
+    def _left_out(self, text: str) -> str | None:
+        """A thing the scenario's request leaves out ("all items except the pet bed") that a
+        confirmation includes ("I can return all three items: the kettle, ... and the Pet
+        Bed"); None when there is none."""
+        plain = dialogue.strip_markdown(text).lower()
+        for m in _EXCEPT.finditer(" ".join(self.script.requests)):
+            thing = m.group(1).lower()
+            head = thing.split()[-1]
+            if not re.search(rf"\b{re.escape(head)}", plain):
+                continue
+            if re.search(rf"\b(?:except|but not|not|other than|apart from|excluding|keep|keeping|without)\b"
+                         rf"(?:\s+(?:for|the|your|my))*\s+(?:\w+\s+)?{re.escape(head)}", plain):
+                continue
+            return thing
         return None
 
     def wanted_items(self) -> list[tuple[str, dict[str, str], set[str]]]:
@@ -368,12 +444,22 @@ class RetailUser(ScriptedUser):
         """The confirmation names, for an item the customer wants changed, an option value
         the scenario never says (the 4-person tent in blue when it wants green)."""
         lines = [ln for ln in re.split(r"\n|(?<=[.!?])\s+", text) if ln.strip()]
-        for name, want, values in self.wanted_items():
+        to_col = self._to_column(lines)
+        wanted = self.wanted_items()
+        for name, want, values in wanted:
             head = name.split()[-1].lower()[:5]
-            about = [ln for ln in lines if head in ln.lower()] or []
+            about = self._lines_about(lines, head, [n.split()[-1].lower()[:5] for n, _, _ in wanted])
+            if not about and len(wanted) == 1 and not re.search(r"\|", text):
+                # "the 8 outlets / 6 ft variant isn't showing, but I have 8 outlets with a 10 ft
+                # cord": values of its options, with the item left unnamed.
+                about = lines
             for line in about:
                 low = re.sub(r"(?<=\d)-(?=[a-z])", " ", line.lower())
                 new = re.split(r"→|->|⇒|\binto\b|\bfor the one\b|\bswitched to\b", low)
+                cells = [c.strip() for c in low.strip().strip("|").split("|")]
+                if to_col is not None and len(cells) > to_col:
+                    # A table with a "To" column: that cell is the new side.
+                    new = [" ".join(cells[:to_col]), cells[to_col]]
                 if len(new) > 1:
                     # "16 oz steel → 12 oz steel" when it wants 12 oz blue: the new side names
                     # another value of an option it wants changed.
@@ -402,13 +488,69 @@ class RetailUser(ScriptedUser):
                             return True
         return False
 
+    @staticmethod
+    def _lines_about(lines: Sequence[str], head: str, heads: Sequence[str]) -> list[str]:
+        """The lines that name an item (by ``head``) and those after them that name no other
+        item ("the yellow compact umbrella is sold out. I could offer the red compact one
+        instead")."""
+        out: list[str] = []
+        on = False
+        for ln in lines:
+            low = ln.lower()
+            if head in low:
+                on = True
+            elif any(h in low for h in heads if h != head) or ln.count("|") >= 2:
+                on = False
+            if on:
+                out.append(ln)
+        return out
+
+    @staticmethod
+    def _to_column(lines: Sequence[str]) -> int | None:
+        """The index of a table's "To" / "New" column (the new side of an exchange)."""
+        for ln in lines:
+            if ln.count("|") >= 2:
+                cells = [dialogue.strip_markdown(c).strip().lower() for c in ln.strip().strip("|").split("|")]
+                for i, c in enumerate(cells):
+                    if re.fullmatch(r"(?:to|new(?: \w+)?|exchange (?:to|for)|replacement|changed to|becomes)", c):
+                        return i
+                return None
+        return None
+
     def choose(self, seg: Segment, told: str = "") -> str | None:
         """As the base user's, only for an alternative that names what the customer came for
         (a retail option naming no action, "to a gift card", is no pick)."""
+        listed = self._listed_pick(told) if dialogue.choice(seg.text) or re.match(
+            r"^(?:which|what)\b", seg.text, re.I) else None
+        if listed is not None:
+            return listed
         pick = super().choose(seg, told)
         if pick is None or not families(pick) & self._goal():
             return None
         return pick
+
+    def _listed_pick(self, told: str) -> str | None:
+        """The customer's pick among options listed before a choice question: the order the
+        scenario names ("1. #W2620022 ... 3. #W3451342. Which of these ...?"), or the variant
+        with the most values the scenario wants ("Yellow, golf / Yellow, compact")."""
+        alts = [a.strip() for a in re.split(r"\s+\bor\b\s+", told) if a.strip()]
+        if len(alts) < 2:
+            return None
+        mine = set(_ORDER_ID.findall(self._scenario_text()))
+        ids = [a for a in alts if _ORDER_ID.search(a)]
+        if mine and len(ids) >= 2:
+            hit = [a for a in ids if set(_ORDER_ID.findall(a)) & mine]
+            if len(hit) == 1:
+                return self.script.facts.get("order_id") or f"It's {_ORDER_ID.search(hit[0]).group(0)}."  # type: ignore[union-attr]
+            return None
+        wanted = {v for _, want, _ in self.wanted_items() for v in want.values()}
+        if not wanted:
+            return None
+        score = [sum(bool(re.search(rf"(?<![\w-]){re.escape(v)}(?![\w-])", a.lower())) for v in wanted) for a in alts]
+        best = max(score)
+        if best and score.count(best) == 1:
+            return f"I'd like the {alts[score.index(best)].strip(' .')} one, please."
+        return None
 
     def answer_offer(self, seg: Segment) -> str:
         """Yes only to what the customer came for, with the scenario's details: an offer of
@@ -441,9 +583,22 @@ class RetailUser(ScriptedUser):
             and self._speaks_to(p.text) and self.offer_wanted(p.text) else p
             for p in parts
         ]
+        parts = [replace(p, act=Act.OFFER) if p.act == Act.QUESTION and self._is_offer(p) else p
+                 for p in parts]
         said = super().answers(parts)
         fixes = [a for a in said if a.startswith("No, ")]
         return fixes + [a for a in said if a not in fixes] if fixes else said
+
+    def _is_offer(self, seg: Segment) -> bool:
+        """A question that proposes something to say yes or no to: "Would that work for you
+        instead?", or an either/or offer of actions none of which the customer wants
+        ("Would you like me to start a return or exchange for any of these items?")."""
+        if _WILL_IT_DO.search(seg.text) and not dialogue.choice(seg.text):
+            return True
+        if seg.either_or and _ASKS_ACTION.search(seg.text) and families(seg.text) - {"refund", "payment"}:
+            alts = [a for a in re.split(r"\s+\bor\b\s+", seg.text) if a.strip()]
+            return not any(self.offer_wanted(a) and families(a) for a in alts)
+        return False
 
     def _speaks_to(self, text: str) -> bool:
         item = self.script.facts.get("item", "")
@@ -463,6 +618,12 @@ class RetailUser(ScriptedUser):
         script the question is about, in the order of :data:`_TOPICS`; then custom answers."""
         if _YES_NO_QUESTION.search(seg.text) and self._mentions_identity(seg.text):
             return ["Yes, that's right."]
+        if re.match(r"^\W*(?:so,? |and )?(?:which|what)\b", seg.text, re.I) and not _TOPICS_BY_NAME[
+                "order_id"].search(seg.text):
+            # "1. #W2620022 ... 3. #W3451342. Which of these should go to the new address?"
+            pick = self._listed_pick(" or ".join(p.text for p in self._parts if _ORDER_ID.search(p.text)))
+            if pick is not None:
+                return [pick]
         if _PREFERENCE.search(seg.text) and self._speaks_to(seg.text) and self.offer_wanted(seg.text):
             return [self.script.facts["item"]]
         if _MUST_VERIFY.search(seg.text) and "?" not in seg.text:
@@ -496,7 +657,7 @@ class RetailUser(ScriptedUser):
 
     def respond_text(self, text: str) -> str:
         self._message = text
-        parts = dialogue.read(text)
+        parts = self._parts = dialogue.read(text)
         if not self._opened or self.transferred(parts) or any(p.act == Act.GREETING for p in parts):
             return super().respond_text(text)
         asks = [p for p in parts if p.asks and not p.negated]

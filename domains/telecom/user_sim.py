@@ -155,6 +155,9 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("sim", "locked"),
         ("sim", "inserted"),
         ("sim", "detected"),
+        ("detect", "sim"),
+        ("recogni", "sim"),
+        ("sees", "sim"),
         ("there", "sim"),
         ("sim", "card", "in", "your"),
     ),
@@ -228,6 +231,7 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("what", "apn"),
         ("look", "apn"),
         ("view", "apn"),
+        ("open", "apn"),
     ),
     _intent(
         "reset_apn_settings",
@@ -563,10 +567,21 @@ _UNWANTED_LINE_CHANGES = (
     (re.compile(r"\b(?:autopay|auto-pay|paperless billing|insurance|device protection|protection plan|"
                 r"add-on)\b", re.I), r"\b(?:autopay|auto-pay|paperless|insurance|protection|add-on)\b"),
     (re.compile(r"\bport(?:ing)? (?:your|the) number\b|\bnew (?:line|sim)\b", re.I), r"\bnew (?:line|sim)\b"),
+    # An add-on the customer never asked about: a data or travel pass, a usage alert.
+    (re.compile(r"\b(?:travel|roaming|data|day|week|international|monthly)(?: data)? pass(?:es)?\b|"
+                r"\busage (?:alert|notification|warning)s?\b|\b(?:data|usage|spending) (?:alert|cap)s?\b", re.I),
+     r"\bpass\b|\balert"),
     # A visit or a new device: the customer came to fix its phone on the call.
     (re.compile(r"\btechnician\b|\bengineer\b|\b(?:home|store|site) visit\b|\b(?:new|replacement) "
                 r"(?:phone|device|handset)\b", re.I), r"\btechnician|\bnew (?:phone|device)\b"),
 )
+_RESUME = re.compile(r"\b(?:resum|reactivat|re-activat|unsuspend|un-suspend|lift(?:ing)? the suspension|"
+                     r"restor(?:e|ing) (?:my|the|your) (?:line|service))", re.I)
+# "6 months", "2 weeks": how long the customer wants something.
+_DURATION = re.compile(r"\b(\d+)\s*(months?|weeks?|days?|years?)\b", re.I)
+# "While you wait for the transfer, would you like me to ...": the offer is not the transfer.
+_WAITING = re.compile(r"\b(?:while|until|before) (?:you(?:'re| are)? wait(?:ing)? for|we wait for|i|we) (?:the |your )?"
+                      r"(?:transfer|connect)\w*(?: you)?\b", re.I)
 _ROAMING_ON = re.compile(
     r"\b(?:enabl(?:e|ing)|turn(?:ing)? on|activat(?:e|ing)|add(?:ing)?|switch(?:ing)? on|set(?:ting)? up)\b"
     r"[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming on\b",
@@ -583,7 +598,9 @@ _GB = re.compile(r"(\d+(?:\.\d+)?)\s*GB\b", re.I)
 _LINE_NUMBER = re.compile(r"\b\d{3}-\d{4}\b")
 _WANTS_HUMAN = re.compile(r"\b(?:human|real person|representative|live agent|talk to a person)\b", re.I)
 # An offer that names nothing itself ("Shall I go ahead?", "Would you like that?", "Okay?").
-_BARE_OFFER = re.compile(r"\b(?:that|this|it)\b|\b(?:go ahead|proceed|okay|ok|alright|sound good)\b", re.I)
+_BARE_OFFER = re.compile(r"\b(?:that|this|it)\b|\b(?:go ahead|proceed|continue|okay|ok|alright|sound good|"
+                         r"submit|confirm)\b|^\W*(?:do you want|would you like|shall|should) (?:me|us|i|we) to \w+\W*$",
+                         re.I)
 # "if you see it", "if it's there": the payment request the phone shows.
 _SEE_IT = re.compile(r"^(?:you (?:can )?(?:see|got|received|have|find) (?:it|one|the (?:payment )?request)|"
                      r"it(?:'s| is) there|it (?:shows|appears|arrived|came through))\b", re.I)
@@ -591,6 +608,8 @@ _SEE_IT = re.compile(r"^(?:you (?:can )?(?:see|got|received|have|find) (?:it|one
 _PERMISSION_COND = re.compile(r"\b(storage|sms|phone|network)\b(?: permission)?[^,]*?\b(?:allowed|granted|"
                               r"enabled|permitted|given|on|off|missing|denied)\b|\b(?:no|without|lacks?|missing)\b "
                               r"(storage|sms|phone|network) permission\b")
+_MMSC_COND = re.compile(r"\bmmsc(?: url)?\b[^,]*?\b(?:is |isn't |is not )?(not set|missing|empty|blank|isn't set|"
+                        r"not configured|set|configured|there)\b")
 _APN_COND = re.compile(r"\bapn(?: name)?\b[^,]*?\b(?:is|isn't|is not|shows|says|other than|not)\s+"
                        r"[\"'*]*(internet|broken|mms)\b")
 # A condition on where the customer is ("if you're outside the US", "if you're abroad").
@@ -771,7 +790,7 @@ class TelecomUser(ScriptedUser):
         if said is not None:
             return said  # "Would you be okay with a fair speed for now?"
         if (self.script.end == "transfer" and _WANTS_HUMAN.search(" ".join(self.script.requests))
-                and not _TRANSFER_WORDS.search(seg.text)):
+                and not _TRANSFER_WORDS.search(_WAITING.sub(" ", seg.text))):
             # The customer asked for a human: it wants that, not the agent's own help.
             return "No, thank you. I'd like to talk to a human agent, please."
         whole = dialogue.strip_markdown(self._message)
@@ -789,6 +808,14 @@ class TelecomUser(ScriptedUser):
         """What is wrong in an offer or confirmation, as the customer says it: a line number
         that is not its own, an amount of data that is not the one it wants (None when
         nothing is)."""
+        scen = " ".join([*self.script.requests, *self.script.facts.values()])
+        spans = {(float(n), u.rstrip("s").lower()) for n, u in _DURATION.findall(scen)}
+        told = {(float(n), u.rstrip("s").lower()) for n, u in _DURATION.findall(dialogue.strip_markdown(text))}
+        if spans and told and not told & spans and {u for _, u in told} & {u for _, u in spans}:
+            # "I'll suspend the line for 6 months" to a customer away for 3 months.
+            how_long = next((f for f in [*self.script.facts.values(), *self.script.requests]
+                             if _DURATION.search(f)), scen)
+            return f"No, that's not right. {how_long}"
         mine = set(_LINE_NUMBER.findall(" ".join([*self.script.requests, *self.script.identity.values(),
                                                   *self.script.facts.values()])))
         said = set(_LINE_NUMBER.findall(text))
@@ -807,6 +834,10 @@ class TelecomUser(ScriptedUser):
         :meth:`answer_offer`); True otherwise (troubleshooting steps are agreed to)."""
         requests = " ".join(self.script.requests)
         if _PLAN_CHANGE.search(text) and not re.search(r"\bplan\b", requests, re.I):
+            return False
+        if _RESUME.search(requests) and re.search(r"\bsuspen(?:d|ded|ding|sion)\b", text, re.I) and not _RESUME.search(text):
+            # "You'd like line 555-0116 suspended, is that right?" to a customer who wants it
+            # resumed.
             return False
         for pattern, word in _UNWANTED_LINE_CHANGES:
             if pattern.search(text) and not re.search(word, requests, re.I):
@@ -1074,6 +1105,13 @@ class TelecomUser(ScriptedUser):
                 return self._sentence_calls(then), []
             state = "has" if has else "does not have"
             return [], [f"The {app} app {state} the {name} permission on my phone."]
+        mmsc = _MMSC_COND.search(low)
+        if mmsc is not None:
+            # "If the MMSC URL is not set, reset the APN settings": read in the APN settings.
+            unset = device.active_apn_settings.mmsc_url is None
+            if unset == bool(re.search(r"\bnot\b|n't\b|missing|empty|blank", mmsc.group(0))):
+                return [("check_apn_settings", {}), *self._sentence_calls(then)], []
+            return [("check_apn_settings", {})], []
         apn = _APN_COND.search(low)
         if apn is not None:
             current = str(getattr(device.active_apn_settings.apn_name, "value", device.active_apn_settings.apn_name))

@@ -83,6 +83,9 @@ _CLAUSE_END = re.compile(
     r",\s+and\s+(?=(?:please\s+)?(?:let me know|tell me|report back|send me)\b)|"
     r"\s+(?:and then|after that|afterwards)\s+|\s+then\s+(?=[a-z]+\b(?! (?:it|that)\b))|"
     r"\s+(?=(?:before|after|once|when|until|while) you\b)|:\s+(?=(?:please|could you|can you|kindly|go ahead)\b)|"
+    # "Check your APN settings: if the MMSC URL is not set, reset them": a step, then a
+    # conditional step.
+    r":\s+(?=if\b[^,?]{3,60},)|"
     # Inline enumerations: "Two checks: (1) is data on, and (2) is a VPN connected?"
     r":\s+(?=\(?\d\)\s)|,?\s+(?:and\s+)?(?=\(\d\)\s)|"
     # Two questions in one sentence: "How would you like to pay, and do you want me to proceed?"
@@ -168,7 +171,7 @@ def last_sentence(line: str) -> str:
     return parts[-1] if parts else line
 
 
-_EMOJI_AFTER_END = re.compile(r"(?<=[.!?])[ \t]*[\u2600-\u27bf\U0001f300-\U0001faff\ufe0f\u200d]+(?=[ \t]|$)")
+_EMOJI_AFTER_END = re.compile(r"(?<=[.!?])[ \t]*[\u231a-\u23ff\u2b00-\u2bff\u2600-\u27bf\U0001f300-\U0001faff\ufe0f\u200d]+(?=[ \t]|$)")
 _BARE_HEADER = re.compile(r"[A-Za-z][\w'’ /&-]{0,40}", re.IGNORECASE)
 
 
@@ -338,8 +341,8 @@ _REQUEST = _rx(
     r"(?!be\b|like\b|want\b|prefer\b|mind if\b)\w",
     r"\bwould you mind\b", r"\bplease\b", r"\bkindly\b",
     r"\b(?:i|we)(?:'d| would) (?:like|need|ask) (?:you|for you) to\b",
-    r"\b(?:i|we) (?:need|want) you to\b", r"\bi(?:'ll| will) need you to\b",
-    r"\b(?:i|we)(?:'ll| will)? (?:first |also |just |still )?need (?:a few|some|the following|two|three|these|a couple|your)\b",
+    r"\b(?:i|we)(?: just| really| also| only| now)? (?:need|want) you to\b", r"\bi(?:'ll| will) need you to\b",
+    r"\b(?:i|we)(?:'ll| will)? (?:first |also |just |still )?need (?:a few|some|the following|two|three|these|a couple|your|one of|either|any of|one or)\b",
     r"\b(?:i|we)(?:'ll| will|'d| would)? (?:need|require)(?: from you)?:",
     r"\b(?:i|we)(?:'ll| will)? (?:first |just )?need to (?:verify|confirm|authenticate|validate) (?:your identity|you)\b",
     r"^(?:i|we)(?:'d| would)? (?:recommend|suggest|advise)\b",
@@ -541,6 +544,10 @@ BARE_CONDITIONS = {"so": True, "yes": True, "it is": True, "not": False, "no": F
                    "it does": True, "it doesn't": False}
 
 
+# "If the MMSC URL is not set", "if the APN isn't internet", "if a permission is not granted":
+# a setting the phone shows, not the user's situation.
+_SETTING_STATE = _rx(r"\b(?:mmsc|apn|permissions?)\b[^,]*\b(?:not|isn't|aren't) (?:set|configured|granted|allowed|"
+                     r"enabled|there|internet|listed)\b")
 # "Once you've confirmed the amount, pay it": a check the user makes now, not its situation.
 _CHECKED = _rx(r"^you(?:'ve| have)? (?:confirmed|checked|verified|reviewed|seen|received|got|looked at)\b")
 
@@ -553,7 +560,8 @@ def condition(text: str) -> tuple[str, str, str] | None:
     if m is None:
         return None
     word, cond, then = m.group(1).lower(), m.group(2), m.group(3)
-    if _SITUATION.search(cond) and cond.strip().lower() not in BARE_CONDITIONS and not _CHECKED.search(cond):
+    if (_SITUATION.search(cond) and cond.strip().lower() not in BARE_CONDITIONS and not _CHECKED.search(cond)
+            and not _SETTING_STATE.search(cond)):
         return None
     return word, cond, then
 
@@ -664,14 +672,18 @@ EMPTY_WORDS = frozenset(
     "check look see clarify explain confirm handle fix help go ahead and or but with what which "
     "mean meant about more bit little quickly real quick let know tell give say be is are was "
     "were been being have has had get got make sure first next mind if same thanks thank great "
-    "perfect sorry hmm well oh like want need would step steps happens happened happen".split()
+    "perfect sorry hmm well oh like want need would step steps happens happened happen "
+    "mentioned earlier before above suggested".split()
 )
 
 
 def vague(text: str) -> bool:
     """True when a segment names nothing the user could act on or answer (only pronouns,
     politeness and generic verbs: "Can you do that for me?", "Please check it.")."""
-    words = re.findall(r"[a-z][a-z'-]*", text.lower())
+    # "Could you do the thing on your phone that I mentioned earlier?": the phone is where,
+    # not what.
+    text = re.sub(r"\b(?:on|with|from|in) (?:your|the) (?:phone|device)\b", " ", text.lower())
+    words = re.findall(r"[a-z][a-z'-]*", text)
     return bool(words) and all(w in EMPTY_WORDS or w.endswith("'s") for w in words)
 
 

@@ -509,10 +509,14 @@ class ScriptedUser:
             # happening?": what the customer came for (an answer, not a fallback).
             self._fallbacks = 0
             return request
-        if any(not dialogue.vague(p.text) for p in asks) and _shares_content(said, request):
-            # "How long would you like the line suspended for?" when the request says it.
+        questions = [p for p in asks if not dialogue.vague(p.text)]
+        if questions and _shares_content(said, request):
+            # "How long would you like the line suspended for?" when the request says it: the
+            # sentence of the scenario that answers it, said as an answer, not "As I said: <the
+            # whole request>".
             self._fallbacks = 0
-            return f"As I said: {request}"
+            return _closest_sentence(" ".join(p.text for p in questions),
+                                     [request, *self.script.facts.values()])
         if any(p.act == Act.QUESTION and not dialogue.vague(p.text) for p in asks):
             return self._pick("I'm not sure, I don't know that.", "Sorry, I don't know that.")
         self._event("not_understood")
@@ -527,6 +531,7 @@ class ScriptedUser:
         a yes/no to an offer (once), identity asked for, facts asked for."""
         said: list[str] = []
         offered = False
+        first_reply = ""
         prev: Segment | None = None
         statements: list[str] = []
         for i, seg in enumerate(parts):
@@ -548,14 +553,25 @@ class ScriptedUser:
                     seg = replace(seg, text=f"{told} {seg.text}")
                 if not offered:
                     offered = True
-                    reply = self.answer_offer(seg)
+                    reply = first_reply = self.answer_offer(seg)
                     said.append(reply)
                     if not _ACTION_OFFER.search(seg.text) and not reply.lower().startswith("no"):
                         # "Would you be willing to refuel some data?": yes, and what the
                         # scenario says about it.
                         said.extend(r.say for r in self.script.answers if matches(seg.text, r.keywords))
+                else:
+                    # "Shall I proceed? Also, would you like me to cancel #W2 too?": every
+                    # offer of the message gets its answer, not only the first.
+                    more = self.answer_more_offer(seg, first_reply)
+                    if more:
+                        said.append(more)
                 continue
             context = f"{seg.header} {seg.text}".strip()
+            if seg.text.rstrip(" *").endswith(":") and _ASKS_FOR_LIST.search(seg.text):
+                # "To pull up your account, I'll need one of the following: - your email, or
+                # - your name and zip": what the list under it names is what is asked.
+                context = " ".join([context, *(p.text for p in parts[i + 1:]
+                                               if p.header and seg.text[:30] in p.header)])
             if before is not None and (not before.asks or before.negated) and _REFERS_BACK.search(seg.text):
                 # "I see two payment methods ... Which one would you like to use?"
                 context = f"{before.text} {context}"
@@ -571,8 +587,40 @@ class ScriptedUser:
             if not got:
                 choice = self.choose(seg, options)
                 got = [choice] if choice else []
+            if not got and seg.either_or and seg.act == Act.QUESTION:
+                # "Is the data completely not working, or just slow?": what the scenario says
+                # of the alternative it speaks to.
+                told_alt = self.scenario_alternative(seg.text)
+                got = [told_alt] if told_alt else []
             said.extend(got)
         return said
+
+    def scenario_alternative(self, text: str) -> str | None:
+        """For an either/or question, the scenario's sentence about the one alternative that
+        shares content words with it (None when none or several do)."""
+        text = text.rsplit(":", 1)[-1]
+        alts = [a for a in _ALTERNATIVE.split(text) if a.strip(" ,.?!")]
+        if len(alts) < 2:
+            return None
+        scen = [*self.script.requests, *self.script.facts.values()]
+        stems = {w[:5] for t in scen for w in _CONTENT.findall(t.lower()) if w not in dialogue.EMPTY_WORDS}
+        own = [len({w[:5] for w in _CONTENT.findall(a.lower()) if w not in dialogue.EMPTY_WORDS}
+                   - {w[:5] for b in alts if b is not a for w in _CONTENT.findall(b.lower())} & stems)
+               for a in alts]
+        if sum(1 for n in own if n) != 1:
+            return None
+        best = alts[own.index(max(own))]
+        return _closest_sentence(best, scen, shortest=False)
+
+    def answer_more_offer(self, seg: Segment, first: str) -> str | None:
+        """The answer to a further offer of a message whose first offer got ``first``: a
+        decline when the customer accepted the first and does not want this one ("Yes, I
+        confirm. But not the other part, please: just what I asked for."); nothing when the
+        answer is the same as the first's."""
+        agreed = not first.lower().startswith(("no", "i don't", "sorry"))
+        if agreed and not self.wants(seg.text):
+            return "But not the other part, please: just what I asked for, nothing else."
+        return None
 
     def offer_wanted(self, text: str) -> bool:
         """Whether the customer wants what an offer or an option proposes (the base user
@@ -669,6 +717,10 @@ _ACTION_OFFER = re.compile(r"\b(?:me|us) to\b|\b(?:shall|should|can|may) (?:i|we
 # also update your pending orders, or only the default address?").
 _ASKS_PREFERENCE = re.compile(r"^(?:so,? |and |okay,? |ok,? )?(?:would|do|shall|should|can|could|may) "
                               r"(?:you|i|we)\b", re.IGNORECASE)
+# A request whose list says what to give ("I'll need one of the following:"), not one to
+# review ("let me confirm the details:").
+_ASKS_FOR_LIST = re.compile(r"^(?!.*\b(?:confirm|review|double-check|summary)\b).*\b(?:need|provide|share|send|"
+                            r"give|tell)\b", re.IGNORECASE)
 _HOLD = re.compile(r"\b(?:hold|wait|stay on the line|one moment|bear with)\b", re.IGNORECASE)
 _CONTENT = re.compile(r"[a-z][a-z0-9-]{3,}")
 
@@ -690,6 +742,25 @@ _ASKS_HOME = re.compile(r"\b(?:in the (?:us|u\.s\.?|usa|united states)|at home|(
                         r"in your home country|inside the (?:us|country))", re.IGNORECASE)
 _YES_NO_LEAD = re.compile(r"(?:^|[:,—–-]\s*)(?:and |so |also )?(?:are|is|were|do|did|have) (?:you|your)\b",
                           re.IGNORECASE)
+
+
+def _closest_sentence(question: str, texts: Sequence[str], shortest: bool = True) -> str:
+    """What the scenario says about ``question``: the sentences of ``texts`` sharing two or
+    more content words with it (by their first five letters), in order ("I have an order
+    sent to Texas ... I don't remember the order number." to "the order number of the order
+    that went to Texas?"); else the one sharing the most (of equals the shortest, else the
+    first); the first text when none shares any."""
+    stems = {w[:5] for w in _CONTENT.findall(question.lower()) if w not in dialogue.EMPTY_WORDS}
+    best, score = texts[0], 0
+    close: list[str] = []
+    for t in texts:
+        for sent in re.split(r"(?<=[.!?])\s+", t):
+            n = len(stems & {w[:5] for w in _CONTENT.findall(sent.lower()) if w not in dialogue.EMPTY_WORDS})
+            if n >= 2 and sent not in close:
+                close.append(sent)
+            if n > score or (shortest and n == score and n and len(sent) < len(best)):
+                best, score = sent, n
+    return " ".join(close) if len(close) > 1 else best
 
 
 def _location_yes_no(question: str, fact: str) -> str:
