@@ -93,12 +93,13 @@ def _channels(cell: dict[str, Any], top: int = 2) -> str:
 
 def user_side_text(cell: dict[str, Any]) -> str | None:
     """The user simulator's own failed calls of a cell, per side: count and per-episode rate
-    (``reference → arm``); None when neither side has user tool calls."""
+    (``reference → arm``); None when neither side has a failed user call (the column then
+    says nothing a reader needs, and the table keeps within 120 columns)."""
     side = cell.get("user_side") or {}
     ua, ur = side.get("arm"), side.get("reference")
     if not ua and not ur:
         return None
-    if not (ua or {}).get("calls") and not (ur or {}).get("calls"):
+    if not (ua or {}).get("failures") and not (ur or {}).get("failures"):
         return None
 
     def one(d: dict[str, Any] | None) -> str:
@@ -112,10 +113,12 @@ def user_side_text(cell: dict[str, Any]) -> str | None:
     return f"{one(ur)} → {one(ua)}"
 
 
-def user_events_text(cell: dict[str, Any], sep: str = ", ") -> str | None:
+def user_events_text(cell: dict[str, Any], sep: str = ", ", column: bool = False) -> str | None:
     """What the simulated user did of its own accord, per kind, ``reference → arm`` (e.g.
     ``not_understood 2 → 9``), kinds with no event on either side left out ("none" when
-    every kind is 0); None when neither side reports user events."""
+    every kind is 0); None when neither side reports user events. ``column``: for the
+    table, each kind in words with its counts on a line of their own (``not understood`` /
+    ``2 → 9``), so a narrow column wraps the words and never cuts a count."""
     side = cell.get("user_side") or {}
     ea = (side.get("arm") or {}).get("events") or {}
     er = (side.get("reference") or {}).get("events") or {}
@@ -125,9 +128,12 @@ def user_events_text(cell: dict[str, Any], sep: str = ", ") -> str | None:
     kinds = [k for k in kinds if ea.get(k) or er.get(k)]
     if not kinds:
         return "none"
-    if cell.get("reference") is None:
-        return sep.join(f"{k} {ea.get(k, 0)}" for k in kinds)
-    return sep.join(f"{k} {er.get(k, 0)} → {ea.get(k, 0)}" for k in kinds)
+    def counts(k: str) -> str:
+        return str(ea.get(k, 0)) if cell.get("reference") is None else f"{er.get(k, 0)} → {ea.get(k, 0)}"
+
+    if column:
+        return "\n".join(f"{k.replace('_', ' ')}\n{counts(k)}" for k in kinds)
+    return sep.join(f"{k} {counts(k)}" for k in kinds)
 
 
 def build_table(report: Report | dict[str, Any], title: str = "pytest-quantagent") -> Table:
@@ -146,8 +152,7 @@ def build_table(report: Report | dict[str, Any], title: str = "pytest-quantagent
     if with_events:
         cols.append("user events")
     for col in (*cols, "verdict"):
-        # an event line ("not_understood 12 → 20") is kept whole where the table can
-        table.add_column(col, min_width=22 if col == "user events" else None)
+        table.add_column(col)
     for cell in cells:
         ks = cell["budget"]["K"]
         run_k = ks[-1] if ks else None
@@ -170,7 +175,7 @@ def build_table(report: Report | dict[str, Any], title: str = "pytest-quantagent
         if with_user:
             row.append(user_side_text(cell) or "—")
         if with_events:
-            row.append(safe_text(user_events_text(cell, sep="\n") or "—"))
+            row.append(safe_text(user_events_text(cell, column=True) or "—"))
         table.add_row(*row, vtext)
     if run_k is not None:
         level = next((c["success"].get("ci_level") for c in cells

@@ -308,3 +308,26 @@ def test_partial_pairing_budgets_pass_k_and_silent_reference_are_said() -> None:
         "on both sides" in c3.reasons
     assert "unknown_tool: 35 vs 0 failures but a side has no agent tool call, so it cannot be " \
         "judged" in c3.reasons
+
+
+def test_the_table_with_user_events_and_a_sequential_block_keeps_its_right_border_at_120() -> None:
+    # the demo's table (two INCONCLUSIVE cells with user events, stopped at look 4 of 4) was
+    # cropped at 120 columns: the user-events column's minimum width pushed the verdict
+    # column past the edge
+    from rich.console import Console
+
+    from pytest_quantagent.report.terminal import build_table
+
+    data = analyze([_cell(12, ratio={Channel.UNKNOWN_TOOL: 3.0}), _cell(13)]).model_dump(mode="json")
+    for cell in data["cells"]:
+        cell["user_side"] = {
+            "arm": {"calls": 40, "failures": 0, "events": {"not_understood": 47, "premature_transfer": 18}},
+            "reference": {"calls": 40, "failures": 0, "events": {"not_understood": 1, "premature_transfer": 14}}}
+        cell["sequential"] = {"stopped": "cap", "looks_taken": 4, "planned_looks": [{}] * 4}
+    console = Console(record=True, width=120, soft_wrap=False)
+    console.print(build_table(data))
+    table = [ln for ln in console.export_text().splitlines() if ln[:1] in "┏┃┡│├└"]
+    assert table and all(ln.rstrip()[-1] in "┓┃┩│┤┘" for ln in table), "\n".join(table)
+    text = "\n".join(table)
+    assert "not understood" in text and "1 → 47" in text and "14 → 18" in text
+    assert "user-side failures" not in text  # no failed user call on either side: no column
