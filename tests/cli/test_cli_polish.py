@@ -36,8 +36,10 @@ def test_every_option_of_every_command_has_help_text() -> None:
 
 
 def test_piped_run_prints_blocks_with_advice_in_its_own_flags(
-    tmp_path: Path, mini_domains_dir: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, mini_domains_dir: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)  # a wide COLUMNS would give rich a wide console
     arms = tmp_path / "arms.toml"
     arms.write_text(SAME_ARMS)
     rep = tmp_path / "r.json"
