@@ -11,10 +11,12 @@ The DB is loaded once per process and each episode gets a deep copy
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from pytest_quantagent.env.db import DB
@@ -123,6 +125,10 @@ class Domain:
             k: tuple(v) for k, v in (checked_values or {}).items()
         }
         self.official = official
+        self.code_dirs: tuple[Path, ...] = ()
+        """Folders whose ``*.py`` files define this domain (its package; set by the
+        registry), hashed into :attr:`instrument_hash` with the environment's own code."""
+        self._task_hashes: dict[str, str] = {}
         self._by_id = {t.id: t for t in self.tasks}
         self._gold: dict[str, tuple[Task, GoldState]] = {}
         clash = self.agent_tool_names & self.user_tool_names
@@ -140,6 +146,31 @@ class Domain:
             return self._by_id[task_id]
         except KeyError:
             raise UnknownNameError(f"{self.name} task id", task_id, self._by_id) from None
+
+    def task_hash(self, task_id: str) -> str:
+        """Hash of the task's content (scenario, initial state, gold actions, criteria): part
+        of its episodes' cache key, so a task that changes under the same id is re-run."""
+        h = self._task_hashes.get(task_id)
+        if h is None:
+            text = self.task(task_id).model_dump_json()
+            h = self._task_hashes[task_id] = hashlib.sha256(text.encode()).hexdigest()[:16]
+        return h
+
+    @cached_property
+    def instrument_hash(self) -> str:
+        """Hash of what scores an episode besides the model: the environment's and scripted
+        user's code (``pytest_quantagent/env`` and :attr:`code_dirs`) and the databases. Part
+        of every episode's cache key: after an upgrade that changes how the user replies or
+        how a tool behaves, stored episodes are re-run rather than reused."""
+        h = hashlib.sha256()
+        env_dir = Path(__file__).resolve().parent
+        for d in (env_dir, *self.code_dirs):
+            for f in sorted(Path(d).glob("*.py")):
+                h.update(f.name.encode() + b"\x00" + f.read_bytes() + b"\x00")
+        h.update(self.db.get_hash().encode())
+        if self.user_db is not None:
+            h.update(self.user_db.get_hash().encode())
+        return h.hexdigest()[:16]
 
     def add_tasks(self, tasks: Sequence[Task]) -> None:
         """Make generated tasks (a fresh pool) known to :meth:`task`, without adding them

@@ -107,6 +107,7 @@ def get_domain(
             if not isinstance(dom, Domain):
                 raise TypeError(f"{name}/domain.py: make_domain returned {type(dom).__name__}, expected Domain")
             _check_functions(dom, data_dir / (tasks_file or "tasks.json"))
+            dom.code_dirs = (domains_dir() / name,)
             _cache[key] = dom
     return dom
 

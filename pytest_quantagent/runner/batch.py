@@ -306,6 +306,8 @@ class ArmRunner:
             user_sim=self.user_sim,
             prompt=self.prompt.hash,
             repair=arm.repair,
+            instrument=self.domain.instrument_hash,
+            task=self.domain.task_hash(ep.task_id),
         )
 
     def _record(self, ep: PlannedEpisode, key: str, outcome: Any, duration: float, retries: int,

@@ -3,8 +3,11 @@
 Two episodes with the same key are interchangeable, so a stored one is never re-run. The
 inputs are: the arm (model id and revision, checkpoint, quantization, backend options that
 affect output, repair mode), the backend and its version, the domain, task, trial and seed,
-the budget and step limit, the user simulator, and a hash of the prompt (policy + tool
-schemas). Endpoint URLs and API-key variables are deliberately not inputs.
+the budget and step limit, the user simulator, a hash of the prompt (policy + tool
+schemas), and what the instrument itself is: a hash of the task's content and one of the
+environment and scripted user's code and databases (``Domain.instrument_hash``), so an
+upgrade that changes how the user replies or what a task asks re-runs the episodes instead
+of scoring the old ones. Endpoint URLs and API-key variables are deliberately not inputs.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-KEY_VERSION = 1
+KEY_VERSION = 2
 """Bump when the meaning of a stored episode changes (the old keys then no longer match)."""
 
 
@@ -45,8 +48,11 @@ def episode_key(
     user_sim: str,
     prompt: str,
     repair: str,
+    instrument: str = "",
+    task: str = "",
 ) -> str:
-    """Hex key of one episode (``arm`` = ``ArmSpec.cache_fields()``)."""
+    """Hex key of one episode (``arm`` = ``ArmSpec.cache_fields()``; ``instrument`` =
+    ``Domain.instrument_hash``, ``task`` = ``Domain.task_hash(task_id)``)."""
     payload = {
         "v": KEY_VERSION,
         "arm": dict(arm),
@@ -61,5 +67,7 @@ def episode_key(
         "user_sim": user_sim,
         "prompt": prompt,
         "repair": repair,
+        "instrument": instrument,
+        "task": task,
     }
     return hashlib.sha256(_canonical(payload).encode()).hexdigest()[:32]

@@ -373,3 +373,43 @@ def test_a_record_on_its_way_to_disk_does_not_hold_a_concurrency_slot(
     assert len(recs) == 2 and all(r.scored for r in recs) and peak == 1
     assert progress.seen == [True, True]
     assert sorted(r.key for r in EpisodeStore(tmp_path).records()) == sorted(r.key for r in recs)
+
+
+def test_an_upgraded_environment_or_user_and_a_changed_task_rerun_their_episodes(
+        mini_domains_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Stored episodes are reused only while what scored them is the same: the domain's code
+    # (its tools, its scripted user) and the task's content are part of the key, so a store
+    # made before an upgrade is re-run, not scored as if today's user had played it.
+    import shutil
+
+    from pytest_quantagent.env import registry
+    domains = tmp_path / "domains"
+    shutil.copytree(mini_domains_dir, domains, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setenv("QUANTAGENT_DOMAINS_DIR", str(domains))
+    registry.clear_cache()
+    dom = registry.get_domain("mini")
+    plan = _plan(dom, trials=1)
+    store_dir = tmp_path / "store"
+
+    def run() -> int:
+        rt = _mock_runtime("bf16")
+        asyncio.run(run_arm(domain=dom, runtime=rt, plan=plan, settings=RunSettings(),
+                            store=EpisodeStore(store_dir)))
+        return rt.backend.calls  # type: ignore[attr-defined, no-any-return]
+
+    all_calls = run()
+    assert all_calls > 0 and run() == 0  # the same instrument: everything reused
+    # One task changes under the same id: only its episodes are re-run.
+    t0 = dom.task("t0")
+    changed = t0.model_copy(update={"user_scenario": t0.user_scenario.model_copy(
+        update={"instructions": t0.user_scenario.instructions + " today"})})
+    monkeypatch.setitem(dom._by_id, "t0", changed)
+    monkeypatch.setattr(dom, "_task_hashes", {})
+    assert 0 < run() < all_calls
+    # The domain's code changes (a new rule in its user, a tool's behaviour): all re-run.
+    code = domains / "mini" / "domain.py"
+    code.write_text(code.read_text() + "\n# an upgrade\n")
+    registry.clear_cache()
+    dom = registry.get_domain("mini")
+    assert run() == all_calls
+    registry.clear_cache()

@@ -165,6 +165,7 @@ def _key(**over: object) -> str:
     ("arm", {"label": "int4", "model": "m2"}), ("backend", "vllm"), ("backend_version", "2"),
     ("domain", "telecom"), ("task_id", "t1"), ("trial", 1), ("seed", 2), ("max_errors", 2),
     ("max_steps", 100), ("user_sim", "llm"), ("prompt", "abd"), ("repair", "reflexive"),
+    ("instrument", "a1b2"), ("task", "c3d4"),
 ])
 def test_every_outcome_input_changes_the_key(field: str, value: object) -> None:
     assert _key(**{field: value}) != _key()
