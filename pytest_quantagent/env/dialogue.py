@@ -362,6 +362,13 @@ _POLITE_REQUEST = _rx(
     r"^(?:\w+[,!]\s+)?would you mind\b",
 )
 _WH = _rx(r"^(?:[^,?]{0,40},\s*)?(?:and |also |so )?(?:what|which|who|where|when|why|how)\b")
+# "Which network mode does your phone.", "What is your account number.": a question that lost
+# its question mark (a terse or damaged agent): a wh-word, a short noun phrase, then the verb
+# or "of" before "your/the" — not a statement such as "What I found is ..." or "Which is why".
+_UNMARKED_QUESTION = re.compile(
+    r"^(?:which|what)(?! (?:i|we|you|they|it|this|that|the|a|an)\b)(?: [a-z'-]+){0,3} "
+    r"(?:does|do|is|are|of) (?:your|the)(?: [a-z'-]+){1,4}\.?$"
+)
 _QUESTION_START = _rx(
     r"^(?:and |also |so |just to confirm,? |quick question:? )?(?:what|which|who|where|when|why|how|"
     r"is|are|am|was|were|do|does|did|have|has|had|can|could|will|would|should|shall|may)\b"
@@ -439,7 +446,7 @@ def classify(text: str, header: str = "") -> Segment:
     """The act of one segment (``header``: its list header, see :func:`segments`)."""
     t = text.strip()
     low = t.lower()
-    question = t.endswith("?") or "?" in t
+    question = t.endswith("?") or "?" in t or bool(_UNMARKED_QUESTION.match(low))
     neg = bool(_NEGATION.search(low)) and not _NEGATION_EXEMPT.search(low)
     cond = bool(_CONDITIONAL.search(low)) and not _NOT_A_CONDITION.search(low)
     if cond and (m_if := _CONDITION.match(low)):

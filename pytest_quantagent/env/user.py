@@ -79,7 +79,16 @@ __all__ = [
 ]
 
 #: The kinds :meth:`ScriptedUser.events` counts (``EpisodeRecord.user_events``).
-USER_EVENTS = ("not_understood", "unrequested_change", "premature_transfer")
+# Text no reader could act on: a tool call leaked into the message ('","arguments":{...}}'),
+# JSON keys, or the bundled model's alias tokens ("<place5>"). Not understanding it is no
+# misreading, so it is no not_understood turn.
+_NOT_LANGUAGE = re.compile(r'"\w+"\s*:|[{}]|<[a-z]+\d+>')
+
+USER_EVENTS = ("not_understood", "unrequested_change")
+"""What the user may do of its own accord that can decide an episode. (Stores made before
+0.1 may also hold ``premature_transfer``: the user left a transfer scenario with the transfer
+token when the agent closed without transferring, an agent failure, not the user's; it now
+stops with ``###STOP###`` and counts nothing.)"""
 
 if TYPE_CHECKING:
     from pytest_quantagent.env.tasks import Task
@@ -249,8 +258,9 @@ class ScriptedUser:
     def events(self) -> dict[str, int]:
         """What the user did of its own accord so far, per kind (see :data:`USER_EVENTS`):
         ``not_understood`` turns (no request or question it could act on: it asked for
-        clarification), ``unrequested_change`` (a state-changing call nobody asked for),
-        ``premature_transfer`` (a transfer token the agent did not announce)."""
+        clarification; not counted when the agent's message was no language: leaked tool-call
+        JSON or alias tokens, which no reader could act on), ``unrequested_change`` (a
+        state-changing call nobody asked for)."""
         return dict(self._events)
 
     def _event(self, kind: str) -> None:
@@ -481,10 +491,10 @@ class ScriptedUser:
         )
 
     def _stop(self) -> str:
-        if self.script.end == "transfer":
-            # The scenario ends in a transfer the agent has not announced.
-            self._event("premature_transfer")
-        return f"{self.script.closing} {TRANSFER_TOKEN if self.script.end == 'transfer' else STOP_TOKEN}"
+        # A transfer scenario whose agent closes without transferring (after the user asked
+        # for a human, see _done) stops: the user cannot transfer itself, and the episode's
+        # missing transfer is the agent's failure, not something the user did.
+        return f"{self.script.closing} {STOP_TOKEN}"
 
     def _fallback(self, parts: Sequence[Segment] = ()) -> str:
         """Nothing in the message could be acted on or answered. A question about something
@@ -519,7 +529,8 @@ class ScriptedUser:
                                      [request, *self.script.facts.values()])
         if any(p.act == Act.QUESTION and not dialogue.vague(p.text) for p in asks):
             return self._pick("I'm not sure, I don't know that.", "Sorry, I don't know that.")
-        self._event("not_understood")
+        if not _NOT_LANGUAGE.search(said):
+            self._event("not_understood")
         if any(p.check or re.search(r"\bcheck\b", p.text, re.I) for p in asks):
             return "Sorry, what do you need me to check?"
         if asks:

@@ -133,7 +133,7 @@ def test_an_official_abroad_customer_says_where_it_is(tau2_data: Path) -> None:
     no = user.respond([AssistantMessage(content="Would you like me to disable roaming on your line?")])
     assert (no.content or "").startswith("No")
     assert json.dumps(user.events()) == json.dumps(
-        {"not_understood": 0, "unrequested_change": 0, "premature_transfer": 0})
+        {"not_understood": 0, "unrequested_change": 0})
 
 
 def test_conditional_instructions_are_read() -> None:

@@ -46,7 +46,7 @@ def test_the_record_carries_the_users_counts_and_the_key_does_not_change(tmp_pat
     by_arm = {r["arm"]: r for r in _records(out)}
     # bf16's two vague turns are not understood; int4 asks plainly and is answered.
     assert by_arm["bf16"]["user_events"] == {
-        "not_understood": 2, "unrequested_change": 0, "premature_transfer": 0}
+        "not_understood": 2, "unrequested_change": 0}
     assert by_arm["int4"]["user_events"] == dict.fromkeys(USER_EVENTS, 0)
     users = [m["content"] for m in by_arm["bf16"]["messages"] if m["role"] == "user"]
     assert users[2] == "Sorry, what do you need me to check?"
@@ -65,7 +65,7 @@ def test_the_record_carries_the_users_counts_and_the_key_does_not_change(tmp_pat
     assert len(again) == 2 and {r["key"] for r in again} == keys
 
 
-def test_premature_transfer_is_counted_and_an_announced_one_is_not() -> None:
+def test_a_transfer_is_sent_only_when_announced_and_an_unmade_one_is_no_user_event() -> None:
     dom = get_domain("retail")
     task = dom.task("transfer_014")
     user: Any = dom.make_user(task, 0)
@@ -74,15 +74,40 @@ def test_premature_transfer_is_counted_and_an_announced_one_is_not() -> None:
     reply = _say(user, "Before transferring you to a human agent, could you give me your name and zip code?")
     assert "Umar Brandt" in reply and "###TRANSFER###" not in reply
     assert _say(user, "You are being transferred to a human agent now. Please hold.") == "###TRANSFER###"
-    assert user.events()["premature_transfer"] == 0
-    # The scenario's transfer, left by the user when the agent only closes: counted.
+    assert sum(user.events().values()) == 0
+    # The agent only closes: the user asks for a human once, then stops. It cannot transfer
+    # itself, and the missing transfer is the agent's failure, not a user event.
     other: Any = dom.make_user(task, 0)
     _say(other, "Hi! How can I help you today?")
     first = _say(other, "Is there anything else I can help you with?")
-    assert "human" in first and "###TRANSFER###" not in first  # it asks for one first
-    assert other.events()["premature_transfer"] == 0
-    assert _say(other, "Is there anything else I can help you with?").endswith("###TRANSFER###")
-    assert other.events()["premature_transfer"] == 1
+    assert "human" in first and "###" not in first  # it asks for one first
+    last = _say(other, "Is there anything else I can help you with?")
+    assert last.endswith("###STOP###") and "###TRANSFER###" not in last
+    assert other.events() == {"not_understood": 0, "unrequested_change": 0}
+
+
+def test_text_that_is_no_language_gets_a_clarification_but_no_not_understood_turn() -> None:
+    dom = get_domain("telecom")
+    task = next(t for t in dom.tasks if "data" in t.id)
+    for garbled, counted in (('","arguments":{"customer_id":"<user1>"}}', 0),
+                             ("Could you<place5><place5>_customer_amount", 0),
+                             ("Please do the thing with the stuff.", 1)):
+        user: Any = dom.make_user(task, 0)
+        _say(user, "Hi! How can I help you today?")
+        reply = _say(user, garbled)
+        assert reply.startswith("Sorry"), (garbled, reply)  # it asks what is wanted, either way
+        assert user.events()["not_understood"] == counted, garbled
+
+
+def test_a_question_that_lost_its_question_mark_is_answered() -> None:
+    dom = get_domain("telecom")
+    task = next(t for t in dom.tasks if "data" in t.id)
+    for text in ("Which network mode does your phone.", "Which network mode of your phone."):
+        user: Any = dom.make_user(task, 0)
+        _say(user, "Hi! How can I help you today?")
+        msg = user.respond([AssistantMessage(content=text)])
+        assert [c.name for c in msg.tool_calls or ()] == ["check_network_mode_preference"], text
+        assert user.events()["not_understood"] == 0
 
 
 def test_an_acknowledgement_is_answered_and_is_no_not_understood_turn() -> None:
