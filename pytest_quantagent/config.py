@@ -57,6 +57,7 @@ class QuantAgentConfig:
     τ²-bench versions (the difference is then stated)."""
     margin: float | None = None
     max_ratio: float | None = None
+    rare_tolerance: float | None = None
     tight_budgets: tuple[int, ...] | None = None
     holm_scope: str | None = None
     """The verdict's thresholds (None: :mod:`pytest_quantagent.verdict`'s defaults)."""
@@ -139,6 +140,7 @@ _FIELD_OF_DEST: dict[str, str] = {
     "quantagent_quant_allow_mixed_tau2": "allow_mixed_tau2",
     "quantagent_quant_margin": "margin",
     "quantagent_quant_max_ratio": "max_ratio",
+    "quantagent_quant_rare_tolerance": "rare_tolerance",
     "quantagent_quant_tight_budgets": "tight_budgets",
     "quantagent_quant_holm_scope": "holm_scope",
     "quantagent_quant_require": "require",

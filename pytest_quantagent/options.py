@@ -422,6 +422,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
        "equivalence margin on success, absolute (default: 0.075 = 7.5 points)"),
     _o("--quant-max-ratio", parse_float("--quant-max-ratio", 1.0, None, low_open=False), "R",
        "channel amplification threshold on the per-agent-call rate ratio (default: 1.2)"),
+    _o("--quant-rare-tolerance", parse_float("--quant-rare-tolerance", 0.0, 1.0), "X",
+       "a channel's per-agent-call rate increase that, with a ratio above --quant-max-ratio, "
+       "is damage; a channel is shown not amplified when its ratio or its increase is bounded "
+       "below (default: 0.002 = +0.2 failed calls per 100 agent calls)"),
     _o("--quant-tight-budgets", parse_int_list("--quant-tight-budgets", 1), "K[,K]",
        "tight error budgets whose gap widening is tested (default: 2,5 below the run's)"),
     _o("--quant-holm-scope", parse_choice("--quant-holm-scope", ("cell", "report")), "SCOPE",

@@ -150,11 +150,12 @@ class RunSetup:
 
     def analysis_config(self) -> AnalysisConfig:
         """The verdict's thresholds from ``--quant-margin``/``--quant-max-ratio``/
-        ``--quant-tight-budgets``/``--quant-holm-scope`` (the assertions' defaults too)."""
+        ``--quant-rare-tolerance``/``--quant-tight-budgets``/``--quant-holm-scope`` (the
+        assertions' defaults too)."""
         from pytest_quantagent.verdict import AnalysisConfig
 
         kw: dict[str, Any] = {}
-        for name in ("margin", "max_ratio", "tight_budgets", "holm_scope"):
+        for name in ("margin", "max_ratio", "rare_tolerance", "tight_budgets", "holm_scope"):
             if getattr(self.qc, name, None) is not None:
                 kw[name] = getattr(self.qc, name)
         return AnalysisConfig(**kw)

@@ -277,3 +277,28 @@ def test_channels(quant_cell):
     assert cell["budget"]["widening"]["3"] > 0.2 and cell["budget"]["widening_upper"]["3"] < 0.4
     assert not any("gap widens" in r for r in cell["reasons"])
     assert not any("above ×5" in r for r in cell["reasons"])
+
+
+def test_the_rare_tolerance_option_is_the_reports_and_the_assertions(fake: pytest.Pytester) -> None:
+    # --quant-rare-tolerance (and its ini twin) sets the channel damage region's increase
+    # threshold: the silent channels that held the cell above at the default +0.2 per 100
+    # agent calls are bounded under +40, and the assertion names the same tolerance
+    fake.makeini("[pytest]\nquant_rare_tolerance = 0.4\n")
+    result = run(fake, """
+def test_channels(quant_cell):
+    assert_no_channel_amplification(quant_cell, channel="cross_role_tool")  # none on either side
+""", "--quant=int4", "--quant-margin=0.4", "--quant-max-ratio=5", "--quant-tight-budgets=3",
+        "--quant-report=report.json")
+    result.assert_outcomes(passed=1)
+    report = json.loads((fake.path / "report.json").read_text())
+    assert report["run"]["analysis"]["rare_tolerance"] == 0.4
+    cell = report["cells"][0]
+    assert cell["verdict"] == "LOSSLESS", cell["reasons"]
+    assert "every channel shown below ×5 or within +40 per 100 calls" in cell["reasons"]
+    # the command line overrides the ini: at +0.01 per 100 calls the same channels are open
+    result = fake.runpytest("--domain=telecom", "--quant=int4", "--quant-margin=0.4", "--quant-max-ratio=5",
+                            "--quant-tight-budgets=3", "--quant-rare-tolerance=0.0001",
+                            "--quant-report=report.json", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*cannot judge amplification*within +0.01 per 100 calls*"])
+    assert json.loads((fake.path / "report.json").read_text())["cells"][0]["verdict"] == "INCONCLUSIVE"

@@ -30,7 +30,8 @@ def test_ini_names_follow_one_rule() -> None:
     assert names["--quant-require"] == "quant_require"
     assert names["--quant-until-decided"] == "quant_until_decided"
     assert names["--quant-accept-difference"] == "quant_accept_difference"
-    assert len(set(names.values())) == len(OPTIONS) == 31
+    assert names["--quant-rare-tolerance"] == "quant_rare_tolerance"
+    assert len(set(names.values())) == len(OPTIONS) == 32
 
 
 @pytest.mark.parametrize(
@@ -62,6 +63,8 @@ def test_ini_names_follow_one_rule() -> None:
         (["--quant-margin=0.9x"], "*--quant-margin: invalid value '0.9x'; allowed: a finite number > 0 and < 1*"),
         (["--quant-margin=1.5"], "*--quant-margin: invalid value '1.5'; allowed: a finite number > 0 and < 1*"),
         (["--quant-max-ratio=0.8"], "*--quant-max-ratio: invalid value '0.8'; allowed: a finite number >= 1*"),
+        (["--quant-rare-tolerance=-0.1"],
+         "*--quant-rare-tolerance: invalid value '-0.1'; allowed: a finite number > 0 and < 1*"),
         (["--quant-tight-budgets=2,0"],
          "*--quant-tight-budgets: invalid value '2,0'; allowed: comma-separated integers >= 1*"),
         (["--quant-holm-scope=run"], "*--quant-holm-scope: invalid value 'run'; allowed: cell, report*"),
