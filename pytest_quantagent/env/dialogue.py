@@ -130,8 +130,9 @@ _KEEP = re.compile(
     r"|(?:(?:,\s*|\s+)(?:but|and)\s+|^|(?<=[.!?:]\s))(?:please\s+|just\s+|also\s+|make sure (?:to |you )?|"
     r"be sure to |remember to |try to )*"
     r"(?:keep|leave)\s+(?![^,;.!?—]*\b(?:in mind|trying|an eye|going(?! forward)|me posted)\b)"
-    r"[^,;.!?()—]*?\b(?:on|off|enabled|disabled|alone|connected|disconnected|unchanged|"
-    r"as (?:it is|they are|is)|where (?:it is|they are)|for now|the same)\b"
+    r"[^,;.!?()—]*?\b(?:on|off|enabled|disabled|alone|connected|disconnected|unchanged|untouched|"
+    r"as (?:it is|they are|is)|where (?:it is|they are)|(?:the way|how) (?:it is|it's|they are|they're)|"
+    r"for now|the same)\b"
     r"(?:\s+(?:for now|going forward|from now on|for the future))?(?:\s*(?:—|-|,)\s*(?:it's|it is|that's|they're)\b[^.!?]*)?"
     r"(?:(?=\s+and\s)|[.!]?)",
     re.IGNORECASE,
@@ -156,6 +157,34 @@ def strip_keep(text: str) -> str:
     out = re.sub(r"(^|[.!?:]\s+)and\s+(\w)", lambda m: m.group(1) + m.group(2).upper(), out)
     out = re.sub(r"\s+and\s*(?=[.!?]|$)", "", out)
     return re.sub(r"\s+([.!?])", r"\1", out).strip()
+
+
+# "Restart your phone only if Airplane Mode is already off": the condition after the step, read
+# as "If Airplane Mode is already off, restart your phone" (judged like any other condition).
+_ONLY_IF = re.compile(r"^(?P<main>.*?\S),?\s+(?:but\s+)?only (?:if|when)\s+(?P<cond>[^,;]+?)(?P<end>[.!]*)$",
+                      re.IGNORECASE | re.DOTALL)
+# "... unless you say otherwise / you'd rather change plans / you need it for work": the step is
+# the default; the exception is the customer's, and its scenario names none.
+_UNLESS_YOU = re.compile(r"^(?P<main>.*?\S),?\s+unless\s+(?:you|u)\b[^.?!]*(?P<end>[.!]*)$",
+                         re.IGNORECASE | re.DOTALL)
+# "I'll also sign you up for the newsletter unless you say otherwise": an offer with a default.
+_I_WILL = re.compile(r"^(?:(?:\w+),?\s+)?(?:i|we)(?:'ll| will| am going to|'m going to| are going to|'re going to)"
+                     r"\s+(?P<what>.+)$", re.IGNORECASE | re.DOTALL)
+
+
+def _condition_first(clause: str) -> str:
+    """``clause`` with a trailing condition read in the order it is meant: "X only if C" is
+    "If C, X"; "I'll X unless you …" asks "Shall I X?"; a request "X unless you …" is X."""
+    if m := _ONLY_IF.match(clause):
+        main = m.group("main")
+        return f"If {m.group('cond')}, {main[0].lower() + main[1:]}{m.group('end')}"
+    if m := _UNLESS_YOU.match(clause):
+        main = m.group("main")
+        if w := _I_WILL.match(main):
+            who = "we" if re.match(r"^(?:\w+,?\s+)?we\b", main, re.I) else "I"
+            return f"Shall {who} {w.group('what')}?"
+        return main + (m.group("end") or ".")
+    return clause
 
 
 def strip_markdown(text: str) -> str:
@@ -227,7 +256,11 @@ def segments(text: str) -> list[tuple[str, str]]:
                     and not c.endswith("?") else c
                     for i, c in enumerate(clauses)
                 ]
-            clauses = [re.sub(r"^\(\d\)\s*", "", c) for c in clauses]
+            for k in range(len(clauses) - 1, 0, -1):
+                if re.match(r"(?:only (?:if|when)|unless (?:you|u))\b", clauses[k], re.I):
+                    # "Switch Wi-Fi off, but only if ...": split at ", but", one step again.
+                    clauses[k - 1:k + 1] = [f"{clauses[k - 1]} {clauses[k]}"]
+            clauses = [_condition_first(re.sub(r"^\(\d\)\s*", "", c)) for c in clauses]
             # "..., so leave it off": a clause asking that a state stays asks for nothing.
             clauses = [k for k in (strip_keep(c) for c in clauses) if k.strip(" .!?,")]
             parts.extend(clauses)
@@ -286,7 +319,18 @@ _FAREWELL = _rx(
     r"^take care\b", r"\benjoy (?:the rest of )?your (?:day|evening|weekend|afternoon)\b", r"\bfeel free to (?:reach out|contact us|get in touch)\b",
     r"\bdon't hesitate to (?:reach out|contact us)\b", r"^(?:goodbye|bye)\b",
 )
-_GREETING = _rx(r"\bhow (?:can|may) i (?:help|assist)\b", r"\bwhat can i do for you\b")
+_GREETING = _rx(
+    r"\bhow (?:can|may|could|might) (?:i|we) (?:help|assist|be of (?:service|help|assistance))\b",
+    r"\bwhat can (?:i|we) (?:do for you|help (?:you )?with)\b",
+    # "What would you like help with?", "Anything I can sort out for you?", "hi, what's up?",
+    # "What's the trouble today?", "hey. problem?": what the customer came for.
+    r"\bwhat (?:would|do) you (?:like|need|want) (?:some )?(?:help|assistance) with\b",
+    r"^(?:is there )?(?:anything|something) (?:i|we) can (?:do|help|sort|assist|take care)\b(?!.*\belse\b)",
+    r"^(?:so,? )?what'?s up\b", r"^what(?:'s| is) the (?:trouble|problem|issue)(?: today)?\?",
+    r"^(?:any )?(?:problems?|issues?|trouble)\?$",
+    # A bare greeting ("hello", "Good morning."): the customer says what it came for.
+    r"^(?:hi|hello|hey|hiya|heya|howdy|greetings|good (?:morning|afternoon|evening|day))(?: there)?[\s,.!]*$",
+)
 # Offers and permission questions: the agent proposes to act, the user says yes or no.
 _OFFER = _rx(
     r"^(?:so,? |okay,? |ok,? |great,? |alright,? )?(?:would|do) you (?:like|want) me to\b",
@@ -311,6 +355,8 @@ _OFFER = _rx(
     r"\b(?:would|do) you (?:like|want) (?:that|this|me to do that)\b",
     r"\b(?:are|r) you (?:ok|okay|fine|happy) with\b",
     r"\bwould you be (?:ok|okay|alright|fine|happy|comfortable) (?:with|if)\b",
+    # "you'd be OK paying it, yes?"
+    r"^(?:and |so )?you(?:'d| would) be (?:ok|okay|alright|fine|happy|comfortable) (?:with )?\w+ing\b",
     r"\b(?:would|do) you (?:still )?(?:prefer|rather) (?:that )?(?:i|we)\b",
     r"\b(?:would|do) you still (?:like|want) (?:me|us) to\b", r"\btype [\"']?yes\b",
     r"\b(?:reply|respond|answer|say) (?:with )?[\"']?yes\b", r"\bplease confirm (?:the|this|that) (?:cancellation|return|exchange|change|update|modification|"
@@ -394,6 +440,8 @@ _NEGATION_EXEMPT = _rx(r"\bdon't forget\b", r"\bdo not forget\b", r"\bif not\b",
                        r"\bnot only\b")
 _CONDITIONAL = _rx(
     r"^(?:and |but |so |also |then )?(?:if|when|whenever|once|in case|should you|unless|as soon as)\b",
+    # "Also, once we've sorted that, I'll need you to ...": a step after an outcome to come.
+    r"^(?:\w+,\s+)?(?:once|after|when|as soon as) we(?:'ve| have)?\b",
     r"\b(?:if|when|whenever|once|in case|unless|as soon as) you(?:'re| are| get| come| return| "
     r"travel| go| arrive| need| want| decide| notice| see| still| ever| have)\b",
 )
@@ -439,6 +487,10 @@ _FIRST_PERSON_PLAN = _rx(
     r"^(?:(?:now|next|first|okay|ok|alright|great|so|thanks|thank you|perfect|got it|sure|excellent|"
     r"understood|wonderful|awesome)[,.!]?\s+)*(?:i(?:'ll| will| am going to|'m going to| can| need to| am| 'm)|"
     r"let me(?! know)|i'd like to (?:check|look|verify|review|take a look)|allow me)\b(?!.*\byou to\b)",
+    # "Depending on what you see, we may restart the phone, look at the SIM card, ...": what
+    # might come later, told, not asked.
+    r"^(?:[^,?]{0,60},\s+)?(?:we|i) (?:may|might|could)(?: also| then| later| need to| have to)? "
+    r"(?!.*\b(?:you to|could you|can you|please)\b)",
 )
 
 
@@ -542,6 +594,8 @@ _SITUATION = _rx(
     r"again|future|next time|later|chance|need|want|decide|prefer|notice|still|persists?|"
     r"continues?|work|works|worked|fails?|failed|problem|issue|have|don't|doesn't|didn't|"
     r"can't|cannot|not|ready)\b",
+    # "once we've sorted that": what agent and customer will have done together, later.
+    r"^we\b",
 )
 SEQUENCE_WORDS = frozenset({"once", "after", "as soon as", "when", "whenever"})
 #: "if so / if yes" and "if not / if no": the state the question before asked about, or not.
