@@ -734,7 +734,7 @@ class TelecomUser(ScriptedUser):
             return UserMessage(content=said)
         if not (isinstance(last, AssistantMessage) and last.content and not last.tool_calls):
             return super().respond(view)
-        text = last.content
+        text = dialogue.retype(last.content)  # "pls turn on data roamng on ur phone"
         self._message = text
         parts = dialogue.read(text)
         if any(p.act == Act.TRANSFER for p in parts):

@@ -74,7 +74,9 @@ _MARKDOWN = (
 _ITEM = re.compile(r"^\s*(?:[-*•+]|\d{1,2}[.)]|[a-z][.)]|step \d+[:.])\s+", re.IGNORECASE)
 # A sentence ends at . ! ? followed by space and something that starts a sentence; not
 # inside "e.g." or a number ("$80.50").
-_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9#$])")
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9#$])"
+                           # terse chat: "… set to? dont change it yet"
+                           r"|(?<=\?)\s+(?=[a-z]+\b)")
 # Clauses that do different things inside one sentence ("X doesn't seem on, so let's check Y").
 _CLAUSE_END = re.compile(
     r"\s*;\s+|,\s+and\s+(?=(?:once|when|after|if|then)\b)|\s+and,\s+(?=(?:once|when|after|if|then)\b)|,?\s+and also\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so(?!\s+(?:that\s+)?(?:you|we|i|it|this|that|they|there|nothing)(?:'s|'re|'ll)?\s+(?:can|could|will|would|won't|don't|doesn't|do not|does not|is|isn't|are|aren't|not|never|get|gets|have|has|stay|stays|keep|keeps|work|works|reconnect|reconnects|happen|happens|should)\b)|but|because|since|and then|then|after that)\s+|"
@@ -319,15 +321,16 @@ _FAREWELL = _rx(
     r"^take care\b", r"\benjoy (?:the rest of )?your (?:day|evening|weekend|afternoon)\b", r"\bfeel free to (?:reach out|contact us|get in touch)\b",
     r"\bdon't hesitate to (?:reach out|contact us)\b", r"^(?:goodbye|bye)\b",
 )
+_HI = r"^(?:(?:hi|hello|hey|hiya|heya)(?: there)?[\s,.!]+)?"
 _GREETING = _rx(
     r"\bhow (?:can|may|could|might) (?:i|we) (?:help|assist|be of (?:service|help|assistance))\b",
     r"\bwhat can (?:i|we) (?:do for you|help (?:you )?with)\b",
     # "What would you like help with?", "Anything I can sort out for you?", "hi, what's up?",
     # "What's the trouble today?", "hey. problem?": what the customer came for.
     r"\bwhat (?:would|do) you (?:like|need|want) (?:some )?(?:help|assistance) with\b",
-    r"^(?:is there )?(?:anything|something) (?:i|we) can (?:do|help|sort|assist|take care)\b(?!.*\belse\b)",
-    r"^(?:so,? )?what'?s up\b", r"^what(?:'s| is) the (?:trouble|problem|issue)(?: today)?\?",
-    r"^(?:any )?(?:problems?|issues?|trouble)\?$",
+    _HI + r"(?:is there )?(?:anything|something) (?:i|we) can (?:do|help|sort|assist|take care)\b(?!.*\belse\b)",
+    _HI + r"(?:so,? )?what'?s up\b", _HI + r"what(?:'s| is) the (?:trouble|problem|issue)(?: today)?\?",
+    _HI + r"(?:any )?(?:problems?|issues?|trouble)\?$",
     # A bare greeting ("hello", "Good morning."): the customer says what it came for.
     r"^(?:hi|hello|hey|hiya|heya|howdy|greetings|good (?:morning|afternoon|evening|day))(?: there)?[\s,.!]*$",
 )
@@ -783,3 +786,96 @@ def acknowledges(parts: list[Segment]) -> bool:
     acknowledges it and waits; it has understood it (no not-understood turn)."""
     return bool(parts) and not any(p.asks or p.act in (Act.TRANSFER, Act.CLOSING, Act.GREETING)
                                    for p in parts) and any(_WAIT.search(p.text) for p in parts)
+
+
+# -- typing: chat abbreviations and one-keystroke typos ----------------------------------------
+
+# Chat shorthand a customer reads as the word it stands for ("pls turn on data roaming on ur
+# phone", "name + number?").
+_SHORTHAND = {
+    "pls": "please", "plz": "please", "pleas": "please", "ur": "your", "u": "you", "thx": "thanks",
+    "thnx": "thanks", "msg": "message", "msgs": "messages", "pic": "picture", "pics": "pictures",
+    "b4": "before", "whats": "what's", "thats": "that's", "dont": "don't", "cant": "can't",
+    "wont": "won't", "isnt": "isn't", "doesnt": "doesn't", "youre": "you're", "ive": "I've",
+    "speedtest": "speed test", "addr": "address", "acct": "account", "num": "number",
+}
+# Words of a support chat that are often mistyped and that the reading rules need: a word that
+# is no word the reader knows but one keystroke from exactly one of these (a letter left out
+# inside it, two neighbours swapped, one letter doubled) is read as that word ("adress",
+# "roamng", "Whta", "yuo", "thnaks", "cn").
+_TYPO_TARGETS = frozenset(
+    "hello thanks please what which where how can could would should you your address email "
+    "number phone mobile data roaming enabled disabled enable disable turn switch speed test "
+    "restart reboot airplane mode signal service network status settings message messages picture "
+    "payment order refund cancel exchange return account help today check send provide confirm "
+    "calling"
+    .split()
+)
+# Words the reader knows besides the targets and the words of the reading rules: never
+# "corrected" into a target.
+_COMMON_WORDS = frozenset(
+    "says said red tied net tip lit rely though too to mms form from sing sign trial trail quiet "
+    "quite dairy diary angel angle unite untie who'll am an as at be by do go he if in is it me "
+    "my no of on or so up us we ok hm oh".split()
+)
+_VOWEL = re.compile(r"[aeiouy]")
+# Capitalised words are names unless they are one of these (a sentence's first word).
+_OPENING_WORDS = frozenset("hello hi hey thanks please how what which where can could would should".split())
+
+
+def _vocabulary() -> frozenset[str]:
+    words = set(_TYPO_TARGETS) | set(EMPTY_WORDS) | set(_COMMON_WORDS)
+    for value in globals().values():
+        if isinstance(value, re.Pattern):
+            words.update(re.findall(r"\b[a-z]{2,}\b", value.pattern.lower()))
+    return frozenset(words)
+
+
+_KNOWN: frozenset[str] | None = None
+
+
+def _one_keystroke(word: str) -> str | None:
+    """The one typo target ``word`` is a slip of (a letter left out inside it, two neighbours
+    swapped, one letter doubled), None when none or several."""
+    hits: set[str] = set()
+    n = len(word)
+    for i in range(1, n):  # a letter left out inside: "roamng", "adress", "cn", "hw"
+        for c in "abcdefghijklmnopqrstuvwxyz":
+            if (cand := word[:i] + c + word[i:]) in _TYPO_TARGETS:
+                hits.add(cand)
+    for i in range(n - 1):  # two neighbours swapped: "whta", "yuo", "thnaks"
+        if (cand := word[:i] + word[i + 1] + word[i] + word[i + 2:]) in _TYPO_TARGETS:
+            hits.add(cand)
+    for i in range(1, n):  # one letter doubled: "helllo"
+        if word[i] == word[i - 1] and (cand := word[:i] + word[i + 1:]) in _TYPO_TARGETS:
+            hits.add(cand)
+    return hits.pop() if len(hits) == 1 else None
+
+
+def retype(text: str) -> str:
+    """``text`` as a customer reads it through chat shorthand and typing slips: "pls" is
+    "please", "ur" is "your", "+" and "&" between words are "and", and a word that is no
+    word the reader knows but one keystroke from exactly one it does is that word ("Helo, how
+    cn I help yuo" reads "Hello, how can I help you"). Words with digits or capitals inside,
+    and words of two letters that have a vowel ("am", "ok"), are left as they are."""
+    global _KNOWN
+    if _KNOWN is None:
+        _KNOWN = _vocabulary()
+    known = _KNOWN
+    text = re.sub(r"(?<=\w)\s+[+&]\s+(?=\w)", " and ", text)
+
+    def fix(m: re.Match[str]) -> str:
+        word = m.group(0)
+        low = word.lower()
+        if low in _SHORTHAND:
+            out = _SHORTHAND[low]
+        elif low in known or word[1:] != word[1:].lower() or len(low) < 2 or (
+                len(low) == 2 and _VOWEL.search(low)):
+            return word
+        else:
+            out = _one_keystroke(low) or word
+            if out == word or (word[0].isupper() and out not in _OPENING_WORDS):
+                return word  # "Ben" is a name, not "been"; "Helo" / "Whta" open a sentence
+        return out[0].upper() + out[1:] if word[0].isupper() else out
+
+    return re.sub(r"(?<![\w@.#/'’-])[A-Za-z]+(?![\w@#/'’-]|\.\w)", fix, text)

@@ -282,6 +282,7 @@ class ScriptedUser:
             self._results = []
             return UserMessage(content=said)
         text = (last.content or "") if isinstance(last, AssistantMessage) else ""
+        text = dialogue.retype(text)  # "pls send ur email", "Helo, how cn I help yuo"
         calls = self.device_calls(text)
         if calls:
             self.note_unrequested(calls, text)
