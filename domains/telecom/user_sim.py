@@ -552,7 +552,7 @@ _NO_REQUEST = "No payment request"
 # An offer to change the line's plan ("would you like me to upgrade you to Unlimited?").
 _PLAN_CHANGE = re.compile(
     r"\b(?:upgrad|chang|switch|mov|migrat)\w*\b(?:\s+\S+){0,6}?\s+(?:plan|unlimited|premium)\b|"
-    r"\bnew plan\b|\bplan (?:change|upgrade)\b", re.I
+    r"\bnew plan\b|\bplan (?:change|upgrade)\b|\b(?:bigger|larger|higher|better|different|another|premium|pricier) plan\b", re.I
 )
 
 
@@ -619,7 +619,8 @@ _LOCATION_COND = re.compile(
     r"travell?ing(?: abroad| internationally)?|out of the country|in another country|"
     r"in the (?:us|u\.s\.?|united states)|at home|inside the (?:us|u\.s\.?|united states))\b[^,]*,\s*(.+)$",
     re.I | re.S)
-_TRANSFER_WORDS = re.compile(r"\btransfer|\bconnect you\b|\bput you through\b|\bescalat", re.I)
+_TRANSFER_WORDS = re.compile(r"\btransfer|\bconnect you\b|\bput you through\b|\bescalat|"
+                             r"\b(?:pass|hand)(?:ing)? you (?:over|on|off)?\s*to\b", re.I)
 _ROAMING_OFF = re.compile(
     r"\b(?:disabl(?:e|ing)|turn(?:ing)? off|deactivat(?:e|ing)|remov(?:e|ing)|switch(?:ing)? off)\b"
     r"[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming off\b",
@@ -789,12 +790,13 @@ class TelecomUser(ScriptedUser):
         said = self.speed_answer(seg.text)
         if said is not None:
             return said  # "Would you be okay with a fair speed for now?"
-        if (self.script.end == "transfer" and _WANTS_HUMAN.search(" ".join(self.script.requests))
-                and not _TRANSFER_WORDS.search(_WAITING.sub(" ", seg.text))):
-            # The customer asked for a human: it wants that, not the agent's own help.
-            return "No, thank you. I'd like to talk to a human agent, please."
         whole = dialogue.strip_markdown(self._message)
         bare = bool(_BARE_OFFER.search(seg.text))
+        if (self.script.end == "transfer" and _WANTS_HUMAN.search(" ".join(self.script.requests))
+                and not _TRANSFER_WORDS.search(_WAITING.sub(" ", whole if bare else seg.text))):
+            # The customer asked for a human: it wants that, not the agent's own help ("I'll
+            # pass you over to a human agent. Is that okay?" offers the transfer itself).
+            return "No, thank you. I'd like to talk to a human agent, please."
         if not self.offer_wanted(seg.text) or (bare and not self.offer_wanted(whole)):
             # ("... switching to our Premium plan. Shall I make that change?": what the
             # message proposes.)

@@ -88,6 +88,9 @@ _CLAUSE_END = re.compile(
     # "Check your APN settings: if the MMSC URL is not set, reset them": a step, then a
     # conditional step.
     r":\s+(?=if\b[^,?]{3,60},)|"
+    # "Two things: turn your mobile data on, and ...": the header's count, then the steps.
+    r"(?:(?<=\bthings)|(?<=\bsteps)):\s+(?=(?:turn|switch|toggle|enable|disable|restart|reboot|reset|reseat|set|grant|"
+    r"pay|open|go|run|try|make|remove|insert|connect|disconnect)\b)|"
     # Inline enumerations: "Two checks: (1) is data on, and (2) is a VPN connected?"
     r":\s+(?=\(?\d\)\s)|,?\s+(?:and\s+)?(?=\(\d\)\s)|"
     # Two questions in one sentence: "How would you like to pay, and do you want me to proceed?"
@@ -358,6 +361,8 @@ _OFFER = _rx(
     r"\b(?:would|do) you (?:like|want) (?:that|this|me to do that)\b",
     r"\b(?:are|r) you (?:ok|okay|fine|happy) with\b",
     r"\bwould you be (?:ok|okay|alright|fine|happy|comfortable) (?:with|if)\b",
+    # "There's a bigger plan with 50 GB. Want it?", "Interested?": a bare offer of what was told.
+    r"^(?:do you |would you )?(?:want|fancy|like) (?:it|that|this|one)\?$", r"^(?:are you |would you be )?(?:interested|keen)\?$",
     # "you'd be OK paying it, yes?"
     r"^(?:and |so )?you(?:'d| would) be (?:ok|okay|alright|fine|happy|comfortable) (?:with )?\w+ing\b",
     r"\b(?:would|do) you (?:still )?(?:prefer|rather) (?:that )?(?:i|we)\b",
