@@ -177,9 +177,36 @@ _I_WILL = re.compile(r"^(?:(?:\w+),?\s+)?(?:i|we)(?:'ll| will| am going to|'m go
                      r"\s+(?P<what>.+)$", re.IGNORECASE | re.DOTALL)
 
 
+# "You don't have Wi-Fi Calling turned on, do you?", "Your status bar doesn't show the icon, does
+# it?", "You haven't left the country, right?": a negative statement with a tag asks the yes/no
+# question of its positive ("Do you have Wi-Fi Calling turned on?"); the negation is the
+# statement's guess, not a request not to do something.
+_NEGATIVE_TAG = re.compile(
+    r"^(?P<subj>you|it|(?:your|the) [\w' -]{2,40}?|(?:mobile |cellular )?data|wi-?fi(?: calling)?|[\w-]+ mode)\s+"
+    r"(?P<aux>don't|doesn't|didn't|haven't|hasn't|isn't|aren't|wasn't|weren't|can't|won't|do not|does not|"
+    r"did not|have not|has not|is not|are not|cannot)\s+(?P<rest>[^?]+?),?\s*"
+    r"(?:(?:do|does|did|have|has|is|are|was|were|can|will)(?: (?:you|it|they|there|we))?|right|correct|yes|no)\?$",
+    re.IGNORECASE)
+_AUX = {"don't": "Do", "doesn't": "Does", "didn't": "Did", "haven't": "Have", "hasn't": "Has", "isn't": "Is",
+        "aren't": "Are", "wasn't": "Was", "weren't": "Were", "can't": "Can", "cannot": "Can", "won't": "Will",
+        "do not": "Do", "does not": "Does", "did not": "Did", "have not": "Have", "has not": "Has",
+        "is not": "Is", "are not": "Are"}
+
+
 def _condition_first(clause: str) -> str:
     """``clause`` with a trailing condition read in the order it is meant: "X only if C" is
     "If C, X"; "I'll X unless you …" asks "Shall I X?"; a request "X unless you …" is X."""
+    if (m := _NEGATIVE_TAG.match(clause)) and (
+            m.group("aux").lower() not in ("haven't", "hasn't", "have not", "has not")
+            or m.group("rest").lower().startswith("got ")):
+        # ("You haven't switched it off yet, have you?" asks what was done: left as it is.)
+        subj, aux, rest = m.group("subj"), _AUX[m.group("aux").lower()], m.group("rest")
+        if subj.split()[0].lower() in ("you", "your", "it", "the"):
+            subj = subj[0].lower() + subj[1:]
+        if aux in ("Have", "Has") and rest.lower().startswith("got "):
+            # "You haven't got Data Saver on, have you?": "have got" is "have".
+            aux, rest = "Do" if aux == "Have" else "Does", "have " + rest[4:]
+        return f"{aux} {subj} {rest}?"
     if m := _ONLY_IF.match(clause):
         main = m.group("main")
         return f"If {m.group('cond')}, {main[0].lower() + main[1:]}{m.group('end')}"
@@ -344,7 +371,7 @@ _OFFER = _rx(
     r"^(?:so,? |okay,? |ok,? )?(?:shall|should|may|can) (?:i|we)\b(?! (?:have|get|ask|know)\b)",
     r"(?:^|[:,]\s*)(?:shall|should) (?:i|we)\b", r"\bdo you confirm\b", r"\bcan you confirm (?:that )?(?:i|you want|you'd like)\b",
     r"\bplease confirm (?:that )?(?:i|you (?:want|would like|'d like))\b",
-    r"\bconfirm (?:that )?i should\b", r"\bis (?:that|this) (?:correct|right|okay|ok)\b",
+    r"\bconfirm (?:that )?i should\b", r"\bis (?:that|this) (?:correct|right|okay|ok|alright|all right|fine|acceptable)\b",
     r"\b(?:would|do) you (?:like|want) to (?:proceed|go ahead|continue)\b",
     r"\bproceed\?", r"\bgo ahead\?", r"\byes/no\b", r"\byes or no\b", r"\(yes\)",
     r"\bis it (?:ok|okay|alright) (?:if|to|with you)\b", r"\bdo i have your (?:permission|consent|ok)\b",

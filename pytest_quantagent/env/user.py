@@ -151,7 +151,7 @@ _FACT_TOPICS: dict[str, Keywords] = {
         ("overseas",), ("which", "country"), ("another", "country"), ("where", "you", "are"),
         ("back", "home"), ("back", "in", "the"), ("at", "home"), ("in", "the", "us"),
         ("in", "the", "united", "states"), ("in", "the", "u.s"), ("in", "your", "home", "country"),
-        ("out", "of", "the", "country"), ("what", "country"), ("in", "the", "country"),
+        ("out", "of", "the", "country"), ("what", "country"), ("in", "the", "country"), ("left", "the", "country"),
     ),
 }
 # The same phrases, in order and whole ("there's no outage, your line is active, ..." is no
@@ -787,6 +787,7 @@ def _shares_content(question: str, request: str) -> bool:
 # "Are you in France right now?": a question about where the customer is.
 _IN_PLACE = re.compile(r"\b(?i:are|were) you (?i:currently |still |now |right now )?(?i:in|at) (?:the )?[A-Z][a-z]")
 _ASKS_ABROAD = re.compile(r"\b(?:abroad|travel\w*|overseas|outside (?:of )?(?:the|your)|out of the country|"
+                          r"left (?:the|your (?:home )?) ?country|"
                           r"another country|foreign)\b", re.IGNORECASE)
 _ASKS_HOME = re.compile(r"\b(?:in the (?:us|u\.s\.?|usa|united states)|at home|(?:back )?home\b|"
                         r"in your home country|inside the (?:us|country))", re.IGNORECASE)
