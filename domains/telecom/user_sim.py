@@ -608,6 +608,7 @@ _SEE_IT = re.compile(r"^(?:you (?:can )?(?:see|got|received|have|find) (?:it|one
 _PERMISSION_COND = re.compile(r"\b(storage|sms|phone|network)\b(?: permission)?[^,]*?\b(?:allowed|granted|"
                               r"enabled|permitted|given|on|off|missing|denied)\b|\b(?:no|without|lacks?|missing)\b "
                               r"(storage|sms|phone|network) permission\b")
+_SIM_COND = re.compile(r"\b(?:missing|not detected|isn't detected|not inserted|not seated|no sim)\b")
 _MMSC_COND = re.compile(r"\bmmsc(?: url)?\b[^,]*?\b(?:is |isn't |is not )?(not set|missing|empty|blank|isn't set|"
                         r"not configured|set|configured|there)\b")
 _APN_COND = re.compile(r"\bapn(?: name)?\b[^,]*?\b(?:is|isn't|is not|shows|says|other than|not)\s+"
@@ -1094,7 +1095,22 @@ class TelecomUser(ScriptedUser):
         device = self.phone.db.device
         low = cond.lower()
         negated = bool(_NOT.search(low)) or bool(re.search(r"\bother than\b|\bmissing\b|\bdenied\b|\boff\b", low))
+        sim = _SIM_COND.search(low)
+        if sim is not None and re.search(r"\bsim\b", f"{low} {then.lower()} {self._message.lower()}"):
+            # "Check your SIM status. If it says it's missing, reseat it": read on the phone.
+            missing = bool(device.sim_card_missing)
+            if missing == (not re.search(r"\bnot (?:missing|absent)\b", low)):
+                return self._sentence_calls(_PRONOUN.sub("the SIM card", then, count=1)), []
+            return [], []
         perm = _PERMISSION_COND.search(low)
+        names = dict.fromkeys(re.findall(r"\b(storage|sms|phone|network)\b", low))
+        if perm is not None and len(names) > 1 and re.search(r"\b(?:grant|allow|enable|give|turn on)\b", then, re.I):
+            # "if SMS or storage is missing, grant whichever is missing": each permission named.
+            app = next((a for a in device.app_statuses if a in f"{low} {then.lower()} {self._message.lower()}"), None)
+            if app is not None:
+                lacking = [n for n in names if not getattr(device.app_statuses[app].permissions, n, False)]
+                if negated:
+                    return [("grant_app_permission", {"app_name": app, "permission": n}) for n in lacking], []
         if perm is not None:
             app = next((a for a in device.app_statuses if a in f"{low} {then.lower()} {self._message.lower()}"), None)
             if app is None:

@@ -89,10 +89,10 @@ _CLAUSE_END = re.compile(
     # conditional step.
     r":\s+(?=if\b[^,?]{3,60},)|"
     # "Two things: turn your mobile data on, and ...": the header's count, then the steps.
-    r"(?:(?<=\bthings)|(?<=\bsteps)):\s+(?=(?:turn|switch|toggle|enable|disable|restart|reboot|reset|reseat|set|grant|"
+    r"(?:(?<=\bthings)|(?<=\bsteps)|(?<=\bstep)|(?<=\bnext)|(?<=\bfirst)|(?<=\bfinally)|(?<=\bnow)):\s+(?=(?:turn|switch|toggle|enable|disable|restart|reboot|reset|reseat|set|grant|"
     r"pay|open|go|run|try|make|remove|insert|connect|disconnect)\b)|"
     # Inline enumerations: "Two checks: (1) is data on, and (2) is a VPN connected?"
-    r":\s+(?=\(?\d\)\s)|,?\s+(?:and\s+)?(?=\(\d\)\s)|"
+    r":\s+(?=\(?(?:\d|[a-h])\)\s)|,?\s+(?:and\s+)?(?=\((?:\d|[a-h])\)\s)|\s+(?=\d\)\s)|"
     # Two questions in one sentence: "How would you like to pay, and do you want me to proceed?"
     r",\s+(?:and|also|plus)\s+(?=(?:do|would|can|could|shall|should|may|is|are|will) (?:you|i|we)\b)",
     re.IGNORECASE,
@@ -262,7 +262,10 @@ def segments(text: str) -> list[tuple[str, str]]:
                 continue
             first_row = len(out) if not in_table else None
             in_table = True
-            line = "- " + " ".join(c.strip() for c in line.strip("|").split("|") if c.strip())
+            cells = [c.strip() for c in line.strip("|").split("|") if c.strip()]
+            if len(cells) > 1 and re.fullmatch(r"\d{1,2}[.)]?", cells[0]):
+                cells = cells[1:]  # "| 1 | Turn mobile data on |": the step's number is no word of it
+            line = "- " + " ".join(cells)
         else:
             in_table, first_row = False, None
         is_item = bool(_ITEM.match(line))
@@ -292,7 +295,7 @@ def segments(text: str) -> list[tuple[str, str]]:
                 if re.match(r"(?:only (?:if|when)|unless (?:you|u))\b", clauses[k], re.I):
                     # "Switch Wi-Fi off, but only if ...": split at ", but", one step again.
                     clauses[k - 1:k + 1] = [f"{clauses[k - 1]} {clauses[k]}"]
-            clauses = [_condition_first(re.sub(r"^\(\d\)\s*", "", c)) for c in clauses]
+            clauses = [_condition_first(re.sub(r"^\(?(?:\d|[a-h])\)\s*", "", c)) for c in clauses]
             # "..., so leave it off": a clause asking that a state stays asks for nothing.
             clauses = [k for k in (strip_keep(c) for c in clauses) if k.strip(" .!?,")]
             parts.extend(clauses)
@@ -423,7 +426,8 @@ _REQUEST = _rx(
     r"\bwould you mind\b", r"\bplease\b", r"\bkindly\b",
     r"\b(?:i|we)(?:'d| would) (?:like|need|ask) (?:you|for you) to\b",
     r"\b(?:i|we)(?: just| really| also| only| now)? (?:need|want) you to\b", r"\bi(?:'ll| will) need you to\b",
-    r"\b(?:i|we)(?:'ll| will)? (?:first |also |just |still )?need (?:a few|some|the following|two|three|these|a couple|your|one of|either|any of|one or)\b",
+    r"\b(?:i|we)(?:'ll| will)? (?:first |also |just |still )?need (?:a few|some|the following|two|three|these|a couple|your|one of|either|any of|one or|the)\b",
+    r"^(?:just |also |first )?need (?:your|the|a|an)\b",  # terse: "need your email, or name and zip"
     r"\b(?:i|we)(?:'ll| will|'d| would)? (?:need|require)(?: from you)?:",
     r"\b(?:i|we)(?:'ll| will)? (?:first |just )?need to (?:verify|confirm|authenticate|validate) (?:your identity|you)\b",
     r"^(?:i|we)(?:'d| would)? (?:recommend|suggest|advise)\b",
@@ -520,7 +524,10 @@ _EMPATHY = _rx(
 )
 _FIRST_PERSON_PLAN = _rx(
     r"^(?:(?:now|next|first|okay|ok|alright|great|so|thanks|thank you|perfect|got it|sure|excellent|"
-    r"understood|wonderful|awesome)[,.!]?\s+)*(?:i(?:'ll| will| am going to|'m going to| can| need to| am| 'm)|"
+    r"understood|wonderful|awesome)[,.!]?\s+)*(?:i(?:'ll| will| am going to|'m going to| can| need to| am| 'm)"
+    r"(?!\s+(?:first\s+|also\s+|just\s+)?need (?:your|the|a few|some|one of|either)\b)|"
+    # "Let's get your picture messages working again.": the goal, not a step.
+    r"let's (?:get|have) (?:your|this|that|it|you|things)\b[^.?!]*\b(?:working|fixed|sorted|going|back|up and running|resolved)\b|"
     r"let me(?! know)|i'd like to (?:check|look|verify|review|take a look)|allow me)\b(?!.*\byou to\b)",
     # "Depending on what you see, we may restart the phone, look at the SIM card, ...": what
     # might come later, told, not asked.

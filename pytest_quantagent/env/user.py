@@ -170,7 +170,8 @@ _ADDRESS_CONTEXT = re.compile(
 )
 # A phone number asked without the word "phone" ("Which number is having the problem?").
 _PHONE_ASK = re.compile(
-    r"\b(?:which|what|your|the affected|the same) (?:(?:phone|mobile|cell|line|telephone) )?number\b(?! of\b)",
+    r"\b(?:which|what|your|the affected|the same) (?:(?:phone|mobile|cell|line|telephone) )?number\b(?! of\b)|"
+    r"\bname,? and (?:your )?number\b",
     re.IGNORECASE,
 )
 _VERIFY_IDENTITY = re.compile(
@@ -692,6 +693,10 @@ class ScriptedUser:
             agree = False
         else:
             agree = self.script.confirm
+        if agree and (m := _YOUR_ACTION.match(seg.text.strip())) and not _JUST_GO_ON.match(m.group(1)):
+            # "Do you want to pay the overdue bill today?": the customer does it, and says so.
+            what = re.sub(r"\byour\b", "my", re.sub(r"\byou\b", "me", m.group(1)))
+            return f"Yes, I'd like to {what}."
         if agree:
             return self._pick(
                 "Yes, please go ahead.", "Yes, I confirm.", "Yes, that's correct. Please proceed."
@@ -846,6 +851,10 @@ def join_answers(parts: Sequence[str]) -> str:
     return " ".join(out)
 
 
+# An offer of something the customer does itself ("Would you like to pay the bill now?").
+_YOUR_ACTION = re.compile(r"^(?:so,? |and |okay,? |ok,? )?(?:do|would) you (?:still |also )?(?:want|like|wish) to "
+                          r"([a-z][^?]{2,80}?)(?: today| now| right now)?\?$", re.IGNORECASE)
+_JUST_GO_ON = re.compile(r"(?:proceed|go ahead|continue|confirm|move forward|do that|do this|do it)\b", re.IGNORECASE)
 _TRANSFER_OFFER = re.compile(r"\btransfer|\bhuman\b|\blive agent\b", re.IGNORECASE)
 _YES_NO_QUESTION = re.compile(
     r"(?:^|:\s*)(?:\w+[,:]?\s+){0,4}?(?:is|are|was|do|does|did|have|has|can|will)\b", re.IGNORECASE
