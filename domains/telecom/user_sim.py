@@ -982,10 +982,11 @@ class TelecomUser(ScriptedUser):
             last_noun = _noun_of(seg.text) or last_noun
         words = self._already + words
         calls: list[ToolCall] = []
-        seen: set[str] = set()
+        seen: set[Any] = set()
         for name, args in names:
-            if name in seen:
-                continue
+            if name in seen and not (name == "grant_app_permission" and (name, str(sorted(args.items()))) not in seen):
+                continue  # each action once; each permission granted once
+            seen.add((name, str(sorted(args.items()))))
             if name == "make_payment" and "check_payment_request" not in seen and not _SENT_REQUEST.search(text):
                 # Only a request the phone shows is paid: look first.
                 seen.add("check_payment_request")

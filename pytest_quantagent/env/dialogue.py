@@ -917,4 +917,4 @@ def retype(text: str) -> str:
                 return word  # "Ben" is a name, not "been"; "Helo" / "Whta" open a sentence
         return out[0].upper() + out[1:] if word[0].isupper() else out
 
-    return re.sub(r"(?<![\w@.#/'’-])[A-Za-z]+(?![\w@#/'’-]|\.\w)", fix, text)
+    return re.sub(r"(?<![\w@.#/'’-])[A-Za-z]+(?![\w@#/-]|['’](?![a-z]{1,2}\b)|\.\w)", fix, text)
