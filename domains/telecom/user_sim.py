@@ -798,6 +798,12 @@ class TelecomUser(ScriptedUser):
             # The customer asked for a human: it wants that, not the agent's own help ("I'll
             # pass you over to a human agent. Is that okay?" offers the transfer itself).
             return "No, thank you. I'd like to talk to a human agent, please."
+        requests = " ".join(self.script.requests)
+        for said_dir, wanted_dir, word in ((_ROAMING_ON, _ROAMING_OFF, "off"), (_ROAMING_OFF, _ROAMING_ON, "on")):
+            if said_dir.search(seg.text) and not wanted_dir.search(seg.text) and wanted_dir.search(requests):
+                # "you'd like me to turn roaming on for 555-0119?" to a customer who asked for it
+                # off: the detail corrected, not just a no.
+                return f"No, that's not right. I want data roaming turned {word}."
         if not self.offer_wanted(seg.text) or (bare and not self.offer_wanted(whole)):
             # ("... switching to our Premium plan. Shall I make that change?": what the
             # message proposes.)

@@ -132,7 +132,8 @@ def _split_run_on(clause: str) -> list[str]:
 # state stays as it is, so never a change; removed before the message is read.
 _KEEP = re.compile(
     r"\(\s*(?:but |and |please |just )*(?:keep|leave)\b[^()]*\)"
-    r"|(?:(?:,\s*|\s+)(?:but|and)\s+|^|(?<=[.!?:]\s))(?:please\s+|just\s+|also\s+|make sure (?:to |you )?|"
+    r"|(?:(?:,\s*|\s+)(?:but|and)\s+|^|(?<=[.!?:]\s)|(?<=\bi'll\s)|(?<=\bwe'll\s)|(?<=\bi will\s))"
+    r"(?:please\s+|just\s+|also\s+|make sure (?:to |you )?|"
     r"be sure to |remember to |try to )*"
     r"(?:keep|leave)\s+(?![^,;.!?—]*\b(?:in mind|trying|an eye|going(?! forward)|me posted)\b)"
     r"[^,;.!?()—]*?\b(?:on|off|enabled|disabled|alone|connected|disconnected|unchanged|untouched|"
@@ -158,6 +159,8 @@ def strip_keep(text: str) -> str:
     # place the kept state is in, dangling before the next request.
     out = re.sub(r"(^|[.!?:]\s+)(?:on|in) (?:your|the) (?:phone|device|line|account)\b,?\s*(?:and\s+)?(\w)",
                  lambda m: m.group(1) + m.group(2).upper(), out)
+    # What is left of "I'll keep the address as it is and only change the payment": "I'll only …".
+    out = re.sub(r"\b(i'll|we'll|i will)\s+and\s+", r"\1 ", out, flags=re.IGNORECASE)
     # What is left of "Please leave X on and restart": "and restart" starts a sentence.
     out = re.sub(r"(^|[.!?:]\s+)and\s+(\w)", lambda m: m.group(1) + m.group(2).upper(), out)
     out = re.sub(r"\s+and\s*(?=[.!?]|$)", "", out)
@@ -446,7 +449,7 @@ _POLITE_REQUEST = _rx(
     r"clarify\b|explain\b|say\b|note\b|mind if\b|help\b|double-check\b|view\b|open\b)\w",
     r"^(?:\w+[,!]\s+)?would you mind\b",
 )
-_WH = _rx(r"^(?:[^,?]{0,40},\s*)?(?:and |also |so )?(?:what|which|who|where|when|why|how)\b")
+_WH = _rx(r"^(?:[^,?:]{0,40}[,:]\s*)?(?:and |also |so )?(?:what|which|who|where|when|why|how)\b")
 # "Which network mode does your phone.", "What is your account number.": a question that lost
 # its question mark (a terse or damaged agent): a wh-word, a short noun phrase, then the verb
 # or "of" before "your/the" — not a statement such as "What I found is ..." or "Which is why".
