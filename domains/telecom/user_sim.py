@@ -608,6 +608,7 @@ _SEE_IT = re.compile(r"^(?:you (?:can )?(?:see|got|received|have|find) (?:it|one
 _PERMISSION_COND = re.compile(r"\b(storage|sms|phone|network)\b(?: permission)?[^,]*?\b(?:allowed|granted|"
                               r"enabled|permitted|given|on|off|missing|denied)\b|\b(?:no|without|lacks?|missing)\b "
                               r"(storage|sms|phone|network) permission\b")
+_WHICH_OF_THESE = re.compile(r"\bwhich (?:of these|of those|one|of them)\b", re.I)
 _SIM_COND = re.compile(r"\b(?:missing|not detected|isn't detected|not inserted|not seated|no sim)\b")
 _MMSC_COND = re.compile(r"\bmmsc(?: url)?\b[^,]*?\b(?:is |isn't |is not )?(not set|missing|empty|blank|isn't set|"
                         r"not configured|set|configured|there)\b")
@@ -979,6 +980,12 @@ class TelecomUser(ScriptedUser):
                         found, said = self._state_reading(
                             _PRONOUN.sub(last_noun, sentence, count=1), seg.check
                         )
+            if (not found and not said and seg.act == Act.QUESTION and _WHICH_OF_THESE.search(seg.text)
+                    and "check_network_mode_preference" in self.user_tool_names
+                    and sum(1 for p in parts[:i] if not p.asks and _extract_mode(p.text).get("mode")) >= 2):
+                # A table of network modes, then "Which of these is your phone set to?": the
+                # phone's mode is read.
+                found = [("check_network_mode_preference", {})]
             if found or said:
                 used.add(i)
                 if not seg.header:
