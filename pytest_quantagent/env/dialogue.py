@@ -173,8 +173,13 @@ _ONLY_IF = re.compile(r"^(?P<main>.*?\S),?\s+(?:but\s+)?only (?:if|when)\s+(?P<c
                       re.IGNORECASE | re.DOTALL)
 # "... unless you say otherwise / you'd rather change plans / you need it for work": the step is
 # the default; the exception is the customer's, and its scenario names none.
-_UNLESS_YOU = re.compile(r"^(?P<main>.*?\S),?\s+unless\s+(?:you|u)\b[^.?!]*(?P<end>[.!]*)$",
+_UNLESS_YOU = re.compile(r"^(?P<main>.*?\S),?\s+unless\s+(?P<exc>(?:you|u)\b[^.?!]*)(?P<end>[.!]*)$",
                          re.IGNORECASE | re.DOTALL)
+# The customer's own say-so or preference: its scenario never asks for it, so the default holds.
+# (Other exceptions, "unless you're at home", stay a condition and are not acted on.)
+_PREFERENCE_EXCEPTION = re.compile(
+    r"^(?:you|u)(?:'d| would)? (?:say|tell me|let me know|object|disagree|rather|prefer|want|need it|need them|use it|"
+    r"have a reason|would rather|'d rather|decide)\b", re.IGNORECASE)
 # "I'll also sign you up for the newsletter unless you say otherwise": an offer with a default.
 _I_WILL = re.compile(r"^(?:(?:\w+),?\s+)?(?:i|we)(?:'ll| will| am going to|'m going to| are going to|'re going to)"
                      r"\s+(?P<what>.+)$", re.IGNORECASE | re.DOTALL)
@@ -218,7 +223,8 @@ def _condition_first(clause: str) -> str:
         if w := _I_WILL.match(main):
             who = "we" if re.match(r"^(?:\w+,?\s+)?we\b", main, re.I) else "I"
             return f"Shall {who} {w.group('what')}?"
-        return main + (m.group("end") or ".")
+        if _PREFERENCE_EXCEPTION.match(m.group("exc")):
+            return main + (m.group("end") or ".")
     return clause
 
 
@@ -529,9 +535,11 @@ _FIRST_PERSON_PLAN = _rx(
     r"^(?:(?:now|next|first|okay|ok|alright|great|so|thanks|thank you|perfect|got it|sure|excellent|"
     r"understood|wonderful|awesome)[,.!]?\s+)*(?:i(?:'ll| will| am going to|'m going to| can| need to| am| 'm)"
     r"(?!\s+(?:first\s+|also\s+|just\s+)?need (?:your|the|a few|some|one of|either)\b)|"
-    # "Let's get your picture messages working again.": the goal, not a step.
-    r"let's (?:get|have) (?:your|this|that|it|you|things)\b[^.?!]*\b(?:working|fixed|sorted|going|back|up and running|resolved)\b|"
+
     r"let me(?! know)|i'd like to (?:check|look|verify|review|take a look)|allow me)\b(?!.*\byou to\b)",
+    # "Let's get your picture messages working again.": the goal, not a step.
+    r"^let's (?:get|have) (?:your|this|that|it|you|things)\b[^.?!:;]*\b(?:working|fixed|sorted|going|back|up and running|"
+    r"resolved)(?: again| properly| for you| today| right away)*[.!]*$",
     # "Depending on what you see, we may restart the phone, look at the SIM card, ...": what
     # might come later, told, not asked.
     r"^(?:[^,?]{0,60},\s+)?(?:we|i) (?:may|might|could)(?: also| then| later| need to| have to)? "
