@@ -155,6 +155,7 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("sim", "locked"),
         ("sim", "inserted"),
         ("sim", "detected"),
+        ("sim", "missing"),
         ("detect", "sim"),
         ("recogni", "sim"),
         ("sees", "sim"),
@@ -1029,7 +1030,9 @@ class TelecomUser(ScriptedUser):
         if parts is None:
             return [], []
         word, cond, then = parts
-        noun = _noun_of(cond) or last_noun
+        # "Turn Airplane Mode off only if it's on": with nothing named before, "it" is the
+        # step's own thing.
+        noun = _noun_of(cond) or last_noun or (_noun_of(then) if _PRONOUN.search(cond) else None)
         said: list[str] = []
         judged = self._judge_condition(cond, then)
         if judged is not None:

@@ -606,7 +606,8 @@ def classify(text: str, header: str = "") -> Segment:
         return seg(Act.STATEMENT)  # "One moment please while I check.": nothing to do
     if (_EMPATHY.search(low) or _NOTE.search(low)) and not question:
         return seg(Act.STATEMENT)
-    if _OFFER.search(low) and (question or "confirm" in low or _REPLY_YES.search(low)) and not wh and (
+    if _OFFER.search(low) and (question or "confirm" in low or _REPLY_YES.search(low)) and (
+        not wh or re.match(r"^(?:how|what) about\b", low)) and (
         not either or "yes or no" in low
     ):
         # "Would you like the refund to PayPal or to a gift card?" is a question, not an offer.
@@ -847,7 +848,7 @@ _SHORTHAND = {
     "thnx": "thanks", "msg": "message", "msgs": "messages", "pic": "picture", "pics": "pictures",
     "b4": "before", "whats": "what's", "thats": "that's", "dont": "don't", "cant": "can't",
     "wont": "won't", "isnt": "isn't", "doesnt": "doesn't", "youre": "you're", "ive": "I've",
-    "speedtest": "speed test", "addr": "address", "acct": "account", "num": "number",
+    "speedtest": "speed test", "abt": "about", "addr": "address", "acct": "account", "num": "number",
 }
 # Words of a support chat that are often mistyped and that the reading rules need: a word that
 # is no word the reader knows but one keystroke from exactly one of these (a letter left out
