@@ -79,10 +79,12 @@ _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<=[.!?])[\"')\]]*\s+(?=[\"'
                            r"|(?<=\?)\s+(?=[a-z]+\b)")
 # Clauses that do different things inside one sentence ("X doesn't seem on, so let's check Y").
 _CLAUSE_END = re.compile(
-    r"\s*;\s+|,\s+and\s+(?=(?:once|when|after|if|then)\b)|\s+and,\s+(?=(?:once|when|after|if|then)\b)|,?\s+and also\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so(?!\s+(?:that\s+)?(?:you|we|i|it|this|that|they|there|nothing)(?:'s|'re|'ll)?\s+(?:can|could|will|would|won't|don't|doesn't|do not|does not|is|isn't|are|aren't|not|never|get|gets|have|has|stay|stays|keep|keeps|work|works|reconnect|reconnects|happen|happens|should)\b)|but|because|since|and then|then|after that)\s+|"
+    r"\s*;\s+|,\s+and\s+(?=(?:once|when|after|if|then)\b)|\s+and,\s+(?=(?:once|when|after|if|then)\b)|(?<!go ahead),?\s+and also\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so(?!\s+(?:that\s+)?(?:you|we|i|it|this|that|they|there|nothing)(?:'s|'re|'ll)?\s+(?:can|could|will|would|won't|don't|doesn't|do not|does not|is|isn't|are|aren't|not|never|get|gets|have|has|stay|stays|keep|keeps|work|works|reconnect|reconnects|happen|happens|should)\b)|but|because|since|and then|then|after that)\s+|"
     # "..., so you can reorder it?" and "..., so it reconnects": a purpose, part of its
     # clause (not split above); "..., and let me know what it shows": a check of its own.
     r",\s+and\s+(?=(?:please\s+)?(?:let me know|tell me|report back|send me)\b)|"
+    # "please don't restart it yet, just tell me if data is on": the check after the negation.
+    r",\s+(?=(?:just|only|instead|but just) (?:tell me|let me know|check|look|confirm|read|see)\b)|"
     r"\s+(?:and then|after that|afterwards)\s+|\s+then\s+(?=[a-z]+\b(?! (?:it|that)\b))|"
     r"\s+(?=(?:before|after|once|when|until|while) you\b)|:\s+(?=(?:please|could you|can you|kindly|go ahead)\b)|"
     # "Check your APN settings: if the MMSC URL is not set, reset them": a step, then a
