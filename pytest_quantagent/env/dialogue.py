@@ -84,7 +84,7 @@ _CLAUSE_END = re.compile(
     # clause (not split above); "..., and let me know what it shows": a check of its own.
     r",\s+and\s+(?=(?:please\s+)?(?:let me know|tell me|report back|send me)\b)|"
     # "please don't restart it yet, just tell me if data is on": the check after the negation.
-    r",\s+(?=(?:just|only|instead|but just) (?:tell me|let me know|check|look|confirm|read|see)\b)|"
+    r",\s+(?=(?:just|only|instead|but just) (?:tell me|check|look at|confirm|read|see) (?:if|whether|what|which|how)\b)|"
     r"\s+(?:and then|after that|afterwards)\s+|\s+then\s+(?=[a-z]+\b(?! (?:it|that)\b))|"
     r"\s+(?=(?:before|after|once|when|until|while) you\b)|:\s+(?=(?:please|could you|can you|kindly|go ahead)\b)|"
     # "Check your APN settings: if the MMSC URL is not set, reset them": a step, then a
