@@ -544,8 +544,12 @@ _FIRST_PERSON_PLAN = _rx(
     r"resolved)(?: again| properly| for you| today| right away)*[.!]*$",
     # "Depending on what you see, we may restart the phone, look at the SIM card, ...": what
     # might come later, told, not asked.
-    r"^(?:[^,?]{0,60},\s+)?(?:we|i) (?:may|might|could)(?: also| then| later| need to| have to)? "
+    r"^(?:[^,?]{0,60},\s+)?(?:we|i) (?:may|might)(?: also| then| later| need to| have to)? "
     r"(?!.*\b(?:you to|could you|can you|please)\b)",
+    # "We could reset your APN settings later if needed": a later option; "We could try
+    # restarting your phone." (now) is still a suggestion to act on.
+    r"^(?:[^,?]{0,60},\s+)?(?:we|i) could\b(?=[^?]*\b(?:later|if needed|if necessary|afterwards|eventually|"
+    r"down the line|if that doesn't (?:work|help)|if it doesn't (?:work|help))\b)(?!.*\b(?:you to|could you|can you|please)\b)",
 )
 
 
@@ -745,7 +749,21 @@ def read(text: str) -> list[Segment]:
     return _options_told(_read(text))
 
 
+_BARE_GREETING = re.compile(r"^(?:hi|hello|hey|hiya|heya|howdy|greetings|good (?:morning|afternoon|evening|day))"
+                            r"(?: there)?[\s,.!]*$", re.IGNORECASE)
+
+
 def _read(text: str) -> list[Segment]:
+    out = _read_segments(text)
+    if len(out) > 1:
+        # "Hi! One moment while I check.": a greeting word before something else greets no
+        # more than the rest of the message asks.
+        out = [Segment(s.text, Act.STATEMENT, s.header) if s.act == Act.GREETING and _BARE_GREETING.match(s.text)
+               else s for s in out]
+    return out
+
+
+def _read_segments(text: str) -> list[Segment]:
     out: list[Segment] = []
     for s, h in segments(text):
         seg = classify(s, h)
