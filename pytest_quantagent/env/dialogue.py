@@ -82,7 +82,7 @@ _CLAUSE_END = re.compile(
     r"\s*;\s+|,\s+and\s+(?=(?:once|when|after|if|then)\b)|\s+and,\s+(?=(?:once|when|after|if|then)\b)|(?<!go ahead),?\s+and also\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so(?!\s+(?:that\s+)?(?:you|we|i|it|this|that|they|there|nothing)(?:'s|'re|'ll)?\s+(?:can|could|will|would|won't|don't|doesn't|do not|does not|is|isn't|are|aren't|not|never|get|gets|have|has|stay|stays|keep|keeps|work|works|reconnect|reconnects|happen|happens|should)\b)|but|because|since|and then|then|after that)\s+|"
     # "..., so you can reorder it?" and "..., so it reconnects": a purpose, part of its
     # clause (not split above); "..., and let me know what it shows": a check of its own.
-    r",\s+and\s+(?=(?:please\s+)?(?:let me know|tell me|report back|send me)\b)|"
+    r",\s+and\s+(?=(?:please\s+)?(?:let me know|tell me|report back|send me|check whether|check if)\b)|"
     # "please don't restart it yet, just tell me if data is on": the check after the negation.
     r",\s+(?=(?:just|only|instead|but just) (?:tell me|check|look at|confirm|read|see) (?:if|whether|what|which|how)\b)|"
     r"\s+(?:and then|after that|afterwards)\s+|\s+then\s+(?=[a-z]+\b(?! (?:it|that)\b))|"
@@ -404,6 +404,9 @@ _OFFER = _rx(
     r"\bwould you be (?:ok|okay|alright|fine|happy|comfortable) (?:with|if)\b",
     # "There's a bigger plan with 50 GB. Want it?", "Interested?": a bare offer of what was told.
     r"^(?:do you |would you )?(?:want|fancy|like) (?:it|that|this|one)\?$", r"^(?:are you |would you be )?(?:interested|keen)\?$",
+    # "would you like international roaming turned off on your line?"
+    r"\b(?:would|do) you (?:still |also )?(?:like|want) (?:[\w-]+ ){1,4}(?:turned|switched|set|changed|enabled|disabled|"
+    r"cancell?ed|suspended|resumed|removed|added|updated|reactivated)\b",
     # "you'd be OK paying it, yes?"
     r"^(?:and |so )?you(?:'d| would) be (?:ok|okay|alright|fine|happy|comfortable) (?:with )?\w+ing\b",
     r"\b(?:would|do) you (?:still )?(?:prefer|rather) (?:that )?(?:i|we)\b",
