@@ -43,7 +43,8 @@ _CONFIRM = re.compile(
     r"(shall|should|may|can) i (go ahead|proceed|continue|submit|process|place|cancel|return|"
     r"exchange|modify|change|update|make)|"
     r"would you like me to|do you want me to|want me to proceed|proceed\?|like to proceed|"
-    r"go ahead\?|yes/no|yes or no|\(yes\)|is (that|this) correct|ok to|okay to)",
+    r"go ahead\?|yes/no|yes or no|\(yes\)|is (that|this) correct|ok to|okay to|"
+    r"(?:reply|respond|answer|type|say) (?:with )?[\"'“]?yes\b)",
     re.IGNORECASE,
 )
 _STRONG_CONFIRM = re.compile(
@@ -136,6 +137,9 @@ _FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                  r"(?:account|profile))|\baddress (?:of|on|for) (?:the|this|that|your|"
                                  r"these|those) (?:pending )?orders?\b|\b(?:open|pending|existing|current|"
                                  r"upcoming) orders\b", re.I)),
+    # "set this Visa as the default payment method for all your future orders": more than the order.
+    ("default_payment", re.compile(r"\bdefault (?:payment|card|method)\b|\b(?:for|on) all (?:of )?(?:your )?"
+                                   r"(?:future|upcoming) (?:orders|purchases)\b", re.I)),
     ("payment", re.compile(r"\b(?:pay|payment method|payment)\b", re.I)),
     ("transfer", re.compile(r"\btransfer|\bhuman\b|\blive agent\b|\bspecialist\b|"
                             r"\brepresentative\b", re.I)),

@@ -155,6 +155,7 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("sim", "locked"),
         ("sim", "inserted"),
         ("sim", "detected"),
+        ("sim", "missing"),
         ("detect", "sim"),
         ("recogni", "sim"),
         ("sees", "sim"),
@@ -552,7 +553,7 @@ _NO_REQUEST = "No payment request"
 # An offer to change the line's plan ("would you like me to upgrade you to Unlimited?").
 _PLAN_CHANGE = re.compile(
     r"\b(?:upgrad|chang|switch|mov|migrat)\w*\b(?:\s+\S+){0,6}?\s+(?:plan|unlimited|premium)\b|"
-    r"\bnew plan\b|\bplan (?:change|upgrade)\b", re.I
+    r"\bnew plan\b|\bplan (?:change|upgrade)\b|\b(?:bigger|larger|higher|better|different|another|premium|pricier) plan\b", re.I
 )
 
 
@@ -608,6 +609,8 @@ _SEE_IT = re.compile(r"^(?:you (?:can )?(?:see|got|received|have|find) (?:it|one
 _PERMISSION_COND = re.compile(r"\b(storage|sms|phone|network)\b(?: permission)?[^,]*?\b(?:allowed|granted|"
                               r"enabled|permitted|given|on|off|missing|denied)\b|\b(?:no|without|lacks?|missing)\b "
                               r"(storage|sms|phone|network) permission\b")
+_WHICH_OF_THESE = re.compile(r"\bwhich (?:of these|of those|one|of them)\b", re.I)
+_SIM_COND = re.compile(r"\b(?:missing|not detected|isn't detected|not inserted|not seated|no sim)\b")
 _MMSC_COND = re.compile(r"\bmmsc(?: url)?\b[^,]*?\b(?:is |isn't |is not )?(not set|missing|empty|blank|isn't set|"
                         r"not configured|set|configured|there)\b")
 _APN_COND = re.compile(r"\bapn(?: name)?\b[^,]*?\b(?:is|isn't|is not|shows|says|other than|not)\s+"
@@ -619,7 +622,8 @@ _LOCATION_COND = re.compile(
     r"travell?ing(?: abroad| internationally)?|out of the country|in another country|"
     r"in the (?:us|u\.s\.?|united states)|at home|inside the (?:us|u\.s\.?|united states))\b[^,]*,\s*(.+)$",
     re.I | re.S)
-_TRANSFER_WORDS = re.compile(r"\btransfer|\bconnect you\b|\bput you through\b|\bescalat", re.I)
+_TRANSFER_WORDS = re.compile(r"\btransfer|\bconnect you\b|\bput you through\b|\bescalat|"
+                             r"\b(?:pass|hand)(?:ing)? you (?:over|on|off)?\s*to\b", re.I)
 _ROAMING_OFF = re.compile(
     r"\b(?:disabl(?:e|ing)|turn(?:ing)? off|deactivat(?:e|ing)|remov(?:e|ing)|switch(?:ing)? off)\b"
     r"[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming off\b",
@@ -734,7 +738,7 @@ class TelecomUser(ScriptedUser):
             return UserMessage(content=said)
         if not (isinstance(last, AssistantMessage) and last.content and not last.tool_calls):
             return super().respond(view)
-        text = last.content
+        text = dialogue.retype(last.content)  # "pls turn on data roamng on ur phone"
         self._message = text
         parts = dialogue.read(text)
         if any(p.act == Act.TRANSFER for p in parts):
@@ -789,12 +793,19 @@ class TelecomUser(ScriptedUser):
         said = self.speed_answer(seg.text)
         if said is not None:
             return said  # "Would you be okay with a fair speed for now?"
-        if (self.script.end == "transfer" and _WANTS_HUMAN.search(" ".join(self.script.requests))
-                and not _TRANSFER_WORDS.search(_WAITING.sub(" ", seg.text))):
-            # The customer asked for a human: it wants that, not the agent's own help.
-            return "No, thank you. I'd like to talk to a human agent, please."
         whole = dialogue.strip_markdown(self._message)
         bare = bool(_BARE_OFFER.search(seg.text))
+        if (self.script.end == "transfer" and _WANTS_HUMAN.search(" ".join(self.script.requests))
+                and not _TRANSFER_WORDS.search(_WAITING.sub(" ", whole if bare else seg.text))):
+            # The customer asked for a human: it wants that, not the agent's own help ("I'll
+            # pass you over to a human agent. Is that okay?" offers the transfer itself).
+            return "No, thank you. I'd like to talk to a human agent, please."
+        requests = " ".join(self.script.requests)
+        for said_dir, wanted_dir, word in ((_ROAMING_ON, _ROAMING_OFF, "off"), (_ROAMING_OFF, _ROAMING_ON, "on")):
+            if said_dir.search(seg.text) and not wanted_dir.search(seg.text) and wanted_dir.search(requests):
+                # "you'd like me to turn roaming on for 555-0119?" to a customer who asked for it
+                # off: the detail corrected, not just a no.
+                return f"No, that's not right. I want data roaming turned {word}."
         if not self.offer_wanted(seg.text) or (bare and not self.offer_wanted(whole)):
             # ("... switching to our Premium plan. Shall I make that change?": what the
             # message proposes.)
@@ -970,6 +981,12 @@ class TelecomUser(ScriptedUser):
                         found, said = self._state_reading(
                             _PRONOUN.sub(last_noun, sentence, count=1), seg.check
                         )
+            if (not found and not said and seg.act == Act.QUESTION and _WHICH_OF_THESE.search(seg.text)
+                    and "check_network_mode_preference" in self.user_tool_names
+                    and sum(1 for p in parts[:i] if not p.asks and _extract_mode(p.text).get("mode")) >= 2):
+                # A table of network modes, then "Which of these is your phone set to?": the
+                # phone's mode is read.
+                found = [("check_network_mode_preference", {})]
             if found or said:
                 used.add(i)
                 if not seg.header:
@@ -979,10 +996,11 @@ class TelecomUser(ScriptedUser):
             last_noun = _noun_of(seg.text) or last_noun
         words = self._already + words
         calls: list[ToolCall] = []
-        seen: set[str] = set()
+        seen: set[Any] = set()
         for name, args in names:
-            if name in seen:
-                continue
+            if name in seen and not (name == "grant_app_permission" and (name, str(sorted(args.items()))) not in seen):
+                continue  # each action once; each permission granted once
+            seen.add((name, str(sorted(args.items()))))
             if name == "make_payment" and "check_payment_request" not in seen and not _SENT_REQUEST.search(text):
                 # Only a request the phone shows is paid: look first.
                 seen.add("check_payment_request")
@@ -1012,7 +1030,9 @@ class TelecomUser(ScriptedUser):
         if parts is None:
             return [], []
         word, cond, then = parts
-        noun = _noun_of(cond) or last_noun
+        # "Turn Airplane Mode off only if it's on": with nothing named before, "it" is the
+        # step's own thing.
+        noun = _noun_of(cond) or last_noun or (_noun_of(then) if _PRONOUN.search(cond) else None)
         said: list[str] = []
         judged = self._judge_condition(cond, then)
         if judged is not None:
@@ -1092,7 +1112,22 @@ class TelecomUser(ScriptedUser):
         device = self.phone.db.device
         low = cond.lower()
         negated = bool(_NOT.search(low)) or bool(re.search(r"\bother than\b|\bmissing\b|\bdenied\b|\boff\b", low))
+        sim = _SIM_COND.search(low)
+        if sim is not None and re.search(r"\bsim\b", f"{low} {then.lower()} {self._message.lower()}"):
+            # "Check your SIM status. If it says it's missing, reseat it": read on the phone.
+            missing = bool(device.sim_card_missing)
+            if missing == (not re.search(r"\bnot (?:missing|absent)\b", low)):
+                return self._sentence_calls(_PRONOUN.sub("the SIM card", then, count=1)), []
+            return [], []
         perm = _PERMISSION_COND.search(low)
+        names = dict.fromkeys(re.findall(r"\b(storage|sms|phone|network)\b", low))
+        if perm is not None and len(names) > 1 and re.search(r"\b(?:grant|allow|enable|give|turn on)\b", then, re.I):
+            # "if SMS or storage is missing, grant whichever is missing": each permission named.
+            app = next((a for a in device.app_statuses if a in f"{low} {then.lower()} {self._message.lower()}"), None)
+            if app is not None:
+                lacking = [n for n in names if not getattr(device.app_statuses[app].permissions, n, False)]
+                if negated:
+                    return [("grant_app_permission", {"app_name": app, "permission": n}) for n in lacking], []
         if perm is not None:
             app = next((a for a in device.app_statuses if a in f"{low} {then.lower()} {self._message.lower()}"), None)
             if app is None:

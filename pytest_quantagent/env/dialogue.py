@@ -74,20 +74,27 @@ _MARKDOWN = (
 _ITEM = re.compile(r"^\s*(?:[-*•+]|\d{1,2}[.)]|[a-z][.)]|step \d+[:.])\s+", re.IGNORECASE)
 # A sentence ends at . ! ? followed by space and something that starts a sentence; not
 # inside "e.g." or a number ("$80.50").
-_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9#$])")
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9#$])"
+                           # terse chat: "… set to? dont change it yet"
+                           r"|(?<=\?)\s+(?=[a-z]+\b)")
 # Clauses that do different things inside one sentence ("X doesn't seem on, so let's check Y").
 _CLAUSE_END = re.compile(
-    r"\s*;\s+|,\s+and\s+(?=(?:once|when|after|if|then)\b)|\s+and,\s+(?=(?:once|when|after|if|then)\b)|,?\s+and also\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so(?!\s+(?:that\s+)?(?:you|we|i|it|this|that|they|there|nothing)(?:'s|'re|'ll)?\s+(?:can|could|will|would|won't|don't|doesn't|do not|does not|is|isn't|are|aren't|not|never|get|gets|have|has|stay|stays|keep|keeps|work|works|reconnect|reconnects|happen|happens|should)\b)|but|because|since|and then|then|after that)\s+|"
+    r"\s*;\s+|,\s+and\s+(?=(?:once|when|after|if|then)\b)|\s+and,\s+(?=(?:once|when|after|if|then)\b)|(?<!go ahead),?\s+and also\s+|\s+[—–]\s+|\s+-\s+(?=[a-z])|,\s+(?:so(?!\s+(?:that\s+)?(?:you|we|i|it|this|that|they|there|nothing)(?:'s|'re|'ll)?\s+(?:can|could|will|would|won't|don't|doesn't|do not|does not|is|isn't|are|aren't|not|never|get|gets|have|has|stay|stays|keep|keeps|work|works|reconnect|reconnects|happen|happens|should)\b)|but|because|since|and then|then|after that)\s+|"
     # "..., so you can reorder it?" and "..., so it reconnects": a purpose, part of its
     # clause (not split above); "..., and let me know what it shows": a check of its own.
-    r",\s+and\s+(?=(?:please\s+)?(?:let me know|tell me|report back|send me)\b)|"
+    r",\s+and\s+(?=(?:please\s+)?(?:let me know|tell me|report back|send me|check whether|check if)\b)|"
+    # "please don't restart it yet, just tell me if data is on": the check after the negation.
+    r",\s+(?=(?:just|only|instead|but just) (?:tell me|check|look at|confirm|read|see) (?:if|whether|what|which|how)\b)|"
     r"\s+(?:and then|after that|afterwards)\s+|\s+then\s+(?=[a-z]+\b(?! (?:it|that)\b))|"
     r"\s+(?=(?:before|after|once|when|until|while) you\b)|:\s+(?=(?:please|could you|can you|kindly|go ahead)\b)|"
     # "Check your APN settings: if the MMSC URL is not set, reset them": a step, then a
     # conditional step.
     r":\s+(?=if\b[^,?]{3,60},)|"
+    # "Two things: turn your mobile data on, and ...": the header's count, then the steps.
+    r"(?:(?<=\bthings)|(?<=\bsteps)|(?<=\bstep)|(?<=\bnext)|(?<=\bfirst)|(?<=\bfinally)|(?<=\bnow)):\s+(?=(?:turn|switch|toggle|enable|disable|restart|reboot|reset|reseat|set|grant|"
+    r"pay|open|go|run|try|make|remove|insert|connect|disconnect)\b)|"
     # Inline enumerations: "Two checks: (1) is data on, and (2) is a VPN connected?"
-    r":\s+(?=\(?\d\)\s)|,?\s+(?:and\s+)?(?=\(\d\)\s)|"
+    r":\s+(?=\(?(?:\d|[a-h])\)\s)|,?\s+(?:and\s+)?(?=\((?:\d|[a-h])\)\s)|\s+(?=\d\)\s)|"
     # Two questions in one sentence: "How would you like to pay, and do you want me to proceed?"
     r",\s+(?:and|also|plus)\s+(?=(?:do|would|can|could|shall|should|may|is|are|will) (?:you|i|we)\b)",
     re.IGNORECASE,
@@ -127,11 +134,13 @@ def _split_run_on(clause: str) -> list[str]:
 # state stays as it is, so never a change; removed before the message is read.
 _KEEP = re.compile(
     r"\(\s*(?:but |and |please |just )*(?:keep|leave)\b[^()]*\)"
-    r"|(?:(?:,\s*|\s+)(?:but|and)\s+|^|(?<=[.!?:]\s))(?:please\s+|just\s+|also\s+|make sure (?:to |you )?|"
+    r"|(?:(?:,\s*|\s+)(?:but|and)\s+|^|(?<=[.!?:]\s)|(?<=\bi'll\s)|(?<=\bwe'll\s)|(?<=\bi will\s))"
+    r"(?:please\s+|just\s+|also\s+|make sure (?:to |you )?|"
     r"be sure to |remember to |try to )*"
     r"(?:keep|leave)\s+(?![^,;.!?—]*\b(?:in mind|trying|an eye|going(?! forward)|me posted)\b)"
-    r"[^,;.!?()—]*?\b(?:on|off|enabled|disabled|alone|connected|disconnected|unchanged|"
-    r"as (?:it is|they are|is)|where (?:it is|they are)|for now|the same)\b"
+    r"[^,;.!?()—]*?\b(?:on|off|enabled|disabled|alone|connected|disconnected|unchanged|untouched|"
+    r"as (?:it is|they are|is)|where (?:it is|they are)|(?:the way|how) (?:it is|it's|they are|they're)|"
+    r"for now|the same)\b"
     r"(?:\s+(?:for now|going forward|from now on|for the future))?(?:\s*(?:—|-|,)\s*(?:it's|it is|that's|they're)\b[^.!?]*)?"
     r"(?:(?=\s+and\s)|[.!]?)",
     re.IGNORECASE,
@@ -152,10 +161,73 @@ def strip_keep(text: str) -> str:
     # place the kept state is in, dangling before the next request.
     out = re.sub(r"(^|[.!?:]\s+)(?:on|in) (?:your|the) (?:phone|device|line|account)\b,?\s*(?:and\s+)?(\w)",
                  lambda m: m.group(1) + m.group(2).upper(), out)
+    # What is left of "I'll keep the address as it is and only change the payment": "I'll only …".
+    out = re.sub(r"\b(i'll|we'll|i will)\s+and\s+", r"\1 ", out, flags=re.IGNORECASE)
     # What is left of "Please leave X on and restart": "and restart" starts a sentence.
     out = re.sub(r"(^|[.!?:]\s+)and\s+(\w)", lambda m: m.group(1) + m.group(2).upper(), out)
     out = re.sub(r"\s+and\s*(?=[.!?]|$)", "", out)
     return re.sub(r"\s+([.!?])", r"\1", out).strip()
+
+
+# "Restart your phone only if Airplane Mode is already off": the condition after the step, read
+# as "If Airplane Mode is already off, restart your phone" (judged like any other condition).
+_ONLY_IF = re.compile(r"^(?P<main>.*?\S),?\s+(?:but\s+)?only (?:if|when)\s+(?P<cond>[^,;]+?)(?P<end>[.!]*)$",
+                      re.IGNORECASE | re.DOTALL)
+# "... unless you say otherwise / you'd rather change plans / you need it for work": the step is
+# the default; the exception is the customer's, and its scenario names none.
+_UNLESS_YOU = re.compile(r"^(?P<main>.*?\S),?\s+unless\s+(?P<exc>(?:you|u)\b[^.?!]*)(?P<end>[.!]*)$",
+                         re.IGNORECASE | re.DOTALL)
+# The customer's own say-so or preference: its scenario never asks for it, so the default holds.
+# (Other exceptions, "unless you're at home", stay a condition and are not acted on.)
+_PREFERENCE_EXCEPTION = re.compile(
+    r"^(?:you|u)(?:'d| would)? (?:say|tell me|let me know|object|disagree|rather|prefer|want|need it|need them|use it|"
+    r"have a reason|would rather|'d rather|decide)\b", re.IGNORECASE)
+# "I'll also sign you up for the newsletter unless you say otherwise": an offer with a default.
+_I_WILL = re.compile(r"^(?:(?:\w+),?\s+)?(?:i|we)(?:'ll| will| am going to|'m going to| are going to|'re going to)"
+                     r"\s+(?P<what>.+)$", re.IGNORECASE | re.DOTALL)
+
+
+# "You don't have Wi-Fi Calling turned on, do you?", "Your status bar doesn't show the icon, does
+# it?", "You haven't left the country, right?": a negative statement with a tag asks the yes/no
+# question of its positive ("Do you have Wi-Fi Calling turned on?"); the negation is the
+# statement's guess, not a request not to do something.
+_NEGATIVE_TAG = re.compile(
+    r"^(?P<subj>you|it|(?:your|the) [\w' -]{2,40}?|(?:mobile |cellular )?data|wi-?fi(?: calling)?|[\w-]+ mode)\s+"
+    r"(?P<aux>don't|doesn't|didn't|haven't|hasn't|isn't|aren't|wasn't|weren't|can't|won't|do not|does not|"
+    r"did not|have not|has not|is not|are not|cannot)\s+(?P<rest>[^?]+?),?\s*"
+    r"(?:(?:do|does|did|have|has|is|are|was|were|can|will)(?: (?:you|it|they|there|we))?|right|correct|yes|no)\?$",
+    re.IGNORECASE)
+_AUX = {"don't": "Do", "doesn't": "Does", "didn't": "Did", "haven't": "Have", "hasn't": "Has", "isn't": "Is",
+        "aren't": "Are", "wasn't": "Was", "weren't": "Were", "can't": "Can", "cannot": "Can", "won't": "Will",
+        "do not": "Do", "does not": "Does", "did not": "Did", "have not": "Have", "has not": "Has",
+        "is not": "Is", "are not": "Are"}
+
+
+def _condition_first(clause: str) -> str:
+    """``clause`` with a trailing condition read in the order it is meant: "X only if C" is
+    "If C, X"; "I'll X unless you …" asks "Shall I X?"; a request "X unless you …" is X."""
+    if (m := _NEGATIVE_TAG.match(clause)) and (
+            m.group("aux").lower() not in ("haven't", "hasn't", "have not", "has not")
+            or m.group("rest").lower().startswith("got ")):
+        # ("You haven't switched it off yet, have you?" asks what was done: left as it is.)
+        subj, aux, rest = m.group("subj"), _AUX[m.group("aux").lower()], m.group("rest")
+        if subj.split()[0].lower() in ("you", "your", "it", "the"):
+            subj = subj[0].lower() + subj[1:]
+        if aux in ("Have", "Has") and rest.lower().startswith("got "):
+            # "You haven't got Data Saver on, have you?": "have got" is "have".
+            aux, rest = "Do" if aux == "Have" else "Does", "have " + rest[4:]
+        return f"{aux} {subj} {rest}?"
+    if m := _ONLY_IF.match(clause):
+        main = m.group("main")
+        return f"If {m.group('cond')}, {main[0].lower() + main[1:]}{m.group('end')}"
+    if m := _UNLESS_YOU.match(clause):
+        main = m.group("main")
+        if w := _I_WILL.match(main):
+            who = "we" if re.match(r"^(?:\w+,?\s+)?we\b", main, re.I) else "I"
+            return f"Shall {who} {w.group('what')}?"
+        if _PREFERENCE_EXCEPTION.match(m.group("exc")):
+            return main + (m.group("end") or ".")
+    return clause
 
 
 def strip_markdown(text: str) -> str:
@@ -201,7 +273,10 @@ def segments(text: str) -> list[tuple[str, str]]:
                 continue
             first_row = len(out) if not in_table else None
             in_table = True
-            line = "- " + " ".join(c.strip() for c in line.strip("|").split("|") if c.strip())
+            cells = [c.strip() for c in line.strip("|").split("|") if c.strip()]
+            if len(cells) > 1 and re.fullmatch(r"\d{1,2}[.)]?", cells[0]):
+                cells = cells[1:]  # "| 1 | Turn mobile data on |": the step's number is no word of it
+            line = "- " + " ".join(cells)
         else:
             in_table, first_row = False, None
         is_item = bool(_ITEM.match(line))
@@ -227,7 +302,11 @@ def segments(text: str) -> list[tuple[str, str]]:
                     and not c.endswith("?") else c
                     for i, c in enumerate(clauses)
                 ]
-            clauses = [re.sub(r"^\(\d\)\s*", "", c) for c in clauses]
+            for k in range(len(clauses) - 1, 0, -1):
+                if re.match(r"(?:only (?:if|when)|unless (?:you|u))\b", clauses[k], re.I):
+                    # "Switch Wi-Fi off, but only if ...": split at ", but", one step again.
+                    clauses[k - 1:k + 1] = [f"{clauses[k - 1]} {clauses[k]}"]
+            clauses = [_condition_first(re.sub(r"^\(?(?:\d|[a-h])\)\s*", "", c)) for c in clauses]
             # "..., so leave it off": a clause asking that a state stays asks for nothing.
             clauses = [k for k in (strip_keep(c) for c in clauses) if k.strip(" .!?,")]
             parts.extend(clauses)
@@ -286,7 +365,19 @@ _FAREWELL = _rx(
     r"^take care\b", r"\benjoy (?:the rest of )?your (?:day|evening|weekend|afternoon)\b", r"\bfeel free to (?:reach out|contact us|get in touch)\b",
     r"\bdon't hesitate to (?:reach out|contact us)\b", r"^(?:goodbye|bye)\b",
 )
-_GREETING = _rx(r"\bhow (?:can|may) i (?:help|assist)\b", r"\bwhat can i do for you\b")
+_HI = r"^(?:(?:hi|hello|hey|hiya|heya)(?: there)?[\s,.!]+)?"
+_GREETING = _rx(
+    r"\bhow (?:can|may|could|might) (?:i|we) (?:help|assist|be of (?:service|help|assistance))\b",
+    r"\bwhat can (?:i|we) (?:do for you|help (?:you )?with)\b",
+    # "What would you like help with?", "Anything I can sort out for you?", "hi, what's up?",
+    # "What's the trouble today?", "hey. problem?": what the customer came for.
+    r"\bwhat (?:would|do) you (?:like|need|want) (?:some )?(?:help|assistance) with\b",
+    _HI + r"(?:is there )?(?:anything|something) (?:i|we) can (?:do|help|sort|assist|take care)\b(?!.*\belse\b)",
+    _HI + r"(?:so,? )?what'?s up\b", _HI + r"what(?:'s| is) the (?:trouble|problem|issue)(?: today)?\?",
+    _HI + r"(?:any )?(?:problems?|issues?|trouble)\?$",
+    # A bare greeting ("hello", "Good morning."): the customer says what it came for.
+    r"^(?:hi|hello|hey|hiya|heya|howdy|greetings|good (?:morning|afternoon|evening|day))(?: there)?[\s,.!]*$",
+)
 # Offers and permission questions: the agent proposes to act, the user says yes or no.
 _OFFER = _rx(
     r"^(?:so,? |okay,? |ok,? |great,? |alright,? )?(?:would|do) you (?:like|want) me to\b",
@@ -294,7 +385,7 @@ _OFFER = _rx(
     r"^(?:so,? |okay,? |ok,? )?(?:shall|should|may|can) (?:i|we)\b(?! (?:have|get|ask|know)\b)",
     r"(?:^|[:,]\s*)(?:shall|should) (?:i|we)\b", r"\bdo you confirm\b", r"\bcan you confirm (?:that )?(?:i|you want|you'd like)\b",
     r"\bplease confirm (?:that )?(?:i|you (?:want|would like|'d like))\b",
-    r"\bconfirm (?:that )?i should\b", r"\bis (?:that|this) (?:correct|right|okay|ok)\b",
+    r"\bconfirm (?:that )?i should\b", r"\bis (?:that|this) (?:correct|right|okay|ok|alright|all right|fine|acceptable)\b",
     r"\b(?:would|do) you (?:like|want) to (?:proceed|go ahead|continue)\b",
     r"\bproceed\?", r"\bgo ahead\?", r"\byes/no\b", r"\byes or no\b", r"\(yes\)",
     r"\bis it (?:ok|okay|alright) (?:if|to|with you)\b", r"\bdo i have your (?:permission|consent|ok)\b",
@@ -311,6 +402,13 @@ _OFFER = _rx(
     r"\b(?:would|do) you (?:like|want) (?:that|this|me to do that)\b",
     r"\b(?:are|r) you (?:ok|okay|fine|happy) with\b",
     r"\bwould you be (?:ok|okay|alright|fine|happy|comfortable) (?:with|if)\b",
+    # "There's a bigger plan with 50 GB. Want it?", "Interested?": a bare offer of what was told.
+    r"^(?:do you |would you )?(?:want|fancy|like) (?:it|that|this|one)\?$", r"^(?:are you |would you be )?(?:interested|keen)\?$",
+    # "would you like international roaming turned off on your line?"
+    r"\b(?:would|do) you (?:still |also )?(?:like|want) (?:[\w-]+ ){1,4}(?:turned|switched|set|changed|enabled|disabled|"
+    r"cancell?ed|suspended|resumed|removed|added|updated|reactivated)\b",
+    # "you'd be OK paying it, yes?"
+    r"^(?:and |so )?you(?:'d| would) be (?:ok|okay|alright|fine|happy|comfortable) (?:with )?\w+ing\b",
     r"\b(?:would|do) you (?:still )?(?:prefer|rather) (?:that )?(?:i|we)\b",
     r"\b(?:would|do) you still (?:like|want) (?:me|us) to\b", r"\btype [\"']?yes\b",
     r"\b(?:reply|respond|answer|say) (?:with )?[\"']?yes\b", r"\bplease confirm (?:the|this|that) (?:cancellation|return|exchange|change|update|modification|"
@@ -342,7 +440,8 @@ _REQUEST = _rx(
     r"\bwould you mind\b", r"\bplease\b", r"\bkindly\b",
     r"\b(?:i|we)(?:'d| would) (?:like|need|ask) (?:you|for you) to\b",
     r"\b(?:i|we)(?: just| really| also| only| now)? (?:need|want) you to\b", r"\bi(?:'ll| will) need you to\b",
-    r"\b(?:i|we)(?:'ll| will)? (?:first |also |just |still )?need (?:a few|some|the following|two|three|these|a couple|your|one of|either|any of|one or)\b",
+    r"\b(?:i|we)(?:'ll| will)? (?:first |also |just |still )?need (?:a few|some|the following|two|three|these|a couple|your|one of|either|any of|one or|the)\b",
+    r"^(?:just |also |first )?need (?:your|the|a|an)\b",  # terse: "need your email, or name and zip"
     r"\b(?:i|we)(?:'ll| will|'d| would)? (?:need|require)(?: from you)?:",
     r"\b(?:i|we)(?:'ll| will)? (?:first |just )?need to (?:verify|confirm|authenticate|validate) (?:your identity|you)\b",
     r"^(?:i|we)(?:'d| would)? (?:recommend|suggest|advise)\b",
@@ -361,7 +460,7 @@ _POLITE_REQUEST = _rx(
     r"clarify\b|explain\b|say\b|note\b|mind if\b|help\b|double-check\b|view\b|open\b)\w",
     r"^(?:\w+[,!]\s+)?would you mind\b",
 )
-_WH = _rx(r"^(?:[^,?]{0,40},\s*)?(?:and |also |so )?(?:what|which|who|where|when|why|how)\b")
+_WH = _rx(r"^(?:[^,?:]{0,40}[,:]\s*)?(?:and |also |so )?(?:what|which|who|where|when|why|how)\b")
 # "Which network mode does your phone.", "What is your account number.": a question that lost
 # its question mark (a terse or damaged agent): a wh-word, a short noun phrase, then the verb
 # or "of" before "your/the" — not a statement such as "What I found is ..." or "Which is why".
@@ -394,6 +493,8 @@ _NEGATION_EXEMPT = _rx(r"\bdon't forget\b", r"\bdo not forget\b", r"\bif not\b",
                        r"\bnot only\b")
 _CONDITIONAL = _rx(
     r"^(?:and |but |so |also |then )?(?:if|when|whenever|once|in case|should you|unless|as soon as)\b",
+    # "Also, once we've sorted that, I'll need you to ...": a step after an outcome to come.
+    r"^(?:\w+,\s+)?(?:once|after|when|as soon as) we(?:'ve| have)?\b",
     r"\b(?:if|when|whenever|once|in case|unless|as soon as) you(?:'re| are| get| come| return| "
     r"travel| go| arrive| need| want| decide| notice| see| still| ever| have)\b",
 )
@@ -437,8 +538,21 @@ _EMPATHY = _rx(
 )
 _FIRST_PERSON_PLAN = _rx(
     r"^(?:(?:now|next|first|okay|ok|alright|great|so|thanks|thank you|perfect|got it|sure|excellent|"
-    r"understood|wonderful|awesome)[,.!]?\s+)*(?:i(?:'ll| will| am going to|'m going to| can| need to| am| 'm)|"
+    r"understood|wonderful|awesome)[,.!]?\s+)*(?:i(?:'ll| will| am going to|'m going to| can| need to| am| 'm)"
+    r"(?!\s+(?:first\s+|also\s+|just\s+)?need (?:your|the|a few|some|one of|either)\b)|"
+
     r"let me(?! know)|i'd like to (?:check|look|verify|review|take a look)|allow me)\b(?!.*\byou to\b)",
+    # "Let's get your picture messages working again.": the goal, not a step.
+    r"^let's (?:get|have) (?:your|this|that|it|you|things)\b[^.?!:;]*\b(?:working|fixed|sorted|going|back|up and running|"
+    r"resolved)(?: again| properly| for you| today| right away)*[.!]*$",
+    # "Depending on what you see, we may restart the phone, look at the SIM card, ...": what
+    # might come later, told, not asked.
+    r"^(?:[^,?]{0,60},\s+)?(?:we|i) (?:may|might)(?: also| then| later| need to| have to)? "
+    r"(?!.*\b(?:you to|could you|can you|please)\b)",
+    # "We could reset your APN settings later if needed": a later option; "We could try
+    # restarting your phone." (now) is still a suggestion to act on.
+    r"^(?:[^,?]{0,60},\s+)?(?:we|i) could\b(?=[^?]*\b(?:later|if needed|if necessary|afterwards|eventually|"
+    r"down the line|if that doesn't (?:work|help)|if it doesn't (?:work|help))\b)(?!.*\b(?:you to|could you|can you|please)\b)",
 )
 
 
@@ -501,7 +615,8 @@ def classify(text: str, header: str = "") -> Segment:
         return seg(Act.STATEMENT)  # "One moment please while I check.": nothing to do
     if (_EMPATHY.search(low) or _NOTE.search(low)) and not question:
         return seg(Act.STATEMENT)
-    if _OFFER.search(low) and (question or "confirm" in low or _REPLY_YES.search(low)) and not wh and (
+    if _OFFER.search(low) and (question or "confirm" in low or _REPLY_YES.search(low)) and (
+        not wh or re.match(r"^(?:how|what) about\b", low)) and (
         not either or "yes or no" in low
     ):
         # "Would you like the refund to PayPal or to a gift card?" is a question, not an offer.
@@ -542,6 +657,8 @@ _SITUATION = _rx(
     r"again|future|next time|later|chance|need|want|decide|prefer|notice|still|persists?|"
     r"continues?|work|works|worked|fails?|failed|problem|issue|have|don't|doesn't|didn't|"
     r"can't|cannot|not|ready)\b",
+    # "once we've sorted that": what agent and customer will have done together, later.
+    r"^we\b",
 )
 SEQUENCE_WORDS = frozenset({"once", "after", "as soon as", "when", "whenever"})
 #: "if so / if yes" and "if not / if no": the state the question before asked about, or not.
@@ -635,7 +752,21 @@ def read(text: str) -> list[Segment]:
     return _options_told(_read(text))
 
 
+_BARE_GREETING = re.compile(r"^(?:hi|hello|hey|hiya|heya|howdy|greetings|good (?:morning|afternoon|evening|day))"
+                            r"(?: there)?[\s,.!]*$", re.IGNORECASE)
+
+
 def _read(text: str) -> list[Segment]:
+    out = _read_segments(text)
+    if len(out) > 1:
+        # "Hi! One moment while I check.": a greeting word before something else greets no
+        # more than the rest of the message asks.
+        out = [Segment(s.text, Act.STATEMENT, s.header) if s.act == Act.GREETING and _BARE_GREETING.match(s.text)
+               else s for s in out]
+    return out
+
+
+def _read_segments(text: str) -> list[Segment]:
     out: list[Segment] = []
     for s, h in segments(text):
         seg = classify(s, h)
@@ -729,3 +860,96 @@ def acknowledges(parts: list[Segment]) -> bool:
     acknowledges it and waits; it has understood it (no not-understood turn)."""
     return bool(parts) and not any(p.asks or p.act in (Act.TRANSFER, Act.CLOSING, Act.GREETING)
                                    for p in parts) and any(_WAIT.search(p.text) for p in parts)
+
+
+# -- typing: chat abbreviations and one-keystroke typos ----------------------------------------
+
+# Chat shorthand a customer reads as the word it stands for ("pls turn on data roaming on ur
+# phone", "name + number?").
+_SHORTHAND = {
+    "pls": "please", "plz": "please", "pleas": "please", "ur": "your", "u": "you", "thx": "thanks",
+    "thnx": "thanks", "msg": "message", "msgs": "messages", "pic": "picture", "pics": "pictures",
+    "b4": "before", "whats": "what's", "thats": "that's", "dont": "don't", "cant": "can't",
+    "wont": "won't", "isnt": "isn't", "doesnt": "doesn't", "youre": "you're", "ive": "I've",
+    "speedtest": "speed test", "abt": "about", "addr": "address", "acct": "account", "num": "number",
+}
+# Words of a support chat that are often mistyped and that the reading rules need: a word that
+# is no word the reader knows but one keystroke from exactly one of these (a letter left out
+# inside it, two neighbours swapped, one letter doubled) is read as that word ("adress",
+# "roamng", "Whta", "yuo", "thnaks", "cn").
+_TYPO_TARGETS = frozenset(
+    "hello thanks please what which where how can could would should you your address email "
+    "number phone mobile data roaming enabled disabled enable disable turn switch speed test "
+    "restart reboot airplane mode signal service network status settings message messages picture "
+    "payment order refund cancel exchange return account help today check send provide confirm "
+    "calling"
+    .split()
+)
+# Words the reader knows besides the targets and the words of the reading rules: never
+# "corrected" into a target.
+_COMMON_WORDS = frozenset(
+    "says said red tied net tip lit rely though too to mms form from sing sign trial trail quiet "
+    "quite dairy diary angel angle unite untie who'll am an as at be by do go he if in is it me "
+    "my no of on or so up us we ok hm oh".split()
+)
+_VOWEL = re.compile(r"[aeiouy]")
+# Capitalised words are names unless they are one of these (a sentence's first word).
+_OPENING_WORDS = frozenset("hello hi hey thanks please how what which where can could would should".split())
+
+
+def _vocabulary() -> frozenset[str]:
+    words = set(_TYPO_TARGETS) | set(EMPTY_WORDS) | set(_COMMON_WORDS)
+    for value in globals().values():
+        if isinstance(value, re.Pattern):
+            words.update(re.findall(r"\b[a-z]{2,}\b", value.pattern.lower()))
+    return frozenset(words)
+
+
+_KNOWN: frozenset[str] | None = None
+
+
+def _one_keystroke(word: str) -> str | None:
+    """The one typo target ``word`` is a slip of (a letter left out inside it, two neighbours
+    swapped, one letter doubled), None when none or several."""
+    hits: set[str] = set()
+    n = len(word)
+    for i in range(1, n):  # a letter left out inside: "roamng", "adress", "cn", "hw"
+        for c in "abcdefghijklmnopqrstuvwxyz":
+            if (cand := word[:i] + c + word[i:]) in _TYPO_TARGETS:
+                hits.add(cand)
+    for i in range(n - 1):  # two neighbours swapped: "whta", "yuo", "thnaks"
+        if (cand := word[:i] + word[i + 1] + word[i] + word[i + 2:]) in _TYPO_TARGETS:
+            hits.add(cand)
+    for i in range(1, n):  # one letter doubled: "helllo"
+        if word[i] == word[i - 1] and (cand := word[:i] + word[i + 1:]) in _TYPO_TARGETS:
+            hits.add(cand)
+    return hits.pop() if len(hits) == 1 else None
+
+
+def retype(text: str) -> str:
+    """``text`` as a customer reads it through chat shorthand and typing slips: "pls" is
+    "please", "ur" is "your", "+" and "&" between words are "and", and a word that is no
+    word the reader knows but one keystroke from exactly one it does is that word ("Helo, how
+    cn I help yuo" reads "Hello, how can I help you"). Words with digits or capitals inside,
+    and words of two letters that have a vowel ("am", "ok"), are left as they are."""
+    global _KNOWN
+    if _KNOWN is None:
+        _KNOWN = _vocabulary()
+    known = _KNOWN
+    text = re.sub(r"(?<=\w)\s+[+&]\s+(?=\w)", " and ", text)
+
+    def fix(m: re.Match[str]) -> str:
+        word = m.group(0)
+        low = word.lower()
+        if low in _SHORTHAND:
+            out = _SHORTHAND[low]
+        elif low in known or word[1:] != word[1:].lower() or len(low) < 2 or (
+                len(low) == 2 and _VOWEL.search(low)):
+            return word
+        else:
+            out = _one_keystroke(low) or word
+            if out == word or (word[0].isupper() and out not in _OPENING_WORDS):
+                return word  # "Ben" is a name, not "been"; "Helo" / "Whta" open a sentence
+        return out[0].upper() + out[1:] if word[0].isupper() else out
+
+    return re.sub(r"(?<![\w@.#/'’-])[A-Za-z]+(?![\w@#/-]|['’](?![a-z]{1,2}\b)|\.\w)", fix, text)

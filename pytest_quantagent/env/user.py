@@ -151,7 +151,7 @@ _FACT_TOPICS: dict[str, Keywords] = {
         ("overseas",), ("which", "country"), ("another", "country"), ("where", "you", "are"),
         ("back", "home"), ("back", "in", "the"), ("at", "home"), ("in", "the", "us"),
         ("in", "the", "united", "states"), ("in", "the", "u.s"), ("in", "your", "home", "country"),
-        ("out", "of", "the", "country"), ("what", "country"), ("in", "the", "country"),
+        ("out", "of", "the", "country"), ("what", "country"), ("in", "the", "country"), ("left", "the", "country"),
     ),
 }
 # The same phrases, in order and whole ("there's no outage, your line is active, ..." is no
@@ -170,7 +170,8 @@ _ADDRESS_CONTEXT = re.compile(
 )
 # A phone number asked without the word "phone" ("Which number is having the problem?").
 _PHONE_ASK = re.compile(
-    r"\b(?:which|what|your|the affected|the same) (?:(?:phone|mobile|cell|line|telephone) )?number\b(?! of\b)",
+    r"\b(?:which|what|your|the affected|the same) (?:(?:phone|mobile|cell|line|telephone) )?number\b(?! of\b)|"
+    r"\bname,? and (?:your )?number\b",
     re.IGNORECASE,
 )
 _VERIFY_IDENTITY = re.compile(
@@ -282,6 +283,7 @@ class ScriptedUser:
             self._results = []
             return UserMessage(content=said)
         text = (last.content or "") if isinstance(last, AssistantMessage) else ""
+        text = dialogue.retype(text)  # "pls send ur email", "Helo, how cn I help yuo"
         calls = self.device_calls(text)
         if calls:
             self.note_unrequested(calls, text)
@@ -590,6 +592,11 @@ class ScriptedUser:
             # alternative the customer wants, when the others are ones it does not.
             pick = self.choose(seg, options) if (seg.either_or and _ASKS_PREFERENCE.match(seg.text)) or (
                 listed and dialogue.choice(seg.text)) else None
+            if not pick and self.unknown_fact(seg):
+                # "What's the IMEI of your phone?", "Please enter your SIM PIN": it says so,
+                # rather than answering with the number it does know.
+                said.append(self._pick("I'm not sure, I don't know that.", "Sorry, I don't know that."))
+                continue
             got = [pick] if pick else self.answer_question(context, seg)
             if not got and options and dialogue.choice(seg.text):
                 # "The refund can go to PayPal or a gift card. Which do you prefer?"; "I found
@@ -605,6 +612,15 @@ class ScriptedUser:
                 got = [told_alt] if told_alt else []
             said.extend(got)
         return said
+
+    def unknown_fact(self, seg: Segment) -> bool:
+        """Whether a question or request asks for a fact the customer cannot know and its
+        scenario does not tell it (:func:`unknowable`)."""
+        if seg.act not in (Act.QUESTION, Act.REQUEST):
+            return False
+        scen = " ".join([*self.script.requests, *self.script.facts.values(), *self.script.identity.values(),
+                         *(r.say for r in self.script.answers)])
+        return unknowable(seg.text, scen)
 
     def scenario_alternative(self, text: str) -> str | None:
         """For an either/or question, the scenario's sentence about the one alternative that
@@ -677,6 +693,10 @@ class ScriptedUser:
             agree = False
         else:
             agree = self.script.confirm
+        if agree and (m := _YOUR_ACTION.match(seg.text.strip())) and not _JUST_GO_ON.match(m.group(1)):
+            # "Do you want to pay the overdue bill today?": the customer does it, and says so.
+            what = re.sub(r"\byour\b", "my", re.sub(r"\byou\b", "me", m.group(1)))
+            return f"Yes, I'd like to {what}."
         if agree:
             return self._pick(
                 "Yes, please go ahead.", "Yes, I confirm.", "Yes, that's correct. Please proceed."
@@ -700,6 +720,30 @@ class ScriptedUser:
     def _mentions_identity(self, text: str) -> bool:
         low = text.lower()
         return any(v and v.lower() in low for v in self.script.identity.values())
+
+
+# Facts a customer is never told and cannot read off its own phone without a tool: the IMEI, a
+# serial or model number, an app's version, a tracking or reference number, a card's or its id,
+# a SIM PIN/PUK, the data used so far. Each with the words the scenario would use if it did know.
+_UNKNOWABLE = (
+    (re.compile(r"\bimei\b", re.I), r"\bimei\b"),
+    (re.compile(r"\b(?:serial|model) (?:number|no)\b", re.I), r"\b(?:serial|model)\b"),
+    (re.compile(r"\b(?:app|software|firmware|android|ios|os) version\b|\bversion\b[^?.]*\b(?:running|installed|"
+                r"app|software|firmware)\b", re.I), r"\bversion\b"),
+    (re.compile(r"\b(?:tracking|reference|confirmation|receipt|ticket|case) (?:number|id|code|no)\b", re.I),
+     r"\b(?:tracking|reference|confirmation|receipt|ticket)\b"),
+    (re.compile(r"\b(?:its|the card's|card|gift card|gift card's) (?:id|number)\b", re.I), r"\bgift_card_\w+|\bcard (?:id|number)\b"),
+    (re.compile(r"\b(?:sim )?(?:pin|puk)(?: code| number)?\b", re.I), r"\b(?:pin|puk)\b"),
+    (re.compile(r"\bhow (?:many|much)\b[^?.]*\b(?:used|use so far|gone through|get through|got through|consumed|"
+                r"burned through)\b|\b(?:data )?usage (?:so far|this month|last month)\b", re.I),
+     r"\b(?:used|usage)\b"),
+)
+
+
+def unknowable(text: str, scenario: str) -> bool:
+    """Whether a question or request asks for a fact the customer cannot know (see
+    :data:`_UNKNOWABLE`) and its scenario does not tell it."""
+    return any(asked.search(text) and not re.search(known, scenario, re.I) for asked, known in _UNKNOWABLE)
 
 
 _ABOUT_THE_REQUEST = re.compile(
@@ -748,6 +792,7 @@ def _shares_content(question: str, request: str) -> bool:
 # "Are you in France right now?": a question about where the customer is.
 _IN_PLACE = re.compile(r"\b(?i:are|were) you (?i:currently |still |now |right now )?(?i:in|at) (?:the )?[A-Z][a-z]")
 _ASKS_ABROAD = re.compile(r"\b(?:abroad|travel\w*|overseas|outside (?:of )?(?:the|your)|out of the country|"
+                          r"left (?:the|your (?:home )?) ?country|"
                           r"another country|foreign)\b", re.IGNORECASE)
 _ASKS_HOME = re.compile(r"\b(?:in the (?:us|u\.s\.?|usa|united states)|at home|(?:back )?home\b|"
                         r"in your home country|inside the (?:us|country))", re.IGNORECASE)
@@ -806,12 +851,16 @@ def join_answers(parts: Sequence[str]) -> str:
     return " ".join(out)
 
 
+# An offer of something the customer does itself ("Would you like to pay the bill now?").
+_YOUR_ACTION = re.compile(r"^(?:so,? |and |okay,? |ok,? )?(?:do|would) you (?:still |also )?(?:want|like|wish) to "
+                          r"([a-z][^?]{2,80}?)(?: today| now| right now)?\?$", re.IGNORECASE)
+_JUST_GO_ON = re.compile(r"(?:proceed|go ahead|continue|confirm|move forward|do that|do this|do it)\b", re.IGNORECASE)
 _TRANSFER_OFFER = re.compile(r"\btransfer|\bhuman\b|\blive agent\b", re.IGNORECASE)
 _YES_NO_QUESTION = re.compile(
     r"(?:^|:\s*)(?:\w+[,:]?\s+){0,4}?(?:is|are|was|do|does|did|have|has|can|will)\b", re.IGNORECASE
 )
 _REFERS_BACK = re.compile(
-    r"\bwhich one\b|\bthe (?:new|other|same|old) one\b|\b(?:it|them|those|these|one of them)\b|"
+    r"^(?:do you |would you |are you |would you be )?(?:want|fancy|like|interested|keen)\b[^?]{0,12}\?$|\bwhich one\b|\bthe (?:new|other|same|old) one\b|\b(?:it|them|those|these|one of them)\b|"
     r"\bthat (?:code|one|number|item|order|card|address|method)\b|\bdo (?:that|this)\b|"
     r"\blike (?:that|this)\b",
     re.IGNORECASE,

@@ -8,6 +8,7 @@ from pytest_quantagent.env.dialogue import (
     classify,
     options_before,
     read,
+    retype,
     segments,
     strip_keep,
     strip_markdown,
@@ -228,3 +229,68 @@ def test_a_tables_header_row_is_no_item() -> None:
                              ("Upgrade more data", "Here's what I can do:")]
     # A table without a separator keeps every row.
     assert [t for t, _ in segments("| a | b |\n| c | d |")] == ["a b", "c d"]
+
+
+def test_chat_shorthand_and_typing_slips_are_read_through() -> None:
+    assert retype("Helo, how cn I help yuo today?") == "Hello, how can I help you today?"
+    assert retype("pls turn on data roamng on ur phone") == "please turn on data roaming on your phone"
+    assert retype("name + number?") == "name and number?"
+    assert retype("waht's the new adress?") == "what's the new address?"
+    # Names, real words near a target, words with digits and apostrophes' tails stay as written.
+    for text in ("Thanks, Ben, and Greta too.", "Fill in the form though.", "I'll check #W2778315 too.",
+                 "Order 12 oz / blue, says the receipt."):
+        assert retype(text) == text, text
+
+
+def test_a_trailing_condition_is_read_before_its_step() -> None:
+    [seg] = read("Restart your phone only if Airplane Mode is already off.")
+    assert (seg.act, seg.conditional, seg.text) == (
+        Act.REQUEST, True, "If Airplane Mode is already off, restart your phone.")
+    [seg] = read("Please switch Wi-Fi off, but only if Airplane Mode is off.")
+    assert seg.conditional and seg.text.startswith("If Airplane Mode is off,")
+    # A preference exception leaves the step as the default; another stays a condition.
+    [seg] = read("Disconnect your VPN unless you need it for work.")
+    assert (seg.act, seg.conditional, seg.text) == (Act.REQUEST, False, "Disconnect your VPN.")
+    [seg] = read("Turn on data roaming unless you're at home in the US.")
+    assert seg.conditional
+    # "I'll X unless you say otherwise" asks for agreement.
+    [seg] = read("I'll also sign you up for our newsletter unless you say otherwise.")
+    assert (seg.act, seg.text) == (Act.OFFER, "Shall I also sign you up for our newsletter?")
+
+
+def test_a_negative_statement_with_a_tag_asks_its_positive() -> None:
+    assert acts("You don't have Wi-Fi Calling turned on, do you?") == [
+        ("question", "Do you have Wi-Fi Calling turned on?")]
+    assert acts("Your status bar doesn't show the Airplane Mode icon, does it?") == [
+        ("question", "Does your status bar show the Airplane Mode icon?")]
+    assert acts("You haven't got Data Saver switched on, have you?") == [
+        ("question", "Do you have Data Saver switched on?")]
+    # What the customer has done is asked as it is.
+    [seg] = read("You haven't switched Airplane Mode off yet, have you?")
+    assert seg.act == Act.QUESTION and seg.text.startswith("You haven't")
+
+
+def test_greetings_plans_and_goals() -> None:
+    for msg in ("hello", "Good morning.", "hi, what's up?", "hey. problem?", "What would you like help with?",
+                "Good day! How may I be of service?", "What's the trouble today?",
+                "Anything I can sort out for you today?"):
+        assert Act.GREETING in [s.act for s in read(msg)], msg
+    # What may come later, and the goal of the call, are told, not asked.
+    for msg in ("Depending on what you see, we may restart the phone or look at the SIM card.",
+                "Let's get your picture messages working again."):
+        assert [s.act for s in read(msg)] == [Act.STATEMENT], msg
+    assert [s.act for s in read("Let's get you back online: please reset your APN settings.")][-1] == Act.REQUEST
+    # "once we've sorted that" waits for an outcome to come.
+    assert read("Also, once we've sorted that, I'll need you to send a picture message.")[0].conditional
+
+
+def test_enumerations_steps_after_a_colon_and_table_step_numbers() -> None:
+    assert acts("1) What's the order number? 2) Which payment method would you like to use instead?") == [
+        ("question", "What's the order number?"), ("question", "Which payment method would you like to use instead?")]
+    assert [a for a, _ in acts("Please: (a) turn Airplane Mode off, (b) turn mobile data on, and (c) tell me "
+                               "what the status bar shows.")][-3:] == ["request", "request", "request"]
+    assert acts("Last step: restart your phone.")[-1] == ("request", "restart your phone.")
+    msg = "| Step | Action |\n|---|---|\n| 1 | Turn mobile data on |\n| 2 | Turn Data Saver off |"
+    assert acts(msg) == [("request", "Turn mobile data on"), ("request", "Turn Data Saver off")]
+    # "leave everything else the way it is" asks for no change.
+    assert strip_keep("Switch off Wi-Fi Calling. Leave everything else the way it is.") == "Switch off Wi-Fi Calling."
