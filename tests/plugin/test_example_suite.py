@@ -85,19 +85,21 @@ def test_domain_marker_skips_outside_its_domain(suite: pytest.Pytester) -> None:
     assert "test_agent_does_not_call_device_tools[retail" not in result.stdout.str()
 
 
-def test_the_suite_runs_int4_and_the_positive_control_by_default(suite: pytest.Pytester) -> None:
+def test_the_suite_runs_fp8_int4_and_the_positive_control_by_default(suite: pytest.Pytester) -> None:
     result = suite.runpytest("--domain=telecom", "--collect-only", "-q")
-    result.stdout.fnmatch_lines(["*test_final_score_is_equivalent?telecom-int4?*",
+    result.stdout.fnmatch_lines(["*test_final_score_is_equivalent?telecom-fp8?*",
+                                 "*test_final_score_is_equivalent?telecom-int4?*",
                                  "*test_final_score_is_equivalent?telecom-int2-rtn?*"])
 
 
 @pytest.mark.slow
-def test_example_suite_on_the_bundled_model_decides_the_positive_control(
+def test_example_suite_on_the_bundled_model_decides_fp8_and_the_positive_control(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The README's first command: int4 and the int2-rtn positive control on fresh telecom
-    # tasks, run until decided (at most 320 episodes per arm). The positive control must be
-    # decided as damage and fail its gate, with the numbers.
+    # The README's first command: fp8, int4 and the int2-rtn positive control on fresh
+    # telecom tasks, run until decided (at most 320 episodes per arm). fp8 must be decided
+    # LOSSLESS and pass its gate; the positive control decided as damage and fail its gate,
+    # with the numbers.
     repo = str(EXAMPLE.parent)  # the subprocess imports this checkout's plugin
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         p for p in (repo, os.environ.get("PYTHONPATH", "")) if p))
@@ -106,7 +108,7 @@ def test_example_suite_on_the_bundled_model_decides_the_positive_control(
     elapsed = time.monotonic() - start
     print(result.stdout.str())
     outcomes = result.parseoutcomes()
-    assert sum(outcomes.get(k, 0) for k in ("passed", "failed", "skipped")) == 12, outcomes
+    assert sum(outcomes.get(k, 0) for k in ("passed", "failed", "skipped")) == 18, outcomes
     report = read_report(suite.path / "quantagent-report.json")
     validate_report(report)
     cells = {c["arm"]: c for c in report["cells"]}
@@ -116,9 +118,12 @@ def test_example_suite_on_the_bundled_model_decides_the_positive_control(
     assert control["verdict"] == "MASKED_DAMAGE", control["reasons"]
     assert control["sequential"]["stopped"] == "decided"
     assert control["episodes"] <= 320 and cells["int4"]["episodes"] <= 320
+    assert cells["fp8"]["verdict"] == "LOSSLESS", cells["fp8"]["reasons"]
+    assert cells["fp8"]["sequential"]["stopped"] == "decided"
     failed = {t["nodeid"].split("::")[1] for t in report["tests"] if t["outcome"] == "failed"}
     assert "test_no_failure_channel_is_amplified[telecom-int2-rtn]" in failed
     assert "test_final_score_is_equivalent[telecom-int4]" not in failed
+    assert not any(t.endswith("[telecom-fp8]") for t in failed), failed
     result.stdout.fnmatch_lines(["*telecom-int2-rtn at error budget K=10: success *% (int2-rtn) vs *% (bf16)*"])
     # The README quotes the wall time; report it rather than fail on a busy machine.
     print(f"example suite took {elapsed:.0f} s on this machine")
