@@ -40,10 +40,14 @@ full-prompt ``model.generate`` pass in the logits' last bits (the backend's vers
 which path decoded), and agrees with it to float rounding (tested).
 
 Supported: ``model_type == "llama"`` with plain bias-free float32 ``nn.Linear`` projections
-and no forward hooks (the bundled bf16, RTN and AWQ arms), as many key/value heads as query
-heads, CPU, SDPA attention. Anything else (another architecture, a compressed-tensors
-checkpoint, bf16 compute, a GPU) is decoded one request at a time by ``model.generate``:
-still batch-independent, just not batched (:func:`unsupported_reason` says why).
+and no forward hooks (the bundled bf16, RTN and AWQ arms), or compressed-tensors projections
+with static weight quantization and no or per-token dynamic input quantization (the bundled
+FP8-dynamic arms: the step applies the library's own ``forward_quantize`` to the weights once
+and to each row's inputs, so a row still depends on nothing but itself), as many key/value
+heads as query heads, CPU, SDPA attention. Anything else (another architecture, another
+quantization scheme, bf16 compute, a GPU) is decoded one request at a time by
+``model.generate``: still batch-independent, just not batched (:func:`unsupported_reason`
+says why).
 """
 
 from __future__ import annotations
@@ -95,17 +99,107 @@ def unsupported_reason(model: Any, device: str) -> str | None:
         return "unexpected module layout"
     for module in model.modules():
         # The batched step calls the projections' weights, not their forward: a hook or a
-        # quantization wrapper (compressed-tensors, activation fake-quant) would be skipped.
-        if module._forward_hooks or module._forward_pre_hooks or "forward" in vars(module):
-            return f"{type(module).__name__} has forward hooks or a patched forward"
+        # quantization wrapper would be skipped. A compressed-tensors projection whose
+        # scheme the step reproduces (ct_scheme_reason) is the exception.
+        if module._forward_hooks or module._forward_pre_hooks:
+            return f"{type(module).__name__} has forward hooks"
+        if _is_ct_quantized(module):
+            why = ct_scheme_reason(module)
+            if why is not None:
+                return f"{type(module).__name__}: {why}"
+            continue
+        if "forward" in vars(module):
+            return f"{type(module).__name__} has a patched forward"
         if hasattr(module, "quantization_scheme") or hasattr(module, "weight_scale"):
             return f"{type(module).__name__} is a quantized module"
+    for group in _fused_groups(model):
+        if len({repr(_input_args(lin)) for lin in group}) > 1:
+            return "projections fused into one GEMM quantize their inputs differently"
     for lin in linears:
         if type(lin) is not torch.nn.Linear or lin.bias is not None:
             return f"projection {type(lin).__name__} is not a bias-free nn.Linear"
         if lin.weight.dtype != torch.float32:
             return f"weights in {lin.weight.dtype} (float32 compute only)"
     return None
+
+
+def _is_ct_quantized(module: Any) -> bool:
+    """A projection compressed-tensors quantizes in its forward (``set_forward_quantized``)."""
+    forward = vars(module).get("forward")
+    func = getattr(forward, "__func__", None)
+    return (hasattr(module, "quantization_scheme") and func is not None
+            and func.__code__.co_name == "quantized_forward"
+            and "compressed_tensors" in func.__code__.co_filename)
+
+
+def ct_scheme_reason(module: Any) -> str | None:
+    """Why the batched step cannot reproduce this compressed-tensors projection (None when
+    it can): it must quantize its weights statically (the step uses the library's own
+    fake-quantized weight) and its inputs not at all or per token, dynamically (the step
+    applies the library's own ``forward_quantize`` to each row: one token's scale depends on
+    that token only, so a row's values do not depend on the batch); no output quantization."""
+    scheme = module.quantization_scheme
+    status = getattr(module, "quantization_status", None)
+    if scheme is None or status is None or not getattr(module, "quantization_enabled", True):
+        return None  # quantization off: the plain projection
+    if scheme.output_activations is not None:
+        return "output activations are quantized"
+    if scheme.weights is not None and scheme.weights.dynamic not in (False, None):
+        return "weights are quantized dynamically"
+    act = scheme.input_activations
+    if act is not None and not (act.dynamic is True and str(act.strategy) in ("token", "QuantizationStrategy.TOKEN")):
+        return f"input activations quantized with strategy {act.strategy!s} (dynamic={act.dynamic})"
+    return None
+
+
+def _input_args(lin: Any) -> Any:
+    """The input-activation quantization of a projection (None: none)."""
+    if not _is_ct_quantized(lin) or not getattr(lin, "quantization_enabled", True):
+        return None
+    scheme = lin.quantization_scheme
+    return None if scheme is None or getattr(lin, "quantization_status", None) is None else scheme.input_activations
+
+
+def _fused_groups(model: Any) -> list[list[Any]]:
+    """The projections the batched step fuses into one GEMM (they share an input)."""
+    out: list[list[Any]] = []
+    for layer in model.model.layers:
+        a, m = layer.self_attn, layer.mlp
+        out += [[a.q_proj, a.k_proj, a.v_proj], [a.o_proj], [m.gate_proj, m.up_proj], [m.down_proj]]
+    return out
+
+
+def _weight(lin: Any) -> torch.Tensor:
+    """The weight a projection multiplies by: as stored, or, for a compressed-tensors
+    projection that fake-quantizes its weight in each forward, that quantized weight
+    (computed once here by the library's ``forward_quantize``: the same values every call)."""
+    w = lin.weight.detach()
+    if _is_ct_quantized(lin) and getattr(lin, "quantization_enabled", True):
+        from compressed_tensors.quantization import QuantizationStatus
+        from compressed_tensors.quantization.lifecycle.forward import forward_quantize
+
+        scheme, status = lin.quantization_scheme, lin.quantization_status
+        if scheme is not None and status is not None and scheme.weights is not None and (
+                status < QuantizationStatus.COMPRESSED):
+            w = forward_quantize(lin, w, "weight", scheme.weights)
+    out: torch.Tensor = w
+    return out
+
+
+def _input_quantizer(lin: Any) -> Any:
+    """``x -> x`` fake-quantized as ``lin``'s forward quantizes its input, row by row (the
+    library's ``forward_quantize`` on ``(1, rows, features)``: per-token strategy keeps dims 0
+    and 1, one scale per row), or None when the projection leaves its input alone."""
+    args = _input_args(lin)
+    if args is None:
+        return None
+    from compressed_tensors.quantization.lifecycle.forward import forward_quantize
+
+    def quantize(x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = forward_quantize(lin, x.unsqueeze(0), "input", args)[0]
+        return out
+
+    return quantize
 
 
 @dataclass
@@ -258,13 +352,20 @@ class BatchedDecoder:
         self.positions = int(cfg.max_position_embeddings)
         # q/k/v and gate/up fused row-wise (one GEMM each; the self-check verifies the bits).
         def w(*lins: Any) -> torch.Tensor:
-            return torch.cat([lin.weight.detach() for lin in lins], 0).contiguous()
+            return torch.cat([_weight(lin) for lin in lins], 0).contiguous()
 
         self._qkv = [w(a.q_proj, a.k_proj, a.v_proj) for a in (ly.self_attn for ly in self.layers)]
         self._o = [w(ly.self_attn.o_proj) for ly in self.layers]
         self._gate_up = [w(ly.mlp.gate_proj, ly.mlp.up_proj) for ly in self.layers]
         self._down = [w(ly.mlp.down_proj) for ly in self.layers]
         self._lm = w(model.lm_head)
+        # A compressed-tensors scheme's per-token input quantization, per fused projection
+        # (None: none); the fused projections quantize alike (unsupported_reason checks).
+        self._in_qkv = [_input_quantizer(ly.self_attn.q_proj) for ly in self.layers]
+        self._in_o = [_input_quantizer(ly.self_attn.o_proj) for ly in self.layers]
+        self._in_gate_up = [_input_quantizer(ly.mlp.gate_proj) for ly in self.layers]
+        self._in_down = [_input_quantizer(ly.mlp.down_proj) for ly in self.layers]
+        self._in_lm = _input_quantizer(model.lm_head)
         dtype = self._lm.dtype
         with torch.inference_mode():
             probe = torch.zeros((1, 1, cfg.hidden_size), dtype=dtype)
@@ -381,8 +482,11 @@ class BatchedDecoder:
                     keys = r.kv[:, 0, :, :cb].unsqueeze(1)
                     values = r.kv[:, 1, :, :cb].unsqueeze(1)
                     pieces.append((off + ca - a, cb - ca, keys, values, mask))
+            def q_in(quantize: Any, x: torch.Tensor) -> torch.Tensor:
+                return x if quantize is None else quantize(x)
+
             for li, layer in enumerate(self.layers):
-                x = layer.input_layernorm(h)
+                x = q_in(self._in_qkv[li], layer.input_layernorm(h))
                 qkv = self._linear(self._qkv[li], x).view(m, 3, h_, d)
                 q, k, v = qkv[:, 0], qkv[:, 1], qkv[:, 2]
                 q = q * cos + _rotate_half(q) * sin
@@ -397,12 +501,12 @@ class BatchedDecoder:
                              dropout_p=0.0, scale=self.scaling, is_causal=False)
                         for s, n, keys, values, mask in pieces]
                 o = torch.cat(outs, 2)[0].transpose(0, 1).reshape(m, h_ * d)
-                h = h + self._linear(self._o[li], o)
-                x = layer.post_attention_layernorm(h)
+                h = h + self._linear(self._o[li], q_in(self._in_o[li], o))
+                x = q_in(self._in_gate_up[li], layer.post_attention_layernorm(h))
                 gate, up = torch.split(self._linear(self._gate_up[li], x), self.mlp_width, -1)
-                h = h + self._linear(self._down[li], layer.mlp.act_fn(gate) * up)
+                h = h + self._linear(self._down[li], q_in(self._in_down[li], layer.mlp.act_fn(gate) * up))
             last = torch.tensor([off + b - a - 1 for _, off, a, b in spans], dtype=torch.long)
-            logits = self._linear(self._lm, self.norm(h[last])).float()
+            logits = self._linear(self._lm, q_in(self._in_lm, self.norm(h[last]))).float()
             nxt = torch.argmax(logits, dim=-1).tolist()
         out = []
         for i, (r, _, a, b) in enumerate(spans):

@@ -125,6 +125,31 @@ class _Job:
 _UNCHECKED = "not checked yet"
 
 
+def _settle_compressed(model: Any) -> None:
+    """A compressed-tensors checkpoint (the FP8-dynamic arms) loads with packed weights that a
+    forward pre-hook decompresses on the first call, behind CPU-to-CPU offload wrappers that
+    re-fetch every parameter on every forward. Decompress now and drop the wrappers: the
+    values are the same, the forward many times cheaper, and the projections readable by the
+    batched decoder (which applies their activation quantization itself)."""
+    hooks = [h for h in model._forward_pre_hooks.values()
+             if getattr(h, "__name__", "") == "ct_decompress_hook"]
+    for hook in hooks:
+        hook(model, ())  # removes itself
+    try:
+        from compressed_tensors.offload.cache import OffloadCache
+        from compressed_tensors.offload.dispatch import remove_dispatch
+    except ImportError:
+        return
+    if any(isinstance(m._parameters, OffloadCache) for m in model.modules()):
+        remove_dispatch(model, onload_tensors=True)
+        for module in model.modules():
+            # remove_dispatch binds each module's own forward back onto the instance; a
+            # bound class forward is no patch (the quantized projections keep theirs)
+            forward = vars(module).get("forward")
+            if getattr(forward, "__func__", None) is type(module).forward:
+                del module.forward
+
+
 class TransformersBackend(Backend):
     """An in-process HF causal LM with batched greedy generation."""
 
@@ -189,6 +214,7 @@ class TransformersBackend(Backend):
             self.pad_id = pad if pad is not None else self.hf_tok.eos_token_id
             self.stop_ids = [self.hf_tok.eos_token_id]
         self.model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtypes[compute_dtype], **local_only)
+        _settle_compressed(self.model)
         self.quantization = quantization
         # quantizing on load is the arm side's (quant/loading.py); `quantization` is a label
         self.quant_report = None if prepare_model is None else prepare_model(self.model)

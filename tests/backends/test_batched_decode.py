@@ -112,7 +112,7 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @needs_bundled
-@pytest.mark.parametrize("arm", ["bf16", "int4", "int4+kv-int8"])
+@pytest.mark.parametrize("arm", ["bf16", "int4", "int4+kv-int8", "fp8"])
 def test_bundled_arm_decodes_the_same_alone_and_in_any_batch(arm: str) -> None:
     backend = create_backend(backend_spec(resolve_arm(arm, "tiny-agent-prone")), BackendOptions())
     reqs = _requests(8)
@@ -137,11 +137,17 @@ def test_bundled_arm_decodes_the_same_alone_and_in_any_batch(arm: str) -> None:
 
 
 @needs_bundled
-def test_bundled_rows_agree_with_generate_to_float_rounding() -> None:
+@pytest.mark.parametrize("arm", ["bf16", "fp8"])
+def test_bundled_rows_agree_with_generate_to_float_rounding(arm: str) -> None:
     # The chunked computation is the model's: model.generate's greedy tokens, and logits
-    # within float32 rounding of a full-prompt forward pass (measured max |diff| 1.1e-5 on
-    # logits of magnitude ~10; 1e-4 leaves room for other CPUs' kernels).
-    backend = create_backend(backend_spec(resolve_arm("bf16", "tiny-agent-prone")), BackendOptions())
+    # within float32 rounding of the model's own forward pass over the whole sequence
+    # (measured max |diff| 6e-6 on logits of magnitude ~10, both arms; 1e-4 leaves room for
+    # other CPUs' kernels). fp8 is the compressed-tensors FP8-dynamic checkpoint: the step
+    # applies its per-token input quantization and quantized weights itself. (generate's own
+    # incremental logits are not the reference: with fp8 inputs, a float-rounding difference
+    # can move a value across a rounding boundary, and they part from the full forward pass
+    # by up to 0.11 on one of these prompts, measured, while the batched step stays at 6e-6.)
+    backend = create_backend(backend_spec(resolve_arm(arm, "tiny-agent-prone")), BackendOptions())
     decoder = backend.batched_decoder()
     assert decoder is not None, backend.batching_reason
     prompts = [backend.prompt_ids(r) for r in _requests(5)]
@@ -153,7 +159,8 @@ def test_bundled_rows_agree_with_generate_to_float_rounding() -> None:
                 input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=12, do_sample=False,
                 temperature=None, top_k=None, top_p=None, eos_token_id=backend.stop_ids,
                 pad_token_id=backend.pad_id, return_dict_in_generate=True, output_logits=True)
-        ref.append((res.sequences[0, len(p):].tolist(), [lg[0] for lg in res.logits]))
+            full = backend.model(res.sequences).logits[0, len(p) - 1:]
+        ref.append((res.sequences[0, len(p):].tolist(), list(full)))
     rows = [DecodeRow(p, 12, True) for p in prompts]
     decoder.decode(rows, 64)
     for row, (seq, logits) in zip(rows, ref, strict=True):
