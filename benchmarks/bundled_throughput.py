@@ -35,6 +35,12 @@ the bundled backend", with an earlier run at lower load)::
     after       1        8    17.80   0.449    77.8   10.40    0.770     469    86%  yes
     after      64       60    22.91   2.619   372.3   16.81    3.569     708    84%  yes
 
+The FP8-dynamic arm (--arm fp8), before and after it joined the batched path (--before
+4153fb942f323345fe6a7168f5f8db94f01e5145: one request at a time through compressed-tensors' offloaded
+modules; after: decompressed at load, batched, the scheme's quantization applied by the
+step), 2026-12-04, OMP_NUM_THREADS=1 python3 benchmarks/bundled_throughput.py --arm fp8
+--before 4153fb942f323345fe6a7168f5f8db94f01e5145, FP8_FIGURES
+
 Where the time went before (cProfile of the decode thread, concurrency 64, 64 episodes):
 67% in the per-request prefills (743 HF forward passes of the whole conversation so far,
 410 tokens on average, for 14 generated tokens per request), 23% in the decode steps; by
@@ -92,7 +98,7 @@ def child(args: argparse.Namespace) -> int:
     task_ids = list(domain.splits.get(args.split) or [t.id for t in domain.tasks])
     trials = -(-args.episodes // len(task_ids))
     plan = sorted(plan_episodes(task_ids, trials, run_seed=0), key=lambda e: e.trial)[: args.episodes]
-    (spec,) = resolve_arms("bf16", model_spec=args.model)
+    (spec,) = resolve_arms(args.arm, model_spec=args.model)
     runtime = build_arm(spec, concurrency=args.concurrency)
     backend = runtime.backend
     assert isinstance(backend, TransformersBackend)
@@ -124,7 +130,7 @@ def child(args: argparse.Namespace) -> int:
     return 0
 
 
-def _before_tree(tmp: Path) -> Path:
+def _before_tree(tmp: Path, before: str = BEFORE) -> Path:
     """A copy of this package with the two backend files of commit BEFORE (the rest of the
     tree, domains included, linked)."""
     tmp.mkdir()
@@ -134,7 +140,7 @@ def _before_tree(tmp: Path) -> Path:
     shutil.copytree(ROOT / "pytest_quantagent", tmp / "pytest_quantagent",
                     ignore=shutil.ignore_patterns("__pycache__"))
     for rel in SWAPPED:
-        text = subprocess.run(["git", "-C", str(ROOT), "show", f"{BEFORE}:{rel}"],
+        text = subprocess.run(["git", "-C", str(ROOT), "show", f"{before}:{rel}"],
                               check=True, capture_output=True, text=True).stdout
         (tmp / rel).write_text(text)
     return tmp
@@ -144,7 +150,7 @@ def _run_child(tree: Path, conc: int, episodes: int, args: argparse.Namespace, t
     out = tmp / f"out-{conc}-{episodes}-{tree.name}.json"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--concurrency", str(conc),
            "--episodes", str(episodes), "--domain", args.domain, "--split", args.split,
-           "--model", args.model, "--out", str(out)]
+           "--model", args.model, "--arm", args.arm, "--out", str(out)]
     env = {**os.environ, "PYTHONPATH": str(tree), "QUANTAGENT_BENCH_ROOT": str(tree)}
     subprocess.run(cmd, check=True, env=env)
     res: dict[str, Any] = json.loads(out.read_text())
@@ -156,6 +162,8 @@ def main() -> int:
     ap.add_argument("--domain", default="telecom")
     ap.add_argument("--split", default="test")
     ap.add_argument("--model", default="tiny-agent-prone")
+    ap.add_argument("--arm", default="bf16", help="the arm decoded (fp8: the FP8-dynamic checkpoint)")
+    ap.add_argument("--before", default=BEFORE, help="the commit whose two backend files are 'before'")
     ap.add_argument("--episodes-c1", type=int, default=8)
     ap.add_argument("--episodes-c64", type=int, default=60)
     ap.add_argument("--versions", default=",".join(VERSIONS), help=f"comma-separated subset of {VERSIONS}")
@@ -181,7 +189,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as td:
         tmp = Path(td)
         for version in versions:
-            tree = _before_tree(tmp / "before") if version == "before" else ROOT
+            tree = _before_tree(tmp / "before", args.before) if version == "before" else ROOT
             runs = {conc: _run_child(tree, conc, n, args, tmp)
                     for conc, n in ((1, args.episodes_c1), (64, args.episodes_c64))}
             at64 = {(t, k): v for t, k, v in runs[64]["records"]}
@@ -201,7 +209,7 @@ def main() -> int:
         print(json.dumps({"load_average": load, "rows": rows}, indent=2))
         return 0
     print(f"load average at start {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; {args.domain} {args.split}, "
-          f"{args.model} bf16")
+          f"{args.model} {args.arm}; before = {args.before[:12]}")
     print(f"{'version':8} {'conc':>4} {'episodes':>8} {'wall s':>8} {'ep/s':>7} {'tok/s':>7} "
           f"{'cpu s':>7} {'ep/cpu-s':>8} {'peak MB':>7} {'cached':>6}  c1 records = c64")
     for r in rows:
