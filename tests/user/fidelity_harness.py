@@ -31,6 +31,7 @@ from typing import Any
 from pytest_quantagent.env.domain import Domain
 from pytest_quantagent.env.registry import get_domain, get_domain_for_split
 from pytest_quantagent.env.tasks import EnvFunctionCall
+from pytest_quantagent.env.toolkit import ToolError
 from pytest_quantagent.vocab.messages import (
     OUT_OF_SCOPE_TOKEN,
     STOP_TOKEN,
@@ -110,6 +111,15 @@ def play(case: dict[str, Any]) -> Result:
             user.phone.db.update_device(device)
     for call in case.get("setup", []):
         env.run_env_function_call(EnvFunctionCall.model_validate(call))
+        phone = getattr(user, "phone", None)
+        if call.get("env_type") == "user" and phone is not None:
+            # The user's copy of its phone starts from the task's initial state and follows
+            # its own calls (in an episode only the user changes the phone): a user-side
+            # setup call is the user's, so its copy follows it too.
+            try:
+                getattr(phone, call["func_name"])(**call.get("arguments", {}))
+            except ToolError:
+                pass  # as TelecomUser._call: what agent-side setup made possible is not on the copy
     env.sync_tools()
     view: list[Message] = [AssistantMessage(content=GREETING)]
     result = Result(case)
