@@ -35,11 +35,18 @@ the bundled backend", with an earlier run at lower load)::
     after       1        8    17.80   0.449    77.8   10.40    0.770     469    86%  yes
     after      64       60    22.91   2.619   372.3   16.81    3.569     708    84%  yes
 
-The FP8-dynamic arm (--arm fp8), before and after it joined the batched path (--before
-4153fb942f323345fe6a7168f5f8db94f01e5145: one request at a time through compressed-tensors' offloaded
-modules; after: decompressed at load, batched, the scheme's quantization applied by the
-step), 2026-12-04, OMP_NUM_THREADS=1 python3 benchmarks/bundled_throughput.py --arm fp8
---before 4153fb942f323345fe6a7168f5f8db94f01e5145, FP8_FIGURES
+The FP8-dynamic arm (``--arm fp8``), before and after it joined the batched path (before:
+commit 4153fb9, one request at a time through compressed-tensors' offloaded modules; after:
+decompressed at load, batched, the scheme's quantization applied by the step), 2026-12-04,
+``OMP_NUM_THREADS=1 python3 benchmarks/bundled_throughput.py --arm fp8 --before
+4153fb942f323345fe6a7168f5f8db94f01e5145`` (load average 0.7 at the start, nothing else
+running; 49 of the 60 episodes succeed in both versions)::
+
+    version  conc episodes   wall s    ep/s   tok/s   cpu s ep/cpu-s peak MB cached  c1 records = c64
+    before      1        8    11.23   0.712   123.3   11.21    0.714     532      -  yes
+    before     64       60    78.79   0.762   114.5   78.73    0.762     559      -  yes
+    after       1        8     4.36   1.835   317.8    4.36    1.836     571    86%  yes
+    after      64       60     8.16   7.348  1104.3    8.21    7.307     854    86%  yes
 
 Where the time went before (cProfile of the decode thread, concurrency 64, 64 episodes):
 67% in the per-request prefills (743 HF forward passes of the whole conversation so far,
