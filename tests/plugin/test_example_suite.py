@@ -124,6 +124,9 @@ def test_example_suite_on_the_bundled_model_decides_fp8_and_the_positive_control
     assert "test_no_failure_channel_is_amplified[telecom-int2-rtn]" in failed
     assert "test_final_score_is_equivalent[telecom-int4]" not in failed
     assert not any(t.endswith("[telecom-fp8]") for t in failed), failed
-    result.stdout.fnmatch_lines(["*telecom-int2-rtn at error budget K=10: success *% (int2-rtn) vs *% (bf16)*"])
+    # flat at the run's budget (its score test passes), the gap at K=2 fails with the numbers
+    assert "test_final_score_is_equivalent[telecom-int2-rtn]" not in failed
+    assert "test_score_holds_when_two_failed_calls_end_the_episode[telecom-int2-rtn]" in failed
+    result.stdout.fnmatch_lines(["*telecom-int2-rtn at error budget K=2: success *% (int2-rtn) vs *% (bf16)*"])
     # The README quotes the wall time; report it rather than fail on a busy machine.
     print(f"example suite took {elapsed:.0f} s on this machine")
