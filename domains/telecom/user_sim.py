@@ -433,6 +433,11 @@ _HAVE_YOU = re.compile(r"^(?:and |so |also )?(?:have|did) you (?:already |ever |
                        r"(?:tried (?:to )?)?\w+", re.IGNORECASE)
 
 
+# "open Settings → Apps → Messaging → Permissions": the menus on the way name no thing asked
+# for; the path's last step is where the user goes.
+_MENU_PATH = re.compile(r"(?:[\w&'’-]+(?: [\w&'’-]+){0,3}\s*(?:→|->|›|»|>)\s*)+(?=\w)")
+
+
 def _normalize(text: str) -> str:
     """The text as :func:`pytest_quantagent.env.user.matches` sees it (lower case, words
     separated by single spaces, padded), computed once per sentence instead of per intent."""
@@ -547,6 +552,9 @@ _MMS_WORDS = re.compile(r"\bmms\b|picture|multimedia|photo", re.I)
 # "I think you should switch data on. Would you mind doing that now?"
 _DO_THAT = re.compile(r"\b(?:do|doing|try|trying) (?:that|it|this)\b", re.I)
 _PRONOUN = re.compile(r"\b(?:it|that|this one|them)\b", re.I)
+_REPORT_BACK = re.compile(
+    r",?\s+(?:and |then )?(?:please )?(?:let me know|tell me|report back|text me)\b"
+    r"(?:\s+(?:once|when|after|as soon as)\b)[^.!?]*", re.I)
 _SENT_REQUEST = re.compile(r"\b(?:i(?:'ve| have)? (?:just )?sent|request (?:that )?i (?:just )?sent|sent (?:you|to your))",
                            re.I)
 _NO_REQUEST = "No payment request"
@@ -1094,6 +1102,9 @@ class TelecomUser(ScriptedUser):
             ]
         if not holds:
             return [], said
+        # "If it's off, restart your phone and let me know once it's back up": the report asked
+        # for afterwards names no step, so its pronoun is not the condition's thing.
+        then = _REPORT_BACK.sub("", then)
         if noun and _PRONOUN.search(then):
             then = _PRONOUN.sub(noun, then, count=1)
         calls = self._sentence_calls(then)
@@ -1225,7 +1236,7 @@ class TelecomUser(ScriptedUser):
                 found.append((m.start(), name, {}))
                 seen.add(name)
         if not seen:
-            norm = _normalize(sentence)
+            norm = _normalize(_MENU_PATH.sub("", sentence))
             for intent in self.intents:
                 groups = [g for g in intent.keywords if all(" " + w in norm for w in g)]
                 if intent.tool in self.user_tool_names and groups:

@@ -203,9 +203,19 @@ _AUX = {"don't": "Do", "doesn't": "Does", "didn't": "Did", "haven't": "Have", "h
         "is not": "Is", "are not": "Are"}
 
 
+# "Before I switch roaming off, can you confirm you're back home?": what the agent will do next
+# is its own step, told; what it asks for is the rest.
+_AGENT_FIRST = re.compile(r"^(?:(?:so|and|but|now|ok|okay),?\s+)?before (?:i|we)\b[^,?;]{3,80},\s+(?P<rest>\S.*)$",
+                          re.IGNORECASE | re.DOTALL)
+
+
 def _condition_first(clause: str) -> str:
     """``clause`` with a trailing condition read in the order it is meant: "X only if C" is
-    "If C, X"; "I'll X unless you …" asks "Shall I X?"; a request "X unless you …" is X."""
+    "If C, X"; "I'll X unless you …" asks "Shall I X?"; a request "X unless you …" is X.
+    A leading "Before I …," (the agent's next step) is dropped."""
+    if m := _AGENT_FIRST.match(clause):
+        rest = m.group("rest")
+        clause = rest[0].upper() + rest[1:]
     if (m := _NEGATIVE_TAG.match(clause)) and (
             m.group("aux").lower() not in ("haven't", "hasn't", "have not", "has not")
             or m.group("rest").lower().startswith("got ")):
