@@ -593,7 +593,7 @@ _WAITING = re.compile(r"\b(?:while|until|before) (?:you(?:'re| are)? wait(?:ing)
                       r"(?:transfer|connect)\w*(?: you)?\b", re.I)
 _ROAMING_ON = re.compile(
     r"\b(?:enabl(?:e|ing)|turn(?:ing)? on|activat(?:e|ing)|add(?:ing)?|switch(?:ing)? on|set(?:ting)? up)\b"
-    r"[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming on\b",
+    r"[^.?!]{0,30}\broaming\b|\b(?:turn|switch|set|put)(?:ing)? (?:the |your )?(?:(?:international|intl|data)\s+)*roaming (?:back )?on\b",
     re.I,
 )
 # "Would you like to keep it enabled?" said of roaming: roaming left on.
@@ -634,7 +634,7 @@ _TRANSFER_WORDS = re.compile(r"\btransfer|\bconnect you\b|\bput you through\b|\b
                              r"\b(?:pass|hand)(?:ing)? you (?:over|on|off)?\s*to\b", re.I)
 _ROAMING_OFF = re.compile(
     r"\b(?:disabl(?:e|ing)|turn(?:ing)? off|deactivat(?:e|ing)|remov(?:e|ing)|switch(?:ing)? off)\b"
-    r"[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming off\b",
+    r"[^.?!]{0,30}\broaming\b|\b(?:turn|switch|set|put)(?:ing)? (?:the |your )?(?:(?:international|intl|data)\s+)*roaming (?:back )?off\b",
     re.I,
 )
 _ABROAD = re.compile(r"\btravel|\babroad\b|\boverseas\b|\bin (?!the united states\b)[A-Z][a-z]+", re.I)
@@ -809,8 +809,11 @@ class TelecomUser(ScriptedUser):
             # pass you over to a human agent. Is that okay?" offers the transfer itself).
             return "No, thank you. I'd like to talk to a human agent, please."
         requests = " ".join(self.script.requests)
+        # ("I'll turn roaming on for your line. Sound good?": a bare confirmation confirms
+        # what the message says it will do.)
+        proposal = whole if bare else seg.text
         for said_dir, wanted_dir, word in ((_ROAMING_ON, _ROAMING_OFF, "off"), (_ROAMING_OFF, _ROAMING_ON, "on")):
-            if said_dir.search(seg.text) and not wanted_dir.search(seg.text) and wanted_dir.search(requests):
+            if said_dir.search(proposal) and not wanted_dir.search(proposal) and wanted_dir.search(requests):
                 # "you'd like me to turn roaming on for 555-0119?" to a customer who asked for it
                 # off: the detail corrected, not just a no.
                 return f"No, that's not right. I want data roaming turned {word}."
