@@ -202,6 +202,10 @@ def families(text: str) -> set[str]:
 
 
 _ORDER_ID = re.compile(r"#W\d{5,}")
+# "just the Floor Lamp", "only the Rain Umbrella", "only one item": the action limited to a part.
+_ONLY_PART = re.compile(r"\b(?:just|only)\s+(?:the|one|a single)\b(?!\s+(?:order|whole|entire|full|same)\b)", re.I)
+# An item the scenario names by its catalogue name ("the Plant Pot and the Floor Lamp").
+_NAMED_ITEM = re.compile(r"\bthe ((?:[A-Z][\w-]*)(?: [A-Z][\w-]*)*)")
 # "do you want to keep the same material?": asks what the customer prefers, not leave to act.
 _PREFERENCE = re.compile(
     r"\b(?:do|would) you (?:want|like|prefer) (?:to )?(?:keep|have|get|stay with|stick with|the same)\b|"
@@ -393,6 +397,9 @@ class RetailUser(ScriptedUser):
             return f"No, that's not quite right. {address}"
         if self._wrong_item(text):
             return f"No, that's not the item I want. {facts['item']}"
+        part = self._only_part(text)
+        if part is not None:
+            return part
         left_out = self._left_out(text)
         if left_out is not None:
             return f"No, not the {left_out}. {facts.get('item') or self.script.requests[0]}"
@@ -402,6 +409,29 @@ class RetailUser(ScriptedUser):
             said_r = {k for k, p in _REASONS if p.search(text)}
             if want_r and said_r and not said_r & want_r:
                 return f"No, the reason is different: {reason}"
+        return None
+
+    def _only_part(self, text: str) -> str | None:
+        """A confirmation that limits the action to part of what the customer wants ("just the
+        Floor Lamp to return" when it returns the Plant Pot and the Floor Lamp; "I'll cancel
+        only the Rain Umbrella" when it cancels the whole order): what it wants, said as a
+        correction (None otherwise)."""
+        plain = dialogue.strip_markdown(text)
+        if not _ONLY_PART.search(plain):
+            return None
+        request = self.script.requests[0] if self.script.requests else ""
+        asked = " ".join([*self.script.requests, self.script.facts.get("item", "")])
+        acts = families(request) & {"cancel", "return", "exchange"}
+        if not acts or not families(plain) & acts:
+            return None
+        wanted = dict.fromkeys(_NAMED_ITEM.findall(asked))
+        if wanted:
+            if any(not re.search(rf"\b{re.escape(w.split()[-1])}\b", plain, re.I) for w in wanted):
+                return f"No, not only that. {self.script.facts.get('item') or request}"
+            return None
+        if "cancel" in acts and _ORDER_ID.search(request):
+            # The customer cancels the order (no item named): all of it.
+            return f"No, I want the whole order cancelled, not just part of it. {request}"
         return None
 
     def _left_out(self, text: str) -> str | None:
