@@ -552,6 +552,7 @@ _MMS_WORDS = re.compile(r"\bmms\b|picture|multimedia|photo", re.I)
 # "I think you should switch data on. Would you mind doing that now?"
 _DO_THAT = re.compile(r"\b(?:do|doing|try|trying) (?:that|it|this)\b", re.I)
 _PRONOUN = re.compile(r"\b(?:it|that|this one|them)\b", re.I)
+_SELECT = re.compile(r"^\W*(?:(?:then|now|next),?\s+)?(?:please\s+)?(?:select|choose|pick|tap(?: on)?)\b")
 _REPORT_BACK = re.compile(
     r",?\s+(?:and |then )?(?:please )?(?:let me know|tell me|report back|text me)\b"
     r"(?:\s+(?:once|when|after|as soon as)\b)[^.!?]*", re.I)
@@ -615,8 +616,8 @@ _SEE_IT = re.compile(r"^(?:you (?:can )?(?:see|got|received|have|find) (?:it|one
                      r"it(?:'s| is) there|it (?:shows|appears|arrived|came through))\b", re.I)
 # A condition on an app permission ("if Storage isn't allowed") or the APN name.
 _PERMISSION_COND = re.compile(r"\b(storage|sms|phone|network)\b(?: permission)?[^,]*?\b(?:allowed|granted|"
-                              r"enabled|permitted|given|on|off|missing|denied)\b|\b(?:no|without|lacks?|missing)\b "
-                              r"(storage|sms|phone|network) permission\b")
+                              r"enabled|permitted|given|on|off|missing|denied)\b|\b(?:no|without|lacks?|lacking|missing|doesn't have|"
+                              r"does not have)\b (?:the |its |an? )?(storage|sms|phone|network) permission\b")
 _WHICH_OF_THESE = re.compile(r"\bwhich (?:of these|of those|one|of them)\b", re.I)
 _SIM_COND = re.compile(r"\b(?:missing|not detected|isn't detected|not inserted|not seated|no sim)\b")
 _MMSC_COND = re.compile(r"\bmmsc(?: url)?\b[^,]*?\b(?:is |isn't |is not )?(not set|missing|empty|blank|isn't set|"
@@ -1248,6 +1249,12 @@ class TelecomUser(ScriptedUser):
                     pos = min(max(norm.find(" " + w) for w in g) for g in groups)
                     found.append((pos, intent.tool, {}))
                     seen.add(intent.tool)
+            if (not found and not reading and _SELECT.match(low) and _extract_mode(sentence)
+                    and "set_network_mode_preference" in self.user_tool_names):
+                # "Select 4G/5G preferred" (a step after opening the network-type menu): a
+                # network mode chosen is the mode set.
+                found.append((0, "set_network_mode_preference", {}))
+                seen.add("set_network_mode_preference")
             if "can_send_mms" in seen and not _MMS_WORDS.search(low):
                 found = [f for f in found if f[1] != "can_send_mms"]  # "the MMSC URL"
             if "check_status_bar" in seen and "check_network_status" in seen and not matches(

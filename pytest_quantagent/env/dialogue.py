@@ -257,6 +257,9 @@ _EMOJI_AFTER_END = re.compile(r"(?<=[.!?])[ \t]*[\u231a-\u23ff\u2b00-\u2bff\u260
 _BARE_HEADER = re.compile(r"[A-Za-z][\w'’ /&-]{0,40}", re.IGNORECASE)
 
 
+_ENUM_MARK = re.compile(r"^\(?(?:\d|[a-h])\)\s*")
+
+
 def segments(text: str) -> list[tuple[str, str]]:
     """``(segment, header)`` pairs: sentences and list items of ``text`` in order.
 
@@ -307,8 +310,10 @@ def segments(text: str) -> list[tuple[str, str]]:
             if p.rstrip().endswith("?"):
                 # "Before I check, what's the reason — A or B?": the question mark ends
                 # the whole sentence, so a wh-clause before the split asks too.
+                # ("(1) which order is it, and (2) ...": the enumeration mark is no word of it.)
                 clauses = [
-                    c + "?" if i < len(clauses) - 1 and (_WH.search(c) or _YES_NO_START.match(c) or _OFFER.search(c))
+                    c + "?" if i < len(clauses) - 1 and (_WH.search(_ENUM_MARK.sub("", c)) or _YES_NO_START.match(c)
+                                                         or _OFFER.search(c))
                     and not c.endswith("?") else c
                     for i, c in enumerate(clauses)
                 ]
@@ -316,7 +321,7 @@ def segments(text: str) -> list[tuple[str, str]]:
                 if re.match(r"(?:only (?:if|when)|unless (?:you|u))\b", clauses[k], re.I):
                     # "Switch Wi-Fi off, but only if ...": split at ", but", one step again.
                     clauses[k - 1:k + 1] = [f"{clauses[k - 1]} {clauses[k]}"]
-            clauses = [_condition_first(re.sub(r"^\(?(?:\d|[a-h])\)\s*", "", c)) for c in clauses]
+            clauses = [_condition_first(_ENUM_MARK.sub("", c)) for c in clauses]
             # "..., so leave it off": a clause asking that a state stays asks for nothing.
             clauses = [k for k in (strip_keep(c) for c in clauses) if k.strip(" .!?,")]
             parts.extend(clauses)
