@@ -686,7 +686,9 @@ BARE_CONDITIONS = {"so": True, "yes": True, "it is": True, "not": False, "no": F
 # "If the MMSC URL is not set", "if the APN isn't internet", "if a permission is not granted":
 # a setting the phone shows, not the user's situation.
 _SETTING_STATE = _rx(r"\b(?:mmsc|apn|permissions?)\b[^,]*\b(?:not|isn't|aren't) (?:set|configured|granted|allowed|"
-                     r"enabled|there|internet|listed)\b")
+                     r"enabled|there|internet|listed)\b",
+                     # "if your messaging app doesn't have the SMS permission": what the phone shows.
+                     r"\b(?:doesn't|does not|don't|do not) have (?:the |its |an? )?(?:\w+ )?permissions?\b")
 # "Once you've confirmed the amount, pay it": a check the user makes now, not its situation.
 _CHECKED = _rx(r"^you(?:'ve| have)? (?:confirmed|checked|verified|reviewed|seen|received|got|looked at)\b")
 
