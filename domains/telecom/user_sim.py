@@ -643,6 +643,10 @@ _ROAMING_OFF = re.compile(
 )
 _ABROAD = re.compile(r"\btravel|\babroad\b|\boverseas\b|\bin (?!the united states\b)[A-Z][a-z]+", re.I)
 _AT_HOME = re.compile(r"\bat home\b|\bnot travel|\bback (?:home|from)\b", re.I)
+# "Can you confirm (that) you're back in the US?", "Are you still abroad?": where the customer is.
+_ASKS_PLACE = re.compile(r"^\W*(?:[^,:?]{0,40}[,:]\s*)?(?:(?:can|could) you (?:please )?confirm (?:that |for me that )?you(?:'re| are)|"
+                         r"(?:are|were) you)\b[^?]*\?", re.I)
+_HOME_PLACE = re.compile(r"\b(?:back )?(?:at )?home\b|\bin the (?:us|u\.s\.?|usa|united states)\b|\bback in\b", re.I)
 _FUTURE_TRIP = re.compile(
     r"\b(?:going|flying|heading) (?:to|abroad)\b|\bwill (?:be )?travel|\b(?:upcoming|next) trip\b", re.I
 )
@@ -795,7 +799,24 @@ class TelecomUser(ScriptedUser):
         """A question about the speed the customer wants (:meth:`speed_answer`), else as the
         base user's."""
         said = self.speed_answer(seg.text)
+        if said is None:
+            said = self.place_answer(seg)
         return [said] if said is not None else super().answer_question(text, seg)
+
+    def place_answer(self, seg: Segment) -> str | None:
+        """A yes/no question whether the customer is at home or abroad ("Can you confirm that
+        you're back in the United States?", "Are you still travelling?"): yes or no from
+        where the scenario puts it, then where that is. None for any other question."""
+        where = self.script.facts.get("location", "")
+        if not where or seg.either_or or not _ASKS_PLACE.search(seg.text):
+            return None
+        home = bool(_HOME_PLACE.search(seg.text))
+        away = bool(_ABROAD.search(_HOME_PLACE.sub(" ", seg.text)))
+        if home == away:
+            return None
+        yes = home != self._abroad()
+        told = where if re.match(r"I\b", where) else where[0].lower() + where[1:]
+        return f"{'Yes' if yes else 'No'}, {told}"
 
     def answer_offer(self, seg: Segment) -> str:
         """As :meth:`ScriptedUser.answer_offer`, except that what the customer did not come

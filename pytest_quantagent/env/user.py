@@ -175,7 +175,9 @@ _PHONE_ASK = re.compile(
     re.IGNORECASE,
 )
 _VERIFY_IDENTITY = re.compile(
-    r"\b(?:verify|confirm|authenticate|validate|identify)\b[^.?!]*\b(?:identity|account|you|yourself)\b",
+    # ("can you confirm that you're back in the US?" asks where the customer is.)
+    r"\b(?:verify|confirm|authenticate|validate|identify)\b[^.?!]*\b(?:identity|account|yourself|"
+    r"you\b(?!'re| are| were| have|'ve| still| want| need| can| did))",
     re.IGNORECASE,
 )
 # Names that are not the customer's.
