@@ -202,6 +202,19 @@ def families(text: str) -> set[str]:
 
 
 _ORDER_ID = re.compile(r"#W\d{5,}")
+_SIZE = re.compile(r"\bsize\s+(xxs|xs|s|m|l|xl|xxl|small|medium|large)\b|\b(xxs|xs|s|m|l|xl|xxl)[ -]size\b|"
+                   r"\b(small|medium|large|extra[ -]large)\s+size\b", re.I)
+_SIZE_NAMES = {"small": "s", "medium": "m", "large": "l", "extra large": "xl", "extra-large": "xl"}
+
+
+def _sizes(text: str) -> set[str]:
+    """The clothing sizes ``text`` names ("size M", "s size", "medium size"), as letters."""
+    out = set()
+    for m in _SIZE.finditer(text):
+        word = next(g for g in m.groups() if g).lower()
+        out.add(_SIZE_NAMES.get(word, word))
+    return out
+_ASKS_HUMAN = re.compile(r"\b(?:human|real person|representative|live agent)\b", re.I)
 # "just the Floor Lamp", "only the Rain Umbrella", "only one item": the action limited to a part.
 _ONLY_PART = re.compile(r"\b(?:just|only)\s+(?:the|one|a single)\b(?!\s+(?:order|whole|entire|full|same)\b)", re.I)
 # An item the scenario names by its catalogue name ("the Plant Pot and the Floor Lamp").
@@ -395,6 +408,11 @@ class RetailUser(ScriptedUser):
         if units and said_units and not said_units & units:
             # "Suite 614" when the customer said Suite 641.
             return f"No, that's not quite right. {address}"
+        item = facts.get("item", "")
+        want_sizes, said_sizes = _sizes(item), _sizes(dialogue.strip_markdown(text))
+        if want_sizes and said_sizes and not want_sizes & said_sizes:
+            # "size M" to a customer who wants its t-shirts in size S.
+            return f"No, that's not the size I want. {item}"
         if self._wrong_item(text):
             return f"No, that's not the item I want. {facts['item']}"
         part = self._only_part(text)
@@ -594,6 +612,12 @@ class RetailUser(ScriptedUser):
             # "I can refund it to your credit card. Shall I?" to a customer who wants the
             # refund on its gift card: what it wants instead, not just a no.
             return fix
+        told = " ".join([*(p.text for p in self._parts if not p.asks), seg.text])
+        if (self.script.end == "transfer" and _ASKS_HUMAN.search(" ".join(self.script.requests))
+                and "transfer" not in families(told)):
+            # A customer who asked for a human agent wants that, not the agent's own help
+            # first ("I could look into the charges myself. Would you like me to try that?").
+            return "No, thank you. I'd like to speak to a human agent, please."
         if not self.offer_wanted(seg.text):
             if self.script.end == "transfer":
                 # The customer came for a human: it says so when it declines.
