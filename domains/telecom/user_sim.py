@@ -104,6 +104,7 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("what", "network", "mode"),
         ("current", "network", "mode"),
         ("check", "preferred", "network"),
+        ("network", "mode", "preference"),
         ("which", "network", "type"),
         ("what", "network", "type"),
         ("check", "network", "type"),

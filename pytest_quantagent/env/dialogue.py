@@ -383,6 +383,9 @@ _FAREWELL = _rx(
 _HI = r"^(?:(?:hi|hello|hey|hiya|heya)(?: there)?[\s,.!]+)?"
 _GREETING = _rx(
     r"\bhow (?:can|may|could|might) (?:i|we) (?:help|assist|be of (?:service|help|assistance))\b",
+    # "How can I make your day better?", "What brings you to us today?"
+    r"\bhow (?:can|may|could|might) (?:i|we) (?:make your day|brighten your day|make (?:things|this) easier for you)\b",
+    r"^(?:[^.?!]{0,40}[.!]\s*)?what brings you (?:here|in|by|to us|to our (?:store|shop))\b",
     r"\bwhat can (?:i|we) (?:do for you|help (?:you )?with)\b",
     # "What would you like help with?", "Anything I can sort out for you?", "hi, what's up?",
     # "What's the trouble today?", "hey. problem?": what the customer came for.
@@ -889,6 +892,7 @@ _SHORTHAND = {
     "b4": "before", "whats": "what's", "thats": "that's", "dont": "don't", "cant": "can't",
     "wont": "won't", "isnt": "isn't", "doesnt": "doesn't", "youre": "you're", "ive": "I've",
     "speedtest": "speed test", "abt": "about", "addr": "address", "acct": "account", "num": "number",
+    "pref": "preference", "prefs": "preferences",
 }
 # Words of a support chat that are often mistyped and that the reading rules need: a word that
 # is no word the reader knows but one keystroke from exactly one of these (a letter left out
