@@ -557,6 +557,12 @@ _MMS_WORDS = re.compile(r"\bmms\b|picture|multimedia|photo", re.I)
 _DO_THAT = re.compile(r"\b(?:do|doing|try|trying) (?:that|it|this)\b", re.I)
 _PRONOUN = re.compile(r"\b(?:it|that|this one|them)\b", re.I)
 _SELECT = re.compile(r"^\W*(?:(?:then|now|next),?\s+)?(?:please\s+)?(?:select|choose|pick|tap(?: on)?)\b")
+_PAY_LIMIT = re.compile(
+    r"\bif (?:the )?(?:amount|total|bill|sum)\b[^.;,]{0,40}?(?:\$([\d,]+(?:\.\d+)?) or (?:more|higher|above|over)|"
+    r"(?:more than|over|above|higher than|at least|greater than) \$([\d,]+(?:\.\d+)?))[^.;]*?"
+    r"\b(?:don't|do not|hold off|wait|not)\b", re.I)
+_OTHERWISE_PAY = re.compile(r"^(?:otherwise|if not|else)\b,?[^.]*\bpay\b", re.I)
+_AMOUNT_COND = re.compile(r"\b(?:if|unless|as long as|provided) (?:the )?(?:amount|total|bill amount|sum)\b", re.I)
 _REPORT_BACK = re.compile(
     r",?\s+(?:and |then )?(?:please )?(?:let me know|tell me|report back|text me)\b"
     r"(?:\s+(?:once|when|after|as soon as)\b)[^.!?]*", re.I)
@@ -728,6 +734,7 @@ class TelecomUser(ScriptedUser):
         self._made: set[str] = set()
         self._speed_seen: str | None = None
         self._pay_if_amount: float | None = None
+        self._pay_limit: tuple[float, bool] | None = None
         self._message = ""
 
     def respond(self, view: list[Message]) -> UserMessage:
@@ -746,6 +753,14 @@ class TelecomUser(ScriptedUser):
                     self._pending = [c for c in self._pending if c.name != "make_payment"]
                     self._tail.insert(0, f"The request on my phone is for {shown:.2f} USD, not "
                                          f"{named:.2f}, so I haven't paid it.")
+            if (m := _REQUEST_AMOUNT.search(last.content)) and self._pay_limit is not None:
+                shown = float(m.group(1))
+                limit, inclusive = self._pay_limit
+                self._pay_limit = None
+                if (shown >= limit if inclusive else shown > limit) and any(
+                        c.name == "make_payment" for c in self._pending):
+                    self._pending = [c for c in self._pending if c.name != "make_payment"]
+                    self._tail.insert(0, f"The request on my phone is for {shown:.2f} USD, so I haven't paid it.")
             if self._pending:
                 self._results.append(self._describe_result(last))
                 return self._call(self._pending.pop(0))
@@ -956,6 +971,12 @@ class TelecomUser(ScriptedUser):
         state a question asks about) and the indices of the segments that were about the
         device."""
         self._already = []
+        self._pay_limit = None
+        if m := _PAY_LIMIT.search(dialogue.strip_markdown(text)):
+            # "If the amount shown is $500 or more, don't pay it yet; otherwise pay it": the
+            # amount on the phone decides.
+            self._pay_limit = (float((m.group(1) or m.group(2)).replace(",", "")), m.group(1) is not None
+                               or bool(re.search(r"at least", m.group(0), re.I)))
         names: list[tuple[str, dict[str, Any]]] = []
         words: list[str] = []
         used: set[int] = set()
@@ -1008,6 +1029,10 @@ class TelecomUser(ScriptedUser):
                         other = self._sentence_calls(_PRONOUN.sub(last_noun, sentence, count=1))
                         if not found or any(f[0] not in _READ_TOOLS for f in other):
                             found = other
+                    if (not found and _OTHERWISE_PAY.search(sentence)
+                            and re.search(r"\bpayment request\b|\brequest\b[^.]*\b(?:phone|sent)\b", text, re.I)):
+                        # "The request is on your phone. ...; otherwise go ahead and pay."
+                        found = self._sentence_calls("pay the payment request")
                     if not found and not self._already and _PRONOUN.search(sentence) and _PHONE.search(sentence):
                         # "To get your phone on the network, please turn it off and back on."
                         found = self._sentence_calls(_PRONOUN.sub("your phone", sentence, count=1))
@@ -1038,8 +1063,10 @@ class TelecomUser(ScriptedUser):
             if name in seen and not (name == "grant_app_permission" and (name, str(sorted(args.items()))) not in seen):
                 continue  # each action once; each permission granted once
             seen.add((name, str(sorted(args.items()))))
-            if name == "make_payment" and "check_payment_request" not in seen and not _SENT_REQUEST.search(text):
-                # Only a request the phone shows is paid: look first.
+            if name == "make_payment" and "check_payment_request" not in seen and (
+                    not _SENT_REQUEST.search(text) or _AMOUNT_COND.search(text)):
+                # Only a request the phone shows is paid: look first ("if the amount shown is
+                # $500 or more, don't pay it; otherwise pay it": the amount is looked at too).
                 seen.add("check_payment_request")
                 calls.append(self._tool_call("check_payment_request", {}))
             seen.add(name)
