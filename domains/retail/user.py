@@ -216,8 +216,9 @@ def _sizes(text: str) -> set[str]:
     return out
 _ASKS_HUMAN = re.compile(r"\b(?:human|real person|representative|live agent)\b", re.I)
 # "just the Floor Lamp", "only the Rain Umbrella", "only one item": the action limited to a part.
-_ONLY_PART = re.compile(r"\b(?:just|only)\s+(?:the|one|a single)\b(?!\s+(?:order|whole|entire|full|same)\b)", re.I)
+_ONLY_PART = re.compile(r"\b(?:just|only)\s+(?:the|one|a single)\b(?!\s+(?:order|whole|entire|full|same|way|thing|things|one you)\b)", re.I)
 # An item the scenario names by its catalogue name ("the Plant Pot and the Floor Lamp").
+_WHOLE = re.compile(r"\b(?:whole|entire|full|complete) order\b|\ball (?:of the |the )?items\b|\bevery item\b", re.I)
 _NAMED_ITEM = re.compile(r"\bthe ((?:[A-Z][\w-]*)(?: [A-Z][\w-]*)*)")
 # "do you want to keep the same material?": asks what the customer prefers, not leave to act.
 _PREFERENCE = re.compile(
@@ -447,7 +448,7 @@ class RetailUser(ScriptedUser):
             if any(not re.search(rf"\b{re.escape(w.split()[-1])}\b", plain, re.I) for w in wanted):
                 return f"No, not only that. {self.script.facts.get('item') or request}"
             return None
-        if "cancel" in acts and _ORDER_ID.search(request):
+        if "cancel" in acts and _ORDER_ID.search(request) and not _WHOLE.search(plain):
             # The customer cancels the order (no item named): all of it.
             return f"No, I want the whole order cancelled, not just part of it. {request}"
         return None
