@@ -177,7 +177,7 @@ _PHONE_ASK = re.compile(
 _VERIFY_IDENTITY = re.compile(
     # ("can you confirm that you're back in the US?" asks where the customer is.)
     r"\b(?:verify|confirm|authenticate|validate|identify)\b[^.?!]*\b(?:identity|account|yourself|"
-    r"you\b(?!'re| are| were| have|'ve| still| want| need| can| did))",
+    r"you\b(?!(?:'re| are| were)? (?:back|still|currently|now|at home|in|outside|abroad|overseas|travell?ing)\b))",
     re.IGNORECASE,
 )
 # Names that are not the customer's.
