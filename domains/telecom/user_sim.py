@@ -442,6 +442,10 @@ _HAVE_YOU = re.compile(r"^(?:and |so |also )?(?:have|did) you (?:already |ever |
 _MENU_PATH = re.compile(r"(?:[\w&'’-]+(?: [\w&'’-]+){0,3}\s*(?:→|->|›|»|>)\s*)+(?=\w)")
 
 
+_WIFI_CALLING_WORDS = re.compile(r" wi-?fi calling ")
+_OTHER_MODE = re.compile(r" (airplane|flight|saver|power saving|low power|battery saver|dark|silent) mode ")
+
+
 def _normalize(text: str) -> str:
     """The text as :func:`pytest_quantagent.env.user.matches` sees it (lower case, words
     separated by single spaces, padded), computed once per sentence instead of per intent."""
@@ -1293,8 +1297,13 @@ class TelecomUser(ScriptedUser):
                 seen.add(name)
         if not seen:
             norm = _normalize(_MENU_PATH.sub("", sentence))
+            # "Wi-Fi Calling status" names no Wi-Fi status, "airplane mode" no network mode.
+            bare = {"wifi": _WIFI_CALLING_WORDS.sub(" calling ", norm), "network_mode": _OTHER_MODE.sub(r" \1 ", norm)}
             for intent in self.intents:
-                groups = [g for g in intent.keywords if all(" " + w in norm for w in g)]
+                kind = ("wifi" if intent.tool in ("check_wifi_status", "toggle_wifi")
+                        else "network_mode" if "network_mode" in intent.tool else "")
+                words = bare[kind] if kind else norm
+                groups = [g for g in intent.keywords if all(" " + w in words for w in g)]
                 if intent.tool in self.user_tool_names and groups:
                     # Where the phrase naming it is complete ("check which permissions ...
                     # and whether Wi-Fi calling is on": permissions first).
