@@ -202,6 +202,24 @@ def families(text: str) -> set[str]:
 
 
 _ORDER_ID = re.compile(r"#W\d{5,}")
+_SIZE = re.compile(r"\bsize\s+(xxs|xs|s|m|l|xl|xxl|small|medium|large)\b|\b(xxs|xs|s|m|l|xl|xxl)[ -]size\b|"
+                   r"\b(small|medium|large|extra[ -]large)\s+size\b", re.I)
+_SIZE_NAMES = {"small": "s", "medium": "m", "large": "l", "extra large": "xl", "extra-large": "xl"}
+
+
+def _sizes(text: str) -> set[str]:
+    """The clothing sizes ``text`` names ("size M", "s size", "medium size"), as letters."""
+    out = set()
+    for m in _SIZE.finditer(text):
+        word = next(g for g in m.groups() if g).lower()
+        out.add(_SIZE_NAMES.get(word, word))
+    return out
+_ASKS_HUMAN = re.compile(r"\b(?:human|real person|representative|live agent)\b", re.I)
+# "just the Floor Lamp", "only the Rain Umbrella", "only one item": the action limited to a part.
+_ONLY_PART = re.compile(r"\b(?:just|only)\s+(?:the|one|a single)\b(?!\s+(?:order|whole|entire|full|same|way|thing|things|one you)\b)", re.I)
+# An item the scenario names by its catalogue name ("the Plant Pot and the Floor Lamp").
+_WHOLE = re.compile(r"\b(?:whole|entire|full|complete) order\b|\ball (?:of the |the )?items\b|\bevery item\b", re.I)
+_NAMED_ITEM = re.compile(r"\bthe ((?:[A-Z][\w-]*)(?: [A-Z][\w-]*)*)")
 # "do you want to keep the same material?": asks what the customer prefers, not leave to act.
 _PREFERENCE = re.compile(
     r"\b(?:do|would) you (?:want|like|prefer) (?:to )?(?:keep|have|get|stay with|stick with|the same)\b|"
@@ -391,8 +409,16 @@ class RetailUser(ScriptedUser):
         if units and said_units and not said_units & units:
             # "Suite 614" when the customer said Suite 641.
             return f"No, that's not quite right. {address}"
+        item = facts.get("item", "")
+        want_sizes, said_sizes = _sizes(item), _sizes(dialogue.strip_markdown(text))
+        if want_sizes and said_sizes and not want_sizes & said_sizes:
+            # "size M" to a customer who wants its t-shirts in size S.
+            return f"No, that's not the size I want. {item}"
         if self._wrong_item(text):
             return f"No, that's not the item I want. {facts['item']}"
+        part = self._only_part(text)
+        if part is not None:
+            return part
         left_out = self._left_out(text)
         if left_out is not None:
             return f"No, not the {left_out}. {facts.get('item') or self.script.requests[0]}"
@@ -402,6 +428,29 @@ class RetailUser(ScriptedUser):
             said_r = {k for k, p in _REASONS if p.search(text)}
             if want_r and said_r and not said_r & want_r:
                 return f"No, the reason is different: {reason}"
+        return None
+
+    def _only_part(self, text: str) -> str | None:
+        """A confirmation that limits the action to part of what the customer wants ("just the
+        Floor Lamp to return" when it returns the Plant Pot and the Floor Lamp; "I'll cancel
+        only the Rain Umbrella" when it cancels the whole order): what it wants, said as a
+        correction (None otherwise)."""
+        plain = dialogue.strip_markdown(text)
+        if not _ONLY_PART.search(plain):
+            return None
+        request = self.script.requests[0] if self.script.requests else ""
+        asked = " ".join([*self.script.requests, self.script.facts.get("item", "")])
+        acts = families(request) & {"cancel", "return", "exchange"}
+        if not acts or not families(plain) & acts:
+            return None
+        wanted = dict.fromkeys(_NAMED_ITEM.findall(asked))
+        if wanted:
+            if any(not re.search(rf"\b{re.escape(w.split()[-1])}\b", plain, re.I) for w in wanted):
+                return f"No, not only that. {self.script.facts.get('item') or request}"
+            return None
+        if "cancel" in acts and _ORDER_ID.search(request) and not _WHOLE.search(plain):
+            # The customer cancels the order (no item named): all of it.
+            return f"No, I want the whole order cancelled, not just part of it. {request}"
         return None
 
     def _left_out(self, text: str) -> str | None:
@@ -564,6 +613,12 @@ class RetailUser(ScriptedUser):
             # "I can refund it to your credit card. Shall I?" to a customer who wants the
             # refund on its gift card: what it wants instead, not just a no.
             return fix
+        told = " ".join([*(p.text for p in self._parts if not p.asks), seg.text])
+        if (self.script.end == "transfer" and _ASKS_HUMAN.search(" ".join(self.script.requests))
+                and "transfer" not in families(told)):
+            # A customer who asked for a human agent wants that, not the agent's own help
+            # first ("I could look into the charges myself. Would you like me to try that?").
+            return "No, thank you. I'd like to speak to a human agent, please."
         if not self.offer_wanted(seg.text):
             if self.script.end == "transfer":
                 # The customer came for a human: it says so when it declines.

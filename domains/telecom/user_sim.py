@@ -104,6 +104,10 @@ DEVICE_INTENTS: tuple[DeviceIntent, ...] = (
         ("what", "network", "mode"),
         ("current", "network", "mode"),
         ("check", "preferred", "network"),
+        ("network", "mode", "preference"),
+        ("which", "network", "type"),
+        ("what", "network", "type"),
+        ("check", "network", "type"),
         ("set", "to", "2g"),
         ("set", "to", "3g"),
         ("set", "to", "4g"),
@@ -433,6 +437,15 @@ _HAVE_YOU = re.compile(r"^(?:and |so |also )?(?:have|did) you (?:already |ever |
                        r"(?:tried (?:to )?)?\w+", re.IGNORECASE)
 
 
+# "open Settings → Apps → Messaging → Permissions": the menus on the way name no thing asked
+# for; the path's last step is where the user goes.
+_MENU_PATH = re.compile(r"(?:[\w&'’-]+(?: [\w&'’-]+){0,3}\s*(?:→|->|›|»|>)\s*)+(?=\w)")
+
+
+_WIFI_CALLING_WORDS = re.compile(r" wi-?fi calling ")
+_OTHER_MODE = re.compile(r" (airplane|flight|saver|power saving|low power|battery saver|dark|silent) mode ")
+
+
 def _normalize(text: str) -> str:
     """The text as :func:`pytest_quantagent.env.user.matches` sees it (lower case, words
     separated by single spaces, padded), computed once per sentence instead of per intent."""
@@ -547,6 +560,16 @@ _MMS_WORDS = re.compile(r"\bmms\b|picture|multimedia|photo", re.I)
 # "I think you should switch data on. Would you mind doing that now?"
 _DO_THAT = re.compile(r"\b(?:do|doing|try|trying) (?:that|it|this)\b", re.I)
 _PRONOUN = re.compile(r"\b(?:it|that|this one|them)\b", re.I)
+_SELECT = re.compile(r"^\W*(?:(?:then|now|next),?\s+)?(?:please\s+)?(?:select|choose|pick|tap(?: on)?)\b")
+_PAY_LIMIT = re.compile(
+    r"\bif (?:the )?(?:amount|total|bill|sum)\b[^.;,]{0,40}?(?:\$([\d,]+(?:\.\d+)?) or (?:more|higher|above|over)|"
+    r"(?:more than|over|above|higher than|at least|greater than) \$([\d,]+(?:\.\d+)?))[^.;]*?"
+    r"\b(?:don't|do not|hold off|wait|not)\b", re.I)
+_OTHERWISE_PAY = re.compile(r"^(?:otherwise|if not|else)\b,?[^.]*\bpay\b", re.I)
+_AMOUNT_COND = re.compile(r"\b(?:if|unless|as long as|provided) (?:the )?(?:amount|total|bill amount|sum)\b", re.I)
+_REPORT_BACK = re.compile(
+    r",?\s+(?:and |then )?(?:please )?(?:let me know|tell me|report back|text me)\b"
+    r"(?:\s+(?:once|when|after|as soon as)\b)[^.!?]*", re.I)
 _SENT_REQUEST = re.compile(r"\b(?:i(?:'ve| have)? (?:just )?sent|request (?:that )?i (?:just )?sent|sent (?:you|to your))",
                            re.I)
 _NO_REQUEST = "No payment request"
@@ -585,7 +608,7 @@ _WAITING = re.compile(r"\b(?:while|until|before) (?:you(?:'re| are)? wait(?:ing)
                       r"(?:transfer|connect)\w*(?: you)?\b", re.I)
 _ROAMING_ON = re.compile(
     r"\b(?:enabl(?:e|ing)|turn(?:ing)? on|activat(?:e|ing)|add(?:ing)?|switch(?:ing)? on|set(?:ting)? up)\b"
-    r"[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming on\b",
+    r"[^.?!]{0,30}\broaming\b|\b(?:turn|switch|set|put)(?:ing)? (?:the |your )?(?:(?:international|intl|data)\s+)*roaming (?:back )?on\b",
     re.I,
 )
 # "Would you like to keep it enabled?" said of roaming: roaming left on.
@@ -607,8 +630,8 @@ _SEE_IT = re.compile(r"^(?:you (?:can )?(?:see|got|received|have|find) (?:it|one
                      r"it(?:'s| is) there|it (?:shows|appears|arrived|came through))\b", re.I)
 # A condition on an app permission ("if Storage isn't allowed") or the APN name.
 _PERMISSION_COND = re.compile(r"\b(storage|sms|phone|network)\b(?: permission)?[^,]*?\b(?:allowed|granted|"
-                              r"enabled|permitted|given|on|off|missing|denied)\b|\b(?:no|without|lacks?|missing)\b "
-                              r"(storage|sms|phone|network) permission\b")
+                              r"enabled|permitted|given|on|off|missing|denied)\b|\b(?:no|without|lacks?|lacking|missing|doesn't have|"
+                              r"does not have)\b (?:the |its |an? )?(storage|sms|phone|network) permission\b")
 _WHICH_OF_THESE = re.compile(r"\bwhich (?:of these|of those|one|of them)\b", re.I)
 _SIM_COND = re.compile(r"\b(?:missing|not detected|isn't detected|not inserted|not seated|no sim)\b")
 _MMSC_COND = re.compile(r"\bmmsc(?: url)?\b[^,]*?\b(?:is |isn't |is not )?(not set|missing|empty|blank|isn't set|"
@@ -626,11 +649,15 @@ _TRANSFER_WORDS = re.compile(r"\btransfer|\bconnect you\b|\bput you through\b|\b
                              r"\b(?:pass|hand)(?:ing)? you (?:over|on|off)?\s*to\b", re.I)
 _ROAMING_OFF = re.compile(
     r"\b(?:disabl(?:e|ing)|turn(?:ing)? off|deactivat(?:e|ing)|remov(?:e|ing)|switch(?:ing)? off)\b"
-    r"[^.?!]{0,30}\broaming\b|\bturn (?:the )?roaming off\b",
+    r"[^.?!]{0,30}\broaming\b|\b(?:turn|switch|set|put)(?:ing)? (?:the |your )?(?:(?:international|intl|data)\s+)*roaming (?:back )?off\b",
     re.I,
 )
 _ABROAD = re.compile(r"\btravel|\babroad\b|\boverseas\b|\bin (?!the united states\b)[A-Z][a-z]+", re.I)
 _AT_HOME = re.compile(r"\bat home\b|\bnot travel|\bback (?:home|from)\b", re.I)
+# "Can you confirm (that) you're back in the US?", "Are you still abroad?": where the customer is.
+_ASKS_PLACE = re.compile(r"^\W*(?:[^,:?]{0,40}[,:]\s*)?(?:(?:can|could) you (?:please )?confirm (?:that |for me that )?you(?:'re| are)|"
+                         r"(?:are|were) you)\b[^?]*\?", re.I)
+_HOME_PLACE = re.compile(r"\b(?:back )?(?:at )?home\b|\bin the (?:us|u\.s\.?|usa|united states)\b|\bback in\b", re.I)
 _FUTURE_TRIP = re.compile(
     r"\b(?:going|flying|heading) (?:to|abroad)\b|\bwill (?:be )?travel|\b(?:upcoming|next) trip\b", re.I
 )
@@ -711,6 +738,7 @@ class TelecomUser(ScriptedUser):
         self._made: set[str] = set()
         self._speed_seen: str | None = None
         self._pay_if_amount: float | None = None
+        self._pay_limit: tuple[float, bool] | None = None
         self._message = ""
 
     def respond(self, view: list[Message]) -> UserMessage:
@@ -729,6 +757,14 @@ class TelecomUser(ScriptedUser):
                     self._pending = [c for c in self._pending if c.name != "make_payment"]
                     self._tail.insert(0, f"The request on my phone is for {shown:.2f} USD, not "
                                          f"{named:.2f}, so I haven't paid it.")
+            if (m := _REQUEST_AMOUNT.search(last.content)) and self._pay_limit is not None:
+                shown = float(m.group(1))
+                limit, inclusive = self._pay_limit
+                self._pay_limit = None
+                if (shown >= limit if inclusive else shown > limit) and any(
+                        c.name == "make_payment" for c in self._pending):
+                    self._pending = [c for c in self._pending if c.name != "make_payment"]
+                    self._tail.insert(0, f"The request on my phone is for {shown:.2f} USD, so I haven't paid it.")
             if self._pending:
                 self._results.append(self._describe_result(last))
                 return self._call(self._pending.pop(0))
@@ -783,7 +819,24 @@ class TelecomUser(ScriptedUser):
         """A question about the speed the customer wants (:meth:`speed_answer`), else as the
         base user's."""
         said = self.speed_answer(seg.text)
+        if said is None:
+            said = self.place_answer(seg)
         return [said] if said is not None else super().answer_question(text, seg)
+
+    def place_answer(self, seg: Segment) -> str | None:
+        """A yes/no question whether the customer is at home or abroad ("Can you confirm that
+        you're back in the United States?", "Are you still travelling?"): yes or no from
+        where the scenario puts it, then where that is. None for any other question."""
+        where = self.script.facts.get("location", "")
+        if not where or seg.either_or or not _ASKS_PLACE.search(seg.text):
+            return None
+        home = bool(_HOME_PLACE.search(seg.text))
+        away = bool(_ABROAD.search(_HOME_PLACE.sub(" ", seg.text)))
+        if home == away:
+            return None
+        yes = home != self._abroad()
+        told = where if re.match(r"I\b", where) else where[0].lower() + where[1:]
+        return f"{'Yes' if yes else 'No'}, {told}"
 
     def answer_offer(self, seg: Segment) -> str:
         """As :meth:`ScriptedUser.answer_offer`, except that what the customer did not come
@@ -801,8 +854,11 @@ class TelecomUser(ScriptedUser):
             # pass you over to a human agent. Is that okay?" offers the transfer itself).
             return "No, thank you. I'd like to talk to a human agent, please."
         requests = " ".join(self.script.requests)
+        # ("I'll turn roaming on for your line. Sound good?": a bare confirmation confirms
+        # what the message says it will do.)
+        proposal = whole if bare else seg.text
         for said_dir, wanted_dir, word in ((_ROAMING_ON, _ROAMING_OFF, "off"), (_ROAMING_OFF, _ROAMING_ON, "on")):
-            if said_dir.search(seg.text) and not wanted_dir.search(seg.text) and wanted_dir.search(requests):
+            if said_dir.search(proposal) and not wanted_dir.search(proposal) and wanted_dir.search(requests):
                 # "you'd like me to turn roaming on for 555-0119?" to a customer who asked for it
                 # off: the detail corrected, not just a no.
                 return f"No, that's not right. I want data roaming turned {word}."
@@ -919,6 +975,12 @@ class TelecomUser(ScriptedUser):
         state a question asks about) and the indices of the segments that were about the
         device."""
         self._already = []
+        self._pay_limit = None
+        if m := _PAY_LIMIT.search(dialogue.strip_markdown(text)):
+            # "If the amount shown is $500 or more, don't pay it yet; otherwise pay it": the
+            # amount on the phone decides.
+            self._pay_limit = (float((m.group(1) or m.group(2)).replace(",", "")), m.group(1) is not None
+                               or bool(re.search(r"at least", m.group(0), re.I)))
         names: list[tuple[str, dict[str, Any]]] = []
         words: list[str] = []
         used: set[int] = set()
@@ -971,6 +1033,10 @@ class TelecomUser(ScriptedUser):
                         other = self._sentence_calls(_PRONOUN.sub(last_noun, sentence, count=1))
                         if not found or any(f[0] not in _READ_TOOLS for f in other):
                             found = other
+                    if (not found and _OTHERWISE_PAY.search(sentence)
+                            and re.search(r"\bpayment request\b|\brequest\b[^.]*\b(?:phone|sent)\b", text, re.I)):
+                        # "The request is on your phone. ...; otherwise go ahead and pay."
+                        found = self._sentence_calls("pay the payment request")
                     if not found and not self._already and _PRONOUN.search(sentence) and _PHONE.search(sentence):
                         # "To get your phone on the network, please turn it off and back on."
                         found = self._sentence_calls(_PRONOUN.sub("your phone", sentence, count=1))
@@ -1001,8 +1067,10 @@ class TelecomUser(ScriptedUser):
             if name in seen and not (name == "grant_app_permission" and (name, str(sorted(args.items()))) not in seen):
                 continue  # each action once; each permission granted once
             seen.add((name, str(sorted(args.items()))))
-            if name == "make_payment" and "check_payment_request" not in seen and not _SENT_REQUEST.search(text):
-                # Only a request the phone shows is paid: look first.
+            if name == "make_payment" and "check_payment_request" not in seen and (
+                    not _SENT_REQUEST.search(text) or _AMOUNT_COND.search(text)):
+                # Only a request the phone shows is paid: look first ("if the amount shown is
+                # $500 or more, don't pay it; otherwise pay it": the amount is looked at too).
                 seen.add("check_payment_request")
                 calls.append(self._tool_call("check_payment_request", {}))
             seen.add(name)
@@ -1094,6 +1162,9 @@ class TelecomUser(ScriptedUser):
             ]
         if not holds:
             return [], said
+        # "If it's off, restart your phone and let me know once it's back up": the report asked
+        # for afterwards names no step, so its pronoun is not the condition's thing.
+        then = _REPORT_BACK.sub("", then)
         if noun and _PRONOUN.search(then):
             then = _PRONOUN.sub(noun, then, count=1)
         calls = self._sentence_calls(then)
@@ -1225,15 +1296,26 @@ class TelecomUser(ScriptedUser):
                 found.append((m.start(), name, {}))
                 seen.add(name)
         if not seen:
-            norm = _normalize(sentence)
+            norm = _normalize(_MENU_PATH.sub("", sentence))
+            # "Wi-Fi Calling status" names no Wi-Fi status, "airplane mode" no network mode.
+            bare = {"wifi": _WIFI_CALLING_WORDS.sub(" calling ", norm), "network_mode": _OTHER_MODE.sub(r" \1 ", norm)}
             for intent in self.intents:
-                groups = [g for g in intent.keywords if all(" " + w in norm for w in g)]
+                kind = ("wifi" if intent.tool in ("check_wifi_status", "toggle_wifi")
+                        else "network_mode" if "network_mode" in intent.tool else "")
+                words = bare[kind] if kind else norm
+                groups = [g for g in intent.keywords if all(" " + w in words for w in g)]
                 if intent.tool in self.user_tool_names and groups:
                     # Where the phrase naming it is complete ("check which permissions ...
                     # and whether Wi-Fi calling is on": permissions first).
                     pos = min(max(norm.find(" " + w) for w in g) for g in groups)
                     found.append((pos, intent.tool, {}))
                     seen.add(intent.tool)
+            if (not found and not reading and _SELECT.match(low) and _extract_mode(sentence)
+                    and "set_network_mode_preference" in self.user_tool_names):
+                # "Select 4G/5G preferred" (a step after opening the network-type menu): a
+                # network mode chosen is the mode set.
+                found.append((0, "set_network_mode_preference", {}))
+                seen.add("set_network_mode_preference")
             if "can_send_mms" in seen and not _MMS_WORDS.search(low):
                 found = [f for f in found if f[1] != "can_send_mms"]  # "the MMSC URL"
             if "check_status_bar" in seen and "check_network_status" in seen and not matches(

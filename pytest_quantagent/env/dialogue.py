@@ -203,9 +203,19 @@ _AUX = {"don't": "Do", "doesn't": "Does", "didn't": "Did", "haven't": "Have", "h
         "is not": "Is", "are not": "Are"}
 
 
+# "Before I switch roaming off, can you confirm you're back home?": what the agent will do next
+# is its own step, told; what it asks for is the rest.
+_AGENT_FIRST = re.compile(r"^(?:(?:so|and|but|now|ok|okay),?\s+)?before (?:i|we)\b[^,?;]{3,80},\s+(?P<rest>\S.*)$",
+                          re.IGNORECASE | re.DOTALL)
+
+
 def _condition_first(clause: str) -> str:
     """``clause`` with a trailing condition read in the order it is meant: "X only if C" is
-    "If C, X"; "I'll X unless you …" asks "Shall I X?"; a request "X unless you …" is X."""
+    "If C, X"; "I'll X unless you …" asks "Shall I X?"; a request "X unless you …" is X.
+    A leading "Before I …," (the agent's next step) is dropped."""
+    if m := _AGENT_FIRST.match(clause):
+        rest = m.group("rest")
+        clause = rest[0].upper() + rest[1:]
     if (m := _NEGATIVE_TAG.match(clause)) and (
             m.group("aux").lower() not in ("haven't", "hasn't", "have not", "has not")
             or m.group("rest").lower().startswith("got ")):
@@ -245,6 +255,9 @@ def last_sentence(line: str) -> str:
 
 _EMOJI_AFTER_END = re.compile(r"(?<=[.!?])[ \t]*[\u231a-\u23ff\u2b00-\u2bff\u2600-\u27bf\U0001f300-\U0001faff\ufe0f\u200d]+(?=[ \t]|$)")
 _BARE_HEADER = re.compile(r"[A-Za-z][\w'’ /&-]{0,40}", re.IGNORECASE)
+
+
+_ENUM_MARK = re.compile(r"^\(?(?:\d|[a-h])\)\s*")
 
 
 def segments(text: str) -> list[tuple[str, str]]:
@@ -297,8 +310,10 @@ def segments(text: str) -> list[tuple[str, str]]:
             if p.rstrip().endswith("?"):
                 # "Before I check, what's the reason — A or B?": the question mark ends
                 # the whole sentence, so a wh-clause before the split asks too.
+                # ("(1) which order is it, and (2) ...": the enumeration mark is no word of it.)
                 clauses = [
-                    c + "?" if i < len(clauses) - 1 and (_WH.search(c) or _YES_NO_START.match(c) or _OFFER.search(c))
+                    c + "?" if i < len(clauses) - 1 and (_WH.search(_ENUM_MARK.sub("", c)) or _YES_NO_START.match(c)
+                                                         or _OFFER.search(c))
                     and not c.endswith("?") else c
                     for i, c in enumerate(clauses)
                 ]
@@ -306,7 +321,7 @@ def segments(text: str) -> list[tuple[str, str]]:
                 if re.match(r"(?:only (?:if|when)|unless (?:you|u))\b", clauses[k], re.I):
                     # "Switch Wi-Fi off, but only if ...": split at ", but", one step again.
                     clauses[k - 1:k + 1] = [f"{clauses[k - 1]} {clauses[k]}"]
-            clauses = [_condition_first(re.sub(r"^\(?(?:\d|[a-h])\)\s*", "", c)) for c in clauses]
+            clauses = [_condition_first(_ENUM_MARK.sub("", c)) for c in clauses]
             # "..., so leave it off": a clause asking that a state stays asks for nothing.
             clauses = [k for k in (strip_keep(c) for c in clauses) if k.strip(" .!?,")]
             parts.extend(clauses)
@@ -368,6 +383,9 @@ _FAREWELL = _rx(
 _HI = r"^(?:(?:hi|hello|hey|hiya|heya)(?: there)?[\s,.!]+)?"
 _GREETING = _rx(
     r"\bhow (?:can|may|could|might) (?:i|we) (?:help|assist|be of (?:service|help|assistance))\b",
+    # "How can I make your day better?", "What brings you to us today?"
+    r"\bhow (?:can|may|could|might) (?:i|we) (?:make your day|brighten your day|make (?:things|this) easier for you)\b",
+    r"^(?:[^.?!]{0,40}[.!]\s*)?what brings you (?:here|in|by|to us|to our (?:store|shop))\b",
     r"\bwhat can (?:i|we) (?:do for you|help (?:you )?with)\b",
     # "What would you like help with?", "Anything I can sort out for you?", "hi, what's up?",
     # "What's the trouble today?", "hey. problem?": what the customer came for.
@@ -671,7 +689,9 @@ BARE_CONDITIONS = {"so": True, "yes": True, "it is": True, "not": False, "no": F
 # "If the MMSC URL is not set", "if the APN isn't internet", "if a permission is not granted":
 # a setting the phone shows, not the user's situation.
 _SETTING_STATE = _rx(r"\b(?:mmsc|apn|permissions?)\b[^,]*\b(?:not|isn't|aren't) (?:set|configured|granted|allowed|"
-                     r"enabled|there|internet|listed)\b")
+                     r"enabled|there|internet|listed)\b",
+                     # "if your messaging app doesn't have the SMS permission": what the phone shows.
+                     r"\b(?:doesn't|does not|don't|do not) have (?:the |its |an? )?(?:\w+ )?permissions?\b")
 # "Once you've confirmed the amount, pay it": a check the user makes now, not its situation.
 _CHECKED = _rx(r"^you(?:'ve| have)? (?:confirmed|checked|verified|reviewed|seen|received|got|looked at)\b")
 
@@ -872,6 +892,7 @@ _SHORTHAND = {
     "b4": "before", "whats": "what's", "thats": "that's", "dont": "don't", "cant": "can't",
     "wont": "won't", "isnt": "isn't", "doesnt": "doesn't", "youre": "you're", "ive": "I've",
     "speedtest": "speed test", "abt": "about", "addr": "address", "acct": "account", "num": "number",
+    "pref": "preference", "prefs": "preferences",
 }
 # Words of a support chat that are often mistyped and that the reading rules need: a word that
 # is no word the reader knows but one keystroke from exactly one of these (a letter left out

@@ -175,7 +175,9 @@ _PHONE_ASK = re.compile(
     re.IGNORECASE,
 )
 _VERIFY_IDENTITY = re.compile(
-    r"\b(?:verify|confirm|authenticate|validate|identify)\b[^.?!]*\b(?:identity|account|you|yourself)\b",
+    # ("can you confirm that you're back in the US?" asks where the customer is.)
+    r"\b(?:verify|confirm|authenticate|validate|identify)\b[^.?!]*\b(?:identity|account|yourself|"
+    r"you\b(?!(?:'re| are| were)? (?:back|still|currently|now|at home|in|outside|abroad|overseas|travell?ing)\b))",
     re.IGNORECASE,
 )
 # Names that are not the customer's.
@@ -588,6 +590,10 @@ class ScriptedUser:
             if before is not None and (not before.asks or before.negated) and _REFERS_BACK.search(seg.text):
                 # "I see two payment methods ... Which one would you like to use?"
                 context = f"{before.text} {context}"
+            elif told and _confirms_details(seg.text):
+                # "I've pulled up Tara Jensen, 555-0150. Is that the right number?": what is
+                # to be confirmed was told just before.
+                context = f"{told} {context}"
             # "Should I also update your pending orders, or only the default address?": the
             # alternative the customer wants, when the others are ones it does not.
             pick = self.choose(seg, options) if (seg.either_or and _ASKS_PREFERENCE.match(seg.text)) or (
@@ -706,7 +712,14 @@ class ScriptedUser:
     def answer_question(self, text: str, seg: Segment) -> list[str]:
         """Identity and facts one question or request asks for (none when it asks for
         nothing the scenario knows)."""
-        if _YES_NO_QUESTION.search(seg.text) and self._mentions_identity(seg.text):
+        if _confirms_details(seg.text):
+            # "I have Tara Jensen on 555-0150. Is that the right number?": each identity detail
+            # told is checked against the customer's own; a wrong one is corrected.
+            fix = self.identity_mismatch(text)
+            if fix is not None:
+                return [fix]
+        if _YES_NO_QUESTION.search(seg.text) and self._mentions_identity(text if _confirms_details(seg.text)
+                                                                         else seg.text):
             return ["Yes, that's right."]  # "Is the number on the account 555-0106?"
         out: list[str] = []
         ident = self._identity_answer(text)
@@ -716,6 +729,24 @@ class ScriptedUser:
         if fact is not None and fact not in out:
             out.append(fact)
         return out
+
+    def identity_mismatch(self, text: str) -> str | None:
+        """The customer's correction of a phone number, date of birth or zip code that
+        ``text`` tells and that is not its own (None when every one told is)."""
+        plain = dialogue.strip_markdown(text)
+        dob = next((r.say for r in self.script.answers if any("birth" in " ".join(g) for g in r.keywords)), "")
+        ident = self.script.identity
+        kinds = (
+            (_PHONE_DETAIL, ident.get("phone", ""), f"My phone number is {ident.get('phone', '')}."),
+            (_DATE_DETAIL, dob, dob),
+            (_ZIP_DETAIL, ident.get("zip", ""), f"My zip code is {ident.get('zip', '')}."),
+        )
+        for pattern, mine, say in kinds:
+            own = set(pattern.findall(mine))
+            told = set(pattern.findall(plain))
+            if own and told and not own & told:
+                return f"No, that's not right. {say}"
+        return None
 
     def _mentions_identity(self, text: str) -> bool:
         low = text.lower()
@@ -856,6 +887,21 @@ _YOUR_ACTION = re.compile(r"^(?:so,? |and |okay,? |ok,? )?(?:do|would) you (?:st
                           r"([a-z][^?]{2,80}?)(?: today| now| right now)?\?$", re.IGNORECASE)
 _JUST_GO_ON = re.compile(r"(?:proceed|go ahead|continue|confirm|move forward|do that|do this|do it)\b", re.IGNORECASE)
 _TRANSFER_OFFER = re.compile(r"\btransfer|\bhuman\b|\blive agent\b", re.IGNORECASE)
+# "Is that right / correct?", "Can you confirm that's correct?", "Does that match?"
+_CONFIRM_DETAILS = re.compile(r"\b(?:right|correct|accurate|match(?:es)?)\b(?! now| away| here| there| after| before)",
+                              re.IGNORECASE)
+_PHONE_DETAIL = re.compile(r"\b\d{3}-\d{3,4}(?:-\d{4})?\b")
+_DATE_DETAIL = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+_ZIP_DETAIL = re.compile(r"(?<![\d-])\d{5}(?![\d-])")
+
+
+def _confirms_details(text: str) -> bool:
+    """A yes/no question whether something told is right ("Is that correct?", "Could you
+    confirm that's right?")."""
+    return bool(_CONFIRM_DETAILS.search(text)) and bool(
+        _YES_NO_QUESTION.search(text) or re.match(r"^\W*(?:could|would|can) you (?:please )?confirm\b", text, re.I))
+
+
 _YES_NO_QUESTION = re.compile(
     r"(?:^|:\s*)(?:\w+[,:]?\s+){0,4}?(?:is|are|was|do|does|did|have|has|can|will)\b", re.IGNORECASE
 )
