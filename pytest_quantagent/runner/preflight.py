@@ -140,27 +140,52 @@ def _shown(url: str) -> str:
     return without_userinfo(url)
 
 
-def _check_endpoint(spec: ArmSpec, base_url: str, key: Any, timeout_s: float
-                    ) -> tuple[str | None, str | None]:
-    """(cause of a problem or None, what the endpoint serves as the arm's model: its
-    ``root`` when reported, else its id; None when the server lists no models)."""
+_MODELS_FRESH_S = 30.0
+"""How long the serving comparison's ``GET /models`` answer of an endpoint stands for the
+pre-flight that follows it (one request per endpoint and run, not two). The pre-flight takes
+the answer out (a later run asks again), and asks itself when there is none."""
+_models_seen: dict[tuple[str, str], tuple[float, Any]] = {}
+
+
+def _models_key(base_url: str, key: Any) -> tuple[str, str]:
+    """The memo's key: the endpoint and a hash of the credentials it was asked with (never
+    the credentials themselves)."""
+    import hashlib
+
+    secret = key.get_secret_value() if key is not None else ""
+    auth = repr(sorted(_url_auth(base_url).items()))
+    return _shown(base_url).rstrip("/"), hashlib.sha256(f"{secret}\x00{auth}".encode()).hexdigest()
+
+
+def _remember_models(base_url: str, key: Any, data: Any) -> None:
+    import time
+
+    _models_seen[_models_key(base_url, key)] = (time.monotonic(), data)
+
+
+def _recent_models(base_url: str, key: Any, *, take: bool = False) -> Any | None:
+    """The ``/models`` answer the serving comparison just had from this endpoint, if recent
+    (``take``: and forget it)."""
+    import time
+
+    k = _models_key(base_url, key)
+    seen = _models_seen.pop(k, None) if take else _models_seen.get(k)
+    if seen is None or time.monotonic() - seen[0] > _MODELS_FRESH_S:
+        return None
+    return seen[1]
+
+
+def _get_models(spec: ArmSpec, base_url: str, key: Any, timeout_s: float) -> tuple[str | None, Any]:
+    """``GET <base_url>/models``: (the cause of a problem, None) or (None, its JSON; None when
+    the body is no JSON)."""
     import httpx
 
-    from pytest_quantagent.backends.options import did_you_mean
     from pytest_quantagent.backends.secrets import redact
 
     shown = _shown(base_url)
     try:
-        u = httpx.URL(base_url)
-        ok = u.scheme in ("http", "https") and bool(u.host)
-    except (httpx.InvalidURL, TypeError, ValueError):
-        ok = False
-    if not ok:
-        return f"base_url {shown!r} is not an http:// or https:// URL with a host", None
-    try:
         with _client(spec, key, timeout_s) as client:
-            resp = client.get(_shown(base_url).rstrip("/") + "/models",
-                              headers=_url_auth(base_url))
+            resp = client.get(shown.rstrip("/") + "/models", headers=_url_auth(base_url))
     except httpx.TimeoutException:
         return f"no answer to GET /models within {timeout_s:g} s (is the server up?)", None
     except httpx.HTTPError as e:
@@ -178,10 +203,36 @@ def _check_endpoint(spec: ArmSpec, base_url: str, key: Any, timeout_s: float
     if resp.status_code >= 400:
         return f"GET /models: HTTP {resp.status_code}: {body}", None
     try:
-        data = resp.json()
+        return None, resp.json()
+    except ValueError:
+        return None, None
+
+
+def _check_endpoint(spec: ArmSpec, base_url: str, key: Any, timeout_s: float
+                    ) -> tuple[str | None, str | None]:
+    """(cause of a problem or None, what the endpoint serves as the arm's model: its
+    ``root`` when reported, else its id; None when the server lists no models)."""
+    import httpx
+
+    from pytest_quantagent.backends.options import did_you_mean
+
+    shown = _shown(base_url)
+    try:
+        u = httpx.URL(base_url)
+        ok = u.scheme in ("http", "https") and bool(u.host)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        ok = False
+    if not ok:
+        return f"base_url {shown!r} is not an http:// or https:// URL with a host", None
+    data = _recent_models(base_url, key, take=True)  # the serving comparison asked already
+    if data is None:
+        cause, data = _get_models(spec, base_url, key, timeout_s)
+        if cause is not None:
+            return cause, None
+    try:
         entries = [m for m in data["data"] if isinstance(m, dict)]
         served = [str(m["id"]) for m in entries]
-    except (ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return None, None  # a server without a model list: reachable is all we can check
     if served and spec.model not in served:
         return (f"model {spec.model!r} is not served there{did_you_mean(spec.model, served)} "
@@ -464,7 +515,12 @@ def _server_fields(spec: ArmSpec, timeout_s: float) -> dict[str, str]:
     try:
         with _client(spec, key, timeout_s) as client:
             try:
-                data = client.get(base + "/models", headers=auth).json()
+                data = _recent_models(first, key)
+                if data is None:
+                    resp = client.get(base + "/models", headers=auth)
+                    data = resp.json()
+                    if resp.status_code == 200:
+                        _remember_models(first, key, data)
                 entry = next((m for m in data.get("data", []) if isinstance(m, dict)
                               and str(m.get("id")) == spec.model), None)
             except (httpx.HTTPError, ValueError, AttributeError, TypeError):

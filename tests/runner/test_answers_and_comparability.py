@@ -257,3 +257,21 @@ def test_the_plugin_until_decided_stops_a_cell_that_is_not_comparable(
     assert cell["sequential"]["stopped"] == "not_comparable", cell["sequential"]
     assert cell["sequential"]["looks_taken"] == 1 and cell["sequential"]["episodes_used"] == 4
     assert cell["reasons"][0] == "not comparable: tool_parser: qwen3_coder vs hermes"
+
+
+def test_each_endpoint_is_asked_for_its_models_once_per_run_and_again_next_run(
+        tmp_path: Path, serve: Any, mini_tasks: Any) -> None:
+    # The serving comparison reads GET /models (max_model_len, root, template, parsers) and
+    # the pre-flight checks the key and the model name on the same answer: one request per
+    # endpoint and run. A later run asks again: a server changed in between is seen.
+    n = mini_tasks(2)
+    s_ref, ref = serve(model_fields={"max_model_len": 4096})
+    s_arm, arm = serve(model_fields={"max_model_len": 4096})
+    cfg = _arms(tmp_path, ref, arm)
+    _, report = _run(tmp_path, cfg, n)
+    assert (s_ref.model_requests, s_arm.model_requests) == (1, 1)
+    assert report["cells"][0]["comparability"]["settings"]["max_model_len"]["status"] == "same"
+    s_arm.served_models = ["other"]  # the arm's server now serves another model: refused
+    rc, _ = _run(tmp_path, cfg, n)
+    assert (s_ref.model_requests, s_arm.model_requests) == (2, 2)
+    assert rc == EXIT_USAGE
