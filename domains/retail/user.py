@@ -111,7 +111,7 @@ _REFUSAL = re.compile(
     r"not allowed|only (pending|delivered)|insufficient|not enough|isn't enough|is not enough|"
     r"doesn't cover|does not cover|won't cover|can only (?:go|be)|only be (?:refunded|returned|sent)|"
     r"(?:has|have|must|needs?) to (?:go|be refunded|be returned) (?:back )?to the original|out of stock|"
-    r"(?:isn't|is not|aren't|are not) supported|not supported|"
+    r"(?:isn't|is not|aren't|are not) supported|not supported|(?:isn't|is not|aren't|are not) eligible|"
     r"(?:isn't|is not|aren't|are not) available|no longer available|out of stock|doesn't have enough|"
     r"does not have enough|unfortunately|can no longer|no longer be|won't be able|isn't possible)\b",
     re.IGNORECASE,

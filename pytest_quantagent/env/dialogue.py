@@ -490,9 +490,10 @@ _QUESTION_START = _rx(
     r"^(?:and |also |so |just to confirm,? |quick question:? )?(?:what|which|who|where|when|why|how|"
     r"is|are|am|was|were|do|does|did|have|has|had|can|could|will|would|should|shall|may)\b"
 )
+# "Would you mind checking whether X is on?": the gerund asks to look as well.
 _CHECK = _rx(
     r"\b(?:check|see|look|verify|confirm|tell me|let me know|find out|note|report|read|describe|"
-    r"double-check)\b[^.?!]*\b(?:whether|if|what|which|how|is|are)\b",
+    r"double-check|checking|verifying|confirming|looking)\b[^.?!]*\b(?:whether|if|what|which|how|is|are)\b",
 )
 _BARE_CHECK = _rx(r"\b(?:check|look at|verify|view|read|describe)\b")
 # Verbs that change something: a check phrase after one of them ("turn Wi-Fi on and tell

@@ -164,6 +164,17 @@ _COMPLETED = re.compile(
     r"submitted|refunded|exchanged|returned|initiated|placed|resolved|fixed|applied|completed)\b",
     re.IGNORECASE,
 )
+# "Order #W2876133 is now set to be paid with PayPal.": a change reported as done.
+_NOW_SET = re.compile(r"\b(?:is|are) now (?:set|updated|changed|switched|linked|cancell?ed)\b", re.IGNORECASE)
+# What the agent tells in answer to a question: an amount, an order status.
+_TOLD_VALUE = re.compile(
+    r"\$\s?\d|\b\d+(?:\.\d+)? (?:usd|dollars)\b|\b(?:pending|processed|delivered|shipped|cancell?ed)\b",
+    re.IGNORECASE,
+)
+# Said before it is done, or about what comes: not the answer yet.
+_NOT_YET = re.compile(
+    r"\b(?:i'll|i will|let me|i can|i could|i'm going to|going to|once|before|after|if|would|should|"
+    r"need|needs|may|might|will be able)\b", re.IGNORECASE)
 _ADDRESS_CONTEXT = re.compile(
     r"\baddress\b|\bship(?:ping|ped)? to\b|\bdeliver|\b(?:street|city)\b.*\b(?:state|zip|country)\b",
     re.IGNORECASE,
@@ -468,7 +479,8 @@ class ScriptedUser:
             return join_answers(said)
         asks = [p for p in parts if p.asks]
         if any(p.act == Act.CLOSING for p in parts) or (
-            not asks and (_DONE_SAID.search(text) or _COMPLETED.search(text))
+            not asks and (_DONE_SAID.search(text) or _COMPLETED.search(text) or _NOW_SET.search(text)
+                          or self._told_answer(parts))
         ):
             return self._done()
         if any(p.act == Act.GREETING for p in parts):
@@ -477,6 +489,19 @@ class ScriptedUser:
             # "That's all the info I need.", "Let me look into that.": nothing to answer.
             return self._wait(parts)
         return self._fallback(parts)
+
+    def _told_answer(self, parts: Sequence[Segment]) -> bool:
+        """A message that asks nothing and tells what the user's last request asked ("How
+        much is left on my gift card?" to "Your gift card has $214.00 remaining."): a
+        statement sharing a content word with the question and telling a value (an amount,
+        an order status), none of it conditional, negated or what comes next."""
+        request = self._current_request()
+        if "?" not in request or not parts:
+            return False
+        told = [p for p in parts if p.act == Act.STATEMENT]
+        if len(told) != len(parts) or any(p.conditional or p.negated or _NOT_YET.search(p.text) for p in told):
+            return False
+        return any(_TOLD_VALUE.search(p.text) and _shares_content(p.text, request) for p in told)
 
     def _wait(self, parts: Sequence[Segment]) -> str:
         """The agent is working or has what it needs: the user acknowledges and waits (no
