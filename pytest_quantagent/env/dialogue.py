@@ -393,6 +393,13 @@ _GREETING = _rx(
     _HI + r"(?:is there )?(?:anything|something) (?:i|we) can (?:do|help|sort|assist|take care)\b(?!.*\belse\b)",
     _HI + r"(?:so,? )?what'?s up\b", _HI + r"what(?:'s| is) the (?:trouble|problem|issue)(?: today)?\?",
     _HI + r"(?:any )?(?:problems?|issues?|trouble)\?$",
+    # "hi. what do u need", "What issue are you experiencing?", "Tell me a little about what
+    # you need", "Go ahead." (alone): what the customer came for.
+    _HI + r"what (?:do|can|would) you (?:need|want)(?: (?:today|help with|from (?:me|us)))?[?.!]*$",
+    _HI + r"what (?:issues?|problems?|trouble) (?:are|is) you (?:experiencing|having|facing|seeing)(?: today)?\?$",
+    r"^(?:please )?(?:tell me|let me know) (?:a (?:little|bit) )?(?:more )?(?:about )?what (?:you need|you're looking for"
+    r"|brings you)\b",
+    r"^(?:please )?go ahead[.!]*$",
     # A bare greeting ("hello", "Good morning."): the customer says what it came for.
     r"^(?:hi|hello|hey|hiya|heya|howdy|greetings|good (?:morning|afternoon|evening|day))(?: there)?[\s,.!]*$",
 )
