@@ -29,6 +29,7 @@ from pytest_quantagent.env.dialogue import Act, Segment
 from pytest_quantagent.env.scenario_text import content_words, refusal_matches, same_word
 from pytest_quantagent.env.user import (
     _YES_NO_QUESTION,
+    _confirms_details,
     DeviceIntent,
     ScriptedUser,
     UserScript,
@@ -675,6 +676,8 @@ class RetailUser(ScriptedUser):
     def answer_question(self, text: str, seg: Segment) -> list[str]:
         """Identity when identity is asked (and not just given), else every fact of the
         script the question is about, in the order of :data:`_TOPICS`; then custom answers."""
+        if _confirms_details(seg.text) and (fix := self.identity_mismatch(text)) is not None:
+            return [fix]  # "I found an account under pavel.romeo2558@… — is that you?"
         if _YES_NO_QUESTION.search(seg.text) and self._mentions_identity(seg.text):
             return ["Yes, that's right."]
         if re.match(r"^\W*(?:so,? |and )?(?:which|what)\b", seg.text, re.I) and not _TOPICS_BY_NAME[

@@ -867,6 +867,10 @@ class TelecomUser(ScriptedUser):
             # message proposes.)
             return self.script.refusal
         fix = self.correction(seg.text) or (self.correction(whole) if bare else None)
+        if fix is None and bare:
+            # "I have you down as Liam Evans, born 1973-08-05. Could you confirm?": a date of
+            # birth, number or zip code told that is not the customer's own is corrected.
+            fix = self.identity_mismatch(whole)
         if fix is not None:
             return fix
         return super().answer_offer(seg)

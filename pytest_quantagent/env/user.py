@@ -756,7 +756,7 @@ class ScriptedUser:
         return out
 
     def identity_mismatch(self, text: str) -> str | None:
-        """The customer's correction of a phone number, date of birth or zip code that
+        """The customer's correction of a phone number, date of birth, zip code or email that
         ``text`` tells and that is not its own (None when every one told is)."""
         plain = dialogue.strip_markdown(text)
         dob = next((r.say for r in self.script.answers if any("birth" in " ".join(g) for g in r.keywords)), "")
@@ -765,10 +765,11 @@ class ScriptedUser:
             (_PHONE_DETAIL, ident.get("phone", ""), f"My phone number is {ident.get('phone', '')}."),
             (_DATE_DETAIL, dob, dob),
             (_ZIP_DETAIL, ident.get("zip", ""), f"My zip code is {ident.get('zip', '')}."),
+            (_EMAIL_DETAIL, ident.get("email", "").lower(), f"My email is {ident.get('email', '')}."),
         )
         for pattern, mine, say in kinds:
             own = set(pattern.findall(mine))
-            told = set(pattern.findall(plain))
+            told = set(pattern.findall(plain.lower() if pattern is _EMAIL_DETAIL else plain))
             if own and told and not own & told:
                 return f"No, that's not right. {say}"
         return None
@@ -913,8 +914,11 @@ _YOUR_ACTION = re.compile(r"^(?:so,? |and |okay,? |ok,? )?(?:do|would) you (?:st
 _JUST_GO_ON = re.compile(r"(?:proceed|go ahead|continue|confirm|move forward|do that|do this|do it)\b", re.IGNORECASE)
 _TRANSFER_OFFER = re.compile(r"\btransfer|\bhuman\b|\blive agent\b", re.IGNORECASE)
 # "Is that right / correct?", "Can you confirm that's correct?", "Does that match?"
-_CONFIRM_DETAILS = re.compile(r"\b(?:right|correct|accurate|match(?:es)?)\b(?! now| away| here| there| after| before)",
+_CONFIRM_DETAILS = re.compile(r"\b(?:right|correct|accurate|match(?:es)?)\b(?! now| away| here| there| after| before)|"
+                              # "Can you confirm that's you?", "Is that yours?"
+                              r"\b(?:that(?:'s| is)|is (?:that|this|it)) (?:you|yours|your account)\s*\?",
                               re.IGNORECASE)
+_EMAIL_DETAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
 _PHONE_DETAIL = re.compile(r"\b\d{3}-\d{3,4}(?:-\d{4})?\b")
 _DATE_DETAIL = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 _ZIP_DETAIL = re.compile(r"(?<![\d-])\d{5}(?![\d-])")
