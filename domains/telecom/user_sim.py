@@ -423,6 +423,10 @@ _EXCLUSIVE = {
     "toggle_wifi": "toggle_wifi_calling",
 }
 
+# Where the agent says the customer is ("you're in Spain") and where the scenario says it is.
+_YOU_IN = re.compile(r"\byou(?:'re|’re| are)(?: currently| now| still| right now)? (?:travell?ing |staying |abroad )?in "
+                     r"(?:the )?([A-Z][a-z]+(?: [A-Z][a-z]+)?)")
+_PLACE = re.compile(r"\bin (?:the )?([A-Z][a-z]+(?: [A-Z][a-z]+)?)")
 _OFFER = re.compile(r"^\s*(?:would|do) you (?:like|want|wish) to\b")
 _NETWORK_STATUS_WORDS = (("network", "status"), ("connection", "status"), ("cellular", "connection"))
 # "Can you confirm?" after a sentence about the phone: confirm what it said, from the phone.
@@ -623,7 +627,7 @@ _LINE_NUMBER = re.compile(r"\b\d{3}-\d{4}\b")
 _WANTS_HUMAN = re.compile(r"\b(?:human|real person|representative|live agent|talk to a person)\b", re.I)
 # An offer that names nothing itself ("Shall I go ahead?", "Would you like that?", "Okay?").
 _BARE_OFFER = re.compile(r"\b(?:that|this|it)\b|\b(?:go ahead|proceed|continue|okay|ok|alright|sound good|"
-                         r"submit|confirm)\b|^\W*(?:do you want|would you like|shall|should) (?:me|us|i|we) to \w+\W*$",
+                         r"submit|confirm)\b|^\W*(?:correct|right|accurate)\W*$|^\W*(?:do you want|would you like|shall|should) (?:me|us|i|we) to \w+\W*$",
                          re.I)
 # "if you see it", "if it's there": the payment request the phone shows.
 _SEE_IT = re.compile(r"^(?:you (?:can )?(?:see|got|received|have|find) (?:it|one|the (?:payment )?request)|"
@@ -887,6 +891,12 @@ class TelecomUser(ScriptedUser):
             how_long = next((f for f in [*self.script.facts.values(), *self.script.requests]
                              if _DURATION.search(f)), scen)
             return f"No, that's not right. {how_long}"
+        location = self.script.facts.get("location", "")
+        places = set(_PLACE.findall(location))
+        told_places = set(_YOU_IN.findall(dialogue.strip_markdown(text)))
+        if places and told_places and not told_places & places:
+            # "To recap: you're in Spain, ..." to a customer travelling in Italy.
+            return f"No, that's not right. {location}"
         mine = set(_LINE_NUMBER.findall(" ".join([*self.script.requests, *self.script.identity.values(),
                                                   *self.script.facts.values()])))
         said = set(_LINE_NUMBER.findall(text))
