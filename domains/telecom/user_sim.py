@@ -579,8 +579,8 @@ _SENT_REQUEST = re.compile(r"\b(?:i(?:'ve| have)? (?:just )?sent|request (?:that
 _NO_REQUEST = "No payment request"
 # An offer to change the line's plan ("would you like me to upgrade you to Unlimited?").
 _PLAN_CHANGE = re.compile(
-    r"\b(?:upgrad|chang|switch|mov|migrat)\w*\b(?:\s+\S+){0,6}?\s+(?:plan|unlimited|premium)\b|"
-    r"\bnew plan\b|\bplan (?:change|upgrade)\b|\b(?:bigger|larger|higher|better|different|another|premium|pricier) plan\b", re.I
+    r"\b(?:upgrad|chang|switch|mov|migrat)\w*\b(?:\s+\S+){0,6}?\s+(?:plans?|unlimited|premium)\b|"
+    r"\bnew plans?\b|\bplan (?:change|upgrade)\b|\b(?:bigger|larger|higher|better|different|another|premium|pricier) plans?\b", re.I
 )
 
 
@@ -590,6 +590,9 @@ _UNWANTED_LINE_CHANGES = (
     (re.compile(r"\bcancel(?:l?ing|l?ed)? (?:your|the|this) (?:line|account|service|contract)\b", re.I),
      r"\bcancel"),
     (re.compile(r"\bextend(?:ing)?\b[^.?!]{0,30}\bsuspension\b", re.I), r"\bextend"),
+    # "I can also enable Data Saver to help you conserve data": it limits data, no fix.
+    (re.compile(r"\b(?:enabl|turn(?:ing)? on|switch(?:ing)? on|activat)\w*\b[^.?!]{0,12}\bdata saver\b", re.I),
+     r"\bdata saver\b"),
     (re.compile(r"\bautomatic (?:payments?|billing)\b|\bauto[- ]?payments?\b", re.I),
      r"\bautomatic|\bauto[- ]?pay"),
     (re.compile(r"\b(?:autopay|auto-pay|paperless billing|insurance|device protection|protection plan|"

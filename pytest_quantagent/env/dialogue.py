@@ -407,6 +407,7 @@ _GREETING = _rx(
 _OFFER = _rx(
     r"^(?:so,? |okay,? |ok,? |great,? |alright,? )?(?:would|do) you (?:like|want) me to\b",
     r"\b(?:would|do) you (?:also |still |now )?(?:like|want) me to\b", r"\bwant me to\b",
+    r"^(?:do you )?want to (?:do|try) (?:that|this|it)\?$",  # "I could help you turn on X. Want to do that?"
     r"^(?:so,? |okay,? |ok,? )?(?:shall|should|may|can) (?:i|we)\b(?! (?:have|get|ask|know)\b)",
     r"(?:^|[:,]\s*)(?:shall|should) (?:i|we)\b", r"\bdo you confirm\b", r"\bcan you confirm (?:that )?(?:i|you want|you'd like)\b",
     r"\bplease confirm (?:that )?(?:i|you (?:want|would like|'d like))\b",
