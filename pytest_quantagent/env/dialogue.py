@@ -511,11 +511,18 @@ _CHANGE_VERB = _rx(
     r"reseat|re-seat|remove|reinsert|insert|connect|disconnect|grant|allow|give|pay|make|change|"
     r"set|put|take|complete|accept|submit|send|install|update)\b"
 )
+_POLITE_THEN_CHANGE = _rx(
+    r"^(?:could|can|would|will) you (?:please )?(?:check|look at|open|verify)\b[^?]*\b(?:and|then) (?:then )?"
+    r"(?:please )?(?:turn|switch|toggle|enable|disable|restart|reboot|reset|pay|make|change|set|grant|"
+    r"reinsert|remove|connect|disconnect)\b"
+)
 _NEGATION = _rx(
     r"\b(?:don't|do not|doesn't|does not|didn't|did not|isn't|is not|aren't|are not|wasn't|"
     r"weren't|won't|will not|cannot|can't|never|no need|not necessary|not needed|no longer|nothing|"
     r"without|instead of|rather than|avoid|hold off|not yet|shouldn't|should not|not)\b"
 )
+_NO_CHANGE = _rx(r"\b(?:without (?:changing|touching)|(?:don't|do not) (?:change|touch)) (?:anything|it|them|any settings?)"
+                 r"(?: (?:yet|for now))?\b")
 _NEGATION_EXEMPT = _rx(r"\bdon't forget\b", r"\bdo not forget\b", r"\bif not\b", r"\bwhether or not\b",
                        r"\bnot only\b")
 _CONDITIONAL = _rx(
@@ -602,6 +609,11 @@ def classify(text: str, header: str = "") -> Segment:
     ) or (
         bool(_BARE_CHECK.search(low)) and not _CHANGE_VERB.search(low)
     )
+    if neg and check and _NO_CHANGE.search(low):
+        # "Check whether X is on, without changing anything yet": the look is asked; only a
+        # change is ruled out.
+        rest = _NO_CHANGE.sub(" ", low)
+        neg = bool(_NEGATION.search(rest)) and not _NEGATION_EXEMPT.search(rest)
     wh = bool(_WH.search(low))
     either = question and bool(re.search(r"\b(?:or|Or|either|Either)\b", t))  # not a state code "OR"
 
@@ -657,6 +669,9 @@ def classify(text: str, header: str = "") -> Segment:
         return seg(Act.STATEMENT, past=True)
     if question:
         if _POLITE_REQUEST.search(low) and not check:
+            return seg(Act.REQUEST)
+        if _POLITE_THEN_CHANGE.search(low):
+            # "Could you check it and pay it in full?": a look, then a change asked for.
             return seg(Act.REQUEST)
         if _QUESTION_START.search(low) or not _REQUEST.search(low):
             return seg(Act.QUESTION)
