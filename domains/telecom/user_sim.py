@@ -563,6 +563,9 @@ _PHONE = re.compile(r"\b(?:phone|device|handset)\b", re.I)
 _MMS_WORDS = re.compile(r"\bmms\b|picture|multimedia|photo", re.I)
 # "I think you should switch data on. Would you mind doing that now?"
 _DO_THAT = re.compile(r"\b(?:do|doing|try|trying) (?:that|it|this)\b", re.I)
+_TERSE_QUESTION = re.compile(
+    r"^\W*(?:your |the )?(?!(?:do|does|did|is|are|was|can|could|will|would|have|has|any|so|and|ok|okay|"
+    r"what|which|how|why|when|where|who|ready|done|yes|no|right|correct)\b)[a-z-]+(?: [a-z-]+){0,2}\s*\?\W*$", re.I)
 _PRONOUN = re.compile(r"\b(?:it|that|this one|them)\b", re.I)
 _SELECT = re.compile(r"^\W*(?:(?:then|now|next),?\s+)?(?:please\s+)?(?:select|choose|pick|tap(?: on)?)\b")
 _PAY_LIMIT = re.compile(
@@ -1059,6 +1062,9 @@ class TelecomUser(ScriptedUser):
                         found = self._sentence_calls(_PRONOUN.sub("your phone", sentence, count=1))
                 elif seg.act in (Act.QUESTION, Act.REQUEST) and not seg.conditional:
                     found, said = self._state_reading(sentence, seg.check)
+                    if not found and not said and _TERSE_QUESTION.match(sentence):
+                        # "network mode?": a bare name of something the phone shows asks to read it.
+                        found, said = self._state_reading(f"Check your {sentence}", True)
                     if not found and not said and last_noun and _PRONOUN.search(sentence):
                         # "The payment request is on its way. Could you check that you got it?"
                         found, said = self._state_reading(
