@@ -635,6 +635,9 @@ def classify(text: str, header: str = "") -> Segment:
                 return seg(Act.QUESTION if head.act == Act.QUESTION or head.check else Act.REQUEST,
                            check=check or head.check)
             return seg(Act.REQUEST)
+    if re.match(r"^\W*(?:\(?[a-z0-9]\)\s*)?whether\b", low) and not neg:
+        # "Check two things: (a) whether Mobile Data is on, and (b) ...": an item of a check.
+        return seg(Act.QUESTION, check=True)
     if _TRANSFER_OPTION.search(low) and not neg:
         # "I can do X, or transfer you to a human agent?" offers; without a question it
         # only tells what is possible (see :func:`read` for a choice question after it).
