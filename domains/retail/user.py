@@ -437,9 +437,17 @@ class RetailUser(ScriptedUser):
         only the Rain Umbrella" when it cancels the whole order): what it wants, said as a
         correction (None otherwise)."""
         plain = dialogue.strip_markdown(text)
-        if not _ONLY_PART.search(plain):
-            return None
         request = self.script.requests[0] if self.script.requests else ""
+        if not _ONLY_PART.search(plain):
+            # "Let me confirm the return: 1. Kayak Paddle 2. Alarm Clock" for three items: a
+            # list of two or more of the items wanted that leaves one out.
+            asked = " ".join([*self.script.requests, self.script.facts.get("item", "")])
+            wanted = list(dict.fromkeys(_NAMED_ITEM.findall(asked)))
+            named = [w for w in wanted if re.search(rf"\b{re.escape(w)}\b", plain, re.I)]
+            acts = families(request) & {"cancel", "return", "exchange"}
+            if acts and families(plain) & acts and len(named) >= 2 and len(named) < len(wanted):
+                return f"No, not only those. {self.script.facts.get('item') or request}"
+            return None
         asked = " ".join([*self.script.requests, self.script.facts.get("item", "")])
         acts = families(request) & {"cancel", "return", "exchange"}
         if not acts or not families(plain) & acts:
