@@ -29,10 +29,10 @@ from pytest_quantagent.env.dialogue import Act, Segment
 from pytest_quantagent.env.scenario_text import content_words, refusal_matches, same_word
 from pytest_quantagent.env.user import (
     _YES_NO_QUESTION,
-    _confirms_details,
     DeviceIntent,
     ScriptedUser,
     UserScript,
+    _confirms_details,
     join_answers,
     matches,
 )
