@@ -180,6 +180,9 @@ _WILL_IT_DO = re.compile(r"^\W*(?:is it |would it be )?(?:ok|okay|alright|fine) 
                          r"fine|alright|acceptable)\b|\bhow about (?:that|this)\b", re.I)
 # A suite, unit or apartment number of an address ("Suite 641", "Apt 2B").
 _UNIT = re.compile(r"\b(?:suite|ste\.?|unit|apt\.?|apartment|#)\s*(\w+)", re.I)
+_DO_NOT_WANT = re.compile(r"\b(?:do not|don't|never) (?:want|wish|need) to\b", re.I)
+_WHOLE_ORDER = re.compile(r"\b(?:entire|whole|full) order\b", re.I)
+_CANCEL_ITEM_FROM = re.compile(r"\bcancel (?:the |my )?[\w -]{2,40}? from (?:the |my )?(?:\w+ )?order\b", re.I)
 # What the scenario's request leaves out ("return all items except the pet bed").
 _EXCEPT = re.compile(r"\b(?:except(?: for)?|but not|other than|apart from|excluding)\s+(?:the\s+|my\s+|for\s+)?"
                      r"([a-z][a-z -]*?[a-z])(?=\s*(?:[.,;)]|$|\band\b|\bwhich\b))", re.I)
@@ -318,7 +321,9 @@ class RetailUser(ScriptedUser):
 
     def _goal(self) -> set[str]:
         """The action families the scenario's requests name (transfer: its end)."""
-        goal = families(" ".join(self.script.requests))
+        # "I do not want to cancel any orders.": what a sentence rules out is no goal.
+        sentences = re.split(r"(?<=[.!?])\s+", " ".join(self.script.requests))
+        goal = families(" ".join(s for s in sentences if not _DO_NOT_WANT.search(s)))
         if self.script.end == "transfer":
             goal.add("transfer")
         return goal
@@ -342,6 +347,10 @@ class RetailUser(ScriptedUser):
             # pending, shall I cancel that one too?": orders or items the scenario never names.
             return False
         if "transfer" in offered and "transfer" not in goal:
+            return False
+        if "cancel" in offered and _WHOLE_ORDER.search(text) and _CANCEL_ITEM_FROM.search(" ".join(self.script.requests)):
+            # "Do you want me to cancel the entire order?" to a customer cancelling one item
+            # from it.
             return False
         return all(f in goal or goal & _IMPLIED.get(f, set()) for f in offered)
 
