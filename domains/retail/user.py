@@ -180,6 +180,7 @@ _WILL_IT_DO = re.compile(r"^\W*(?:is it |would it be )?(?:ok|okay|alright|fine) 
                          r"fine|alright|acceptable)\b|\bhow about (?:that|this)\b", re.I)
 # A suite, unit or apartment number of an address ("Suite 641", "Apt 2B").
 _UNIT = re.compile(r"\b(?:suite|ste\.?|unit|apt\.?|apartment|#)\s*(\w+)", re.I)
+_KEPT = re.compile(r"\bkeep\b[^.?!]*?\b(?:as (?:they|it) (?:are|is)|unchanged|the same)\b", re.I)
 _DO_NOT_WANT = re.compile(r"\b(?:do not|don't|never) (?:want|wish|need) to\b", re.I)
 _WHOLE_ORDER = re.compile(r"\b(?:entire|whole|full) order\b", re.I)
 _CANCEL_ITEM_FROM = re.compile(r"\bcancel (?:the |my )?[\w -]{2,40}? from (?:the |my )?(?:\w+ )?order\b", re.I)
@@ -337,6 +338,9 @@ class RetailUser(ScriptedUser):
             # told in its statements (another offer of the message is not this one's).
             # (A refund or payment the message mentions comes with the action, not as one.)
             told = " ".join(p.text for p in self._parts if not p.asks) or self._message
+            # "I'll keep the items and the address exactly as they are and only change the
+            # payment": what is kept is not offered.
+            told = _KEPT.sub(" ", told)
             offered = families(told) - {"refund", "payment"}
         if offered - {"refund", "payment"} and _MORE_THAN_ASKED.search(text):
             # "Would you like me to return the other items as well?"

@@ -441,6 +441,7 @@ _OFFER = _rx(
     r"order details|details|above|request)\b",
     r"\b(?:does|do) (?:that|this|everything|these details) (?:look|sound|seem) (?:right|correct|good|ok|okay)\b",
     r"\bis (?:everything|all of this|all that) (?:correct|right)\b", r"^sound good\b",
+    r"^(?:(?:does|do) (?:that|this) )?(?:sounds?|looks?|seems?) (?:right|correct|ok|okay|good|alright)\?$",
     r"^(?:does|would|will) (?:that|this) (?:work|be ok|be okay|be alright|be fine)(?: for you)?\?$",
     # "Just to confirm: you'd like roaming disabled on 555-0119, correct?"
     r"\b(?:you(?:'d| would)? (?:like|want|wish|prefer)|(?:i|we)(?:'ll| will| should| am going to|'m going to))"
