@@ -94,7 +94,9 @@ _CLAUSE_END = re.compile(
     r"(?:(?<=\bthings)|(?<=\bsteps)|(?<=\bstep)|(?<=\bnext)|(?<=\bfirst)|(?<=\bfinally)|(?<=\bnow)):\s+(?=(?:turn|switch|toggle|enable|disable|restart|reboot|reset|reseat|set|grant|"
     r"pay|open|go|run|try|make|remove|insert|connect|disconnect)\b)|"
     # Inline enumerations: "Two checks: (1) is data on, and (2) is a VPN connected?"
-    r":\s+(?=\(?(?:\d|[a-h])\)\s)|,?\s+(?:and\s+)?(?=\((?:\d|[a-h])\)\s)|\s+(?=\d\)\s)|"
+    # (Not a choice: "is it (a) no longer needed or (b) ordered by mistake?" is one question.)
+    r":\s+(?=\(?(?:\d|[a-h])\)\s)(?![^?.!]*\bor\s+\(?(?:\d|[a-h])\)\s)|"
+    r"(?<!\bor),?\s+(?:and\s+)?(?=\((?:\d|[a-h])\)\s)(?![^?.!]*\bor\s+\((?:\d|[a-h])\)\s)|\s+(?=\d\)\s)|"
     # Two questions in one sentence: "How would you like to pay, and do you want me to proceed?"
     r",\s+(?:and|also|plus)\s+(?=(?:do|would|can|could|shall|should|may|is|are|will) (?:you|i|we)\b)",
     re.IGNORECASE,
