@@ -1146,12 +1146,18 @@ class TelecomUser(ScriptedUser):
         else:
             subject = cond if _noun_of(cond) else f"{noun or ''} {cond}"
             mode = _extract_mode(cond).get("mode")
-            if mode is not None and noun == "the network mode" and self.phone is not None:
+            if mode is not None and self.phone is not None and (noun == "the network mode" or (
+                    noun is None and re.search(r"\bnetwork mode\b|\bpreferred network\b", then, re.I))):
+                # ("If your phone is on 3G or 2G only, set the network mode to ...": the step
+                # names it.)
                 # "If it's 3G only / anything other than 4G/5G, change it to ...": the phone's
                 # current mode.
                 current = str(getattr(self.phone.db.device.network_mode_preference, "value", ""))
                 other = bool(re.search(r"\bother than\b|\bnot\b|n't\b", cond, re.I))
-                if (current == mode) == other:
+                # "if it's on 2G or 3G only": either mode named.
+                named = {m for m, groups in _MODES.items() if matches(cond, groups)} if re.search(
+                    r"\bor\b", cond, re.I) else {mode}
+                if (current in named) == other:
                     return [], []
                 if _PRONOUN.search(then):
                     then = _PRONOUN.sub(noun, then, count=1)
