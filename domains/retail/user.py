@@ -181,7 +181,7 @@ _WILL_IT_DO = re.compile(r"^\W*(?:is it |would it be )?(?:ok|okay|alright|fine) 
 # A suite, unit or apartment number of an address ("Suite 641", "Apt 2B").
 _UNIT = re.compile(r"\b(?:suite|ste\.?|unit|apt\.?|apartment|#)\s*(\w+)", re.I)
 _KEPT = re.compile(r"\bkeep\b[^.?!]*?\b(?:as (?:they|it) (?:are|is)|unchanged|the same)\b", re.I)
-_DO_NOT_WANT = re.compile(r"\b(?:do not|don't|never) (?:want|wish|need) to\b", re.I)
+_DO_NOT_WANT = re.compile(r"\b(?:do not|don't|never) (?:want|wish|need) to (?:cancel|return|exchange|modify|change|update)\b", re.I)
 _WHOLE_ORDER = re.compile(r"\b(?:entire|whole|full) order\b", re.I)
 _CANCEL_ITEM_FROM = re.compile(r"\bcancel (?:the |my )?[\w -]{2,40}? from (?:the |my )?(?:\w+ )?order\b", re.I)
 # What the scenario's request leaves out ("return all items except the pet bed").
