@@ -90,11 +90,8 @@ def unsupported_reason(model: Any, device: str) -> str | None:
     if not getattr(cfg, "max_position_embeddings", None):
         return "no max_position_embeddings"
     try:
-        layers = model.model.layers
-        linears = [model.lm_head]
-        for layer in layers:
-            a, m = layer.self_attn, layer.mlp
-            linears += [a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj]
+        groups = _fused_groups(model)
+        linears = [model.lm_head, *(lin for group in groups for lin in group)]
     except AttributeError:
         return "unexpected module layout"
     for module in model.modules():
@@ -112,7 +109,7 @@ def unsupported_reason(model: Any, device: str) -> str | None:
             return f"{type(module).__name__} has a patched forward"
         if hasattr(module, "quantization_scheme") or hasattr(module, "weight_scale"):
             return f"{type(module).__name__} is a quantized module"
-    for group in _fused_groups(model):
+    for group in groups:
         if len({repr(_input_args(lin)) for lin in group}) > 1:
             return "projections fused into one GEMM quantize their inputs differently"
     for lin in linears:
@@ -132,15 +129,24 @@ def _is_ct_quantized(module: Any) -> bool:
             and "compressed_tensors" in func.__code__.co_filename)
 
 
+def _active_scheme(module: Any) -> Any:
+    """The quantization scheme a compressed-tensors projection applies in its forward (None:
+    not such a projection, or its quantization is off, so it is the plain projection)."""
+    if not _is_ct_quantized(module) or not getattr(module, "quantization_enabled", True):
+        return None
+    if getattr(module, "quantization_status", None) is None:
+        return None
+    return module.quantization_scheme
+
+
 def ct_scheme_reason(module: Any) -> str | None:
     """Why the batched step cannot reproduce this compressed-tensors projection (None when
     it can): it must quantize its weights statically (the step uses the library's own
     fake-quantized weight) and its inputs not at all or per token, dynamically (the step
     applies the library's own ``forward_quantize`` to each row: one token's scale depends on
     that token only, so a row's values do not depend on the batch); no output quantization."""
-    scheme = module.quantization_scheme
-    status = getattr(module, "quantization_status", None)
-    if scheme is None or status is None or not getattr(module, "quantization_enabled", True):
+    scheme = _active_scheme(module)
+    if scheme is None:
         return None  # quantization off: the plain projection
     if scheme.output_activations is not None:
         return "output activations are quantized"
@@ -154,10 +160,8 @@ def ct_scheme_reason(module: Any) -> str | None:
 
 def _input_args(lin: Any) -> Any:
     """The input-activation quantization of a projection (None: none)."""
-    if not _is_ct_quantized(lin) or not getattr(lin, "quantization_enabled", True):
-        return None
-    scheme = lin.quantization_scheme
-    return None if scheme is None or getattr(lin, "quantization_status", None) is None else scheme.input_activations
+    scheme = _active_scheme(lin)
+    return None if scheme is None else scheme.input_activations
 
 
 def _fused_groups(model: Any) -> list[list[Any]]:
@@ -174,13 +178,12 @@ def _weight(lin: Any) -> torch.Tensor:
     projection that fake-quantizes its weight in each forward, that quantized weight
     (computed once here by the library's ``forward_quantize``: the same values every call)."""
     w = lin.weight.detach()
-    if _is_ct_quantized(lin) and getattr(lin, "quantization_enabled", True):
+    scheme = _active_scheme(lin)
+    if scheme is not None and scheme.weights is not None:
         from compressed_tensors.quantization import QuantizationStatus
         from compressed_tensors.quantization.lifecycle.forward import forward_quantize
 
-        scheme, status = lin.quantization_scheme, lin.quantization_status
-        if scheme is not None and status is not None and scheme.weights is not None and (
-                status < QuantizationStatus.COMPRESSED):
+        if lin.quantization_status < QuantizationStatus.COMPRESSED:
             w = forward_quantize(lin, w, "weight", scheme.weights)
     out: torch.Tensor = w
     return out
