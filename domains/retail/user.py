@@ -219,6 +219,8 @@ def _sizes(text: str) -> set[str]:
         word = next(g for g in m.groups() if g).lower()
         out.add(_SIZE_NAMES.get(word, word))
     return out
+
+
 _ASKS_HUMAN = re.compile(r"\b(?:human|real person|representative|live agent)\b", re.I)
 # "just the Floor Lamp", "only the Rain Umbrella", "only one item": the action limited to a part.
 _ONLY_PART = re.compile(r"\b(?:just|only)\s+(?:the|one|a single)\b(?!\s+(?:order|whole|entire|full|same|way|thing|things|one you)\b)", re.I)
@@ -451,21 +453,18 @@ class RetailUser(ScriptedUser):
         correction (None otherwise)."""
         plain = dialogue.strip_markdown(text)
         request = self.script.requests[0] if self.script.requests else ""
+        asked = " ".join([*self.script.requests, self.script.facts.get("item", "")])
+        acts = families(request) & {"cancel", "return", "exchange"}
+        wanted = list(dict.fromkeys(_NAMED_ITEM.findall(asked)))
         if not _ONLY_PART.search(plain):
             # "Let me confirm the return: 1. Kayak Paddle 2. Alarm Clock" for three items: a
             # list of two or more of the items wanted that leaves one out.
-            asked = " ".join([*self.script.requests, self.script.facts.get("item", "")])
-            wanted = list(dict.fromkeys(_NAMED_ITEM.findall(asked)))
             named = [w for w in wanted if re.search(rf"\b{re.escape(w)}\b", plain, re.I)]
-            acts = families(request) & {"cancel", "return", "exchange"}
             if acts and families(plain) & acts and len(named) >= 2 and len(named) < len(wanted):
                 return f"No, not only those. {self.script.facts.get('item') or request}"
             return None
-        asked = " ".join([*self.script.requests, self.script.facts.get("item", "")])
-        acts = families(request) & {"cancel", "return", "exchange"}
         if not acts or not families(plain) & acts:
             return None
-        wanted = dict.fromkeys(_NAMED_ITEM.findall(asked))
         if wanted:
             if any(not re.search(rf"\b{re.escape(w.split()[-1])}\b", plain, re.I) for w in wanted):
                 return f"No, not only that. {self.script.facts.get('item') or request}"

@@ -760,21 +760,19 @@ class TelecomUser(ScriptedUser):
                 self._speed_seen = (m.group(1) or "no connection").lower()
             if last.content.startswith(_NO_REQUEST):
                 self._pending = [c for c in self._pending if c.name != "make_payment"]
-            if (m := _REQUEST_AMOUNT.search(last.content)) and self._pay_if_amount is not None:
+            m = _REQUEST_AMOUNT.search(last.content)
+            if m and self._pay_if_amount is not None:
                 shown, named = float(m.group(1)), self._pay_if_amount
                 self._pay_if_amount = None
-                if abs(shown - named) > 0.005 and any(c.name == "make_payment" for c in self._pending):
-                    self._pending = [c for c in self._pending if c.name != "make_payment"]
-                    self._tail.insert(0, f"The request on my phone is for {shown:.2f} USD, not "
-                                         f"{named:.2f}, so I haven't paid it.")
-            if (m := _REQUEST_AMOUNT.search(last.content)) and self._pay_limit is not None:
+                if abs(shown - named) > 0.005:
+                    self._withhold_payment(f"The request on my phone is for {shown:.2f} USD, not "
+                                           f"{named:.2f}, so I haven't paid it.")
+            if m and self._pay_limit is not None:
                 shown = float(m.group(1))
                 limit, inclusive = self._pay_limit
                 self._pay_limit = None
-                if (shown >= limit if inclusive else shown > limit) and any(
-                        c.name == "make_payment" for c in self._pending):
-                    self._pending = [c for c in self._pending if c.name != "make_payment"]
-                    self._tail.insert(0, f"The request on my phone is for {shown:.2f} USD, so I haven't paid it.")
+                if shown >= limit if inclusive else shown > limit:
+                    self._withhold_payment(f"The request on my phone is for {shown:.2f} USD, so I haven't paid it.")
             if self._pending:
                 self._results.append(self._describe_result(last))
                 return self._call(self._pending.pop(0))
@@ -940,6 +938,13 @@ class TelecomUser(ScriptedUser):
             if _ROAMING_OFF.search(text) and abroad:
                 return False
         return True
+
+    def _withhold_payment(self, why: str) -> None:
+        """The payment the agent's condition rules out, once the phone shows the request: a
+        pending ``make_payment`` is dropped and ``why`` said first."""
+        if any(c.name == "make_payment" for c in self._pending):
+            self._pending = [c for c in self._pending if c.name != "make_payment"]
+            self._tail.insert(0, why)
 
     def respond_text(self, text: str) -> str:
         """As :meth:`ScriptedUser.respond_text`; when asked for name and date of birth

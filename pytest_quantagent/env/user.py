@@ -737,14 +737,14 @@ class ScriptedUser:
     def answer_question(self, text: str, seg: Segment) -> list[str]:
         """Identity and facts one question or request asks for (none when it asks for
         nothing the scenario knows)."""
-        if _confirms_details(seg.text):
+        confirms = _confirms_details(seg.text)
+        if confirms:
             # "I have Tara Jensen on 555-0150. Is that the right number?": each identity detail
             # told is checked against the customer's own; a wrong one is corrected.
             fix = self.identity_mismatch(text)
             if fix is not None:
                 return [fix]
-        if _YES_NO_QUESTION.search(seg.text) and self._mentions_identity(text if _confirms_details(seg.text)
-                                                                         else seg.text):
+        if _YES_NO_QUESTION.search(seg.text) and self._mentions_identity(text if confirms else seg.text):
             return ["Yes, that's right."]  # "Is the number on the account 555-0106?"
         out: list[str] = []
         ident = self._identity_answer(text)
